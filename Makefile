@@ -1,0 +1,45 @@
+# Two commands do all the set-up on a fresh machine:
+#   make demo   create .venv, install structrag, index the bundled chat, ask sample questions
+#   make test   lint (ruff), type check (mypy) and tests (pytest)
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+DEMO_DB ?= .demo-index
+
+.PHONY: venv demo test lint typecheck pytest bench-ingest clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "structrag needs Python >= 3.11"'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+demo: venv
+	rm -rf $(DEMO_DB)
+	$(BIN)/structrag ingest examples/friends_chat.jsonl --db $(DEMO_DB)
+	$(BIN)/structrag stats --db $(DEMO_DB)
+	$(BIN)/structrag show m11 --db $(DEMO_DB)
+	$(BIN)/structrag entities --db $(DEMO_DB) --top 8
+
+lint: venv
+	$(BIN)/ruff check structrag tests benchmarks
+	$(BIN)/ruff format --check structrag tests benchmarks
+
+typecheck: venv
+	$(BIN)/mypy
+
+pytest: venv
+	$(BIN)/pytest -q
+
+test: lint typecheck pytest
+
+bench-ingest: venv
+	$(BIN)/python benchmarks/ingest_throughput.py $(LOCOMO)
+
+clean:
+	rm -rf $(VENV) $(DEMO_DB) .mypy_cache .pytest_cache .ruff_cache
