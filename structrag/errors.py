@@ -1,0 +1,102 @@
+"""The exception hierarchy: one root, small subclasses that say what went wrong and what to do.
+
+Every error a user can cause derives from :class:`StructragError`; the CLI turns these into
+a one-paragraph message and a non-zero exit code, never a traceback. Subclasses mix in a
+builtin exception where the meaning matches, so ``except ValueError`` still works.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class StructragError(Exception):
+    """Root of every error structrag raises on purpose."""
+
+    hint: str | None = None
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if hint is not None:
+            self.hint = hint
+
+    def __str__(self) -> str:
+        if self.hint:
+            return f"{self.message}\n  hint: {self.hint}"
+        return self.message
+
+
+class InputError(StructragError, ValueError):
+    """An input file that cannot be read or parsed; names the file and the position."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        message: str,
+        *,
+        line: int | None = None,
+        column: int | None = None,
+        hint: str | None = None,
+    ) -> None:
+        self.path = str(path)
+        self.line = line
+        self.column = column
+        where = self.path
+        if line is not None:
+            where += f", line {line}"
+            if column is not None:
+                where += f", column {column}"
+        super().__init__(f"{where}: {message}", hint=hint)
+        self.detail = message
+
+
+class UnknownFormatError(InputError):
+    """The input format could not be detected, or the named format does not exist."""
+
+
+class IndexStateError(StructragError, RuntimeError):
+    """The index directory is missing, locked by another process, or from another version."""
+
+
+class NotFoundError(StructragError, LookupError):
+    """A conversation, message or semantic ref that the caller named does not exist."""
+
+
+class QuerySyntaxError(StructragError, ValueError):
+    """A query expression that does not parse; carries the position and a caret snippet."""
+
+    def __init__(self, query: str, position: int, message: str, *, hint: str | None = None):
+        self.query = query
+        self.position = max(0, min(position, len(query)))
+        line_start = query.rfind("\n", 0, self.position) + 1
+        line_end = query.find("\n", self.position)
+        if line_end == -1:
+            line_end = len(query)
+        self.line = query.count("\n", 0, self.position) + 1
+        self.column = self.position - line_start + 1
+        snippet = query[line_start:line_end]
+        caret = " " * (self.position - line_start) + "^"
+        self.snippet = f"{snippet}\n{caret}"
+        super().__init__(
+            f"query syntax error at position {self.position} (column {self.column}): "
+            f"{message}\n  {snippet}\n  {caret}",
+            hint=hint,
+        )
+        self.detail = message
+
+
+class QueryError(StructragError, ValueError):
+    """A query that parses but cannot run (unknown property, bad date, empty scope)."""
+
+
+class ConfigError(StructragError, ValueError):
+    """A setting that is missing or invalid (LLM endpoint, embedding model, budget)."""
+
+
+class ExtractionError(StructragError, RuntimeError):
+    """Knowledge extraction failed for a message (the LLM path records these per message)."""
+
+
+class LLMError(StructragError, RuntimeError):
+    """An LLM endpoint failed after retries, or returned output that did not validate."""
