@@ -1,0 +1,263 @@
+"""Shared pieces of the importers: reading bytes safely, JSON with positions, message checks.
+
+An importer turns one input file into a :class:`ParsedSource` without touching the index,
+so a bad file is rejected before anything is written. Each message keeps where it came
+from (a line number or a JSON path) so later checks can point at it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from structrag.errors import InputError
+from structrag.models import Conversation, Message, SemanticRef
+
+#: Messages longer than this are still stored whole, but extracted in pieces.
+HUGE_MESSAGE_CHARS = 100_000
+
+
+@dataclass
+class ParsedSource:
+    """What an importer read from one file, before anything is written to the index."""
+
+    path: str
+    format: str
+    conversations: list[Conversation]
+    messages: list[Message]
+    locations: list[str]
+    knowledge: list[SemanticRef] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class RawMessage:
+    """A message as an importer found it, before ids and ordinals are settled."""
+
+    text: str
+    location: str
+    id: str | None = None
+    speaker: str | None = None
+    recipients: tuple[str, ...] = ()
+    timestamp: Any = None
+    tags: tuple[str, ...] = ()
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    """Options the CLI passes through to every importer."""
+
+    conversation: str | None = None
+    encoding: str = "utf-8"
+
+
+def read_text(path: Path, encoding: str = "utf-8") -> str:
+    """Read a file, naming the line and column of the first byte that does not decode."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise InputError(path, "file not found", hint="check the path") from None
+    except IsADirectoryError:
+        raise InputError(path, "is a directory", hint="pass the files inside it") from None
+    except OSError as exc:
+        raise InputError(path, f"cannot read file: {exc.strerror}") from exc
+    codec = "utf-8-sig" if encoding.lower().replace("_", "-") in ("utf-8", "utf8") else encoding
+    try:
+        text = data.decode(codec)
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise InputError(
+            path,
+            f"byte 0x{data[exc.start]:02x} is not valid {encoding}",
+            line=line,
+            column=column,
+            hint="re-save the file as UTF-8, or pass --encoding with the file's real "
+            "encoding (for example --encoding cp1252 or --encoding latin-1)",
+        ) from None
+    except LookupError:
+        raise InputError(path, f"unknown encoding {encoding!r}", hint="use e.g. utf-8") from None
+    if "\x00" in text:
+        raise InputError(
+            path,
+            "file contains NUL bytes; it looks binary or UTF-16 encoded",
+            line=text.count("\n", 0, text.index("\x00")) + 1,
+            hint="convert it to UTF-8 text, or pass --encoding utf-16",
+        )
+    return text
+
+
+def parse_json(path: Path, text: str) -> Any:
+    """``json.loads`` with errors that name the line and column, and spot truncation."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        truncated = exc.pos >= len(text.rstrip())
+        hint = (
+            "the file ends before the JSON value is complete: it looks truncated; "
+            "re-export or re-download it"
+            if truncated
+            else "fix the JSON at that position (a validator such as `python -m json.tool` "
+            "shows the context)"
+        )
+        raise InputError(
+            path, f"invalid JSON: {exc.msg}", line=exc.lineno, column=exc.colno, hint=hint
+        ) from None
+
+
+def expect(path: Path, value: Any, kind: type | tuple[type, ...], where: str, what: str) -> Any:
+    """Check a JSON value's type, naming its JSON path when it is wrong."""
+    if not isinstance(value, kind):
+        names = " or ".join(t.__name__ for t in (kind if isinstance(kind, tuple) else (kind,)))
+        found = type(value).__name__ if value is not None else "null"
+        raise InputError(
+            path, f"at {where}: {what} must be a JSON {_json_name(names)}, found {found}"
+        )
+    return value
+
+
+def _json_name(python_names: str) -> str:
+    return (
+        python_names.replace("dict", "object")
+        .replace("list", "array")
+        .replace("str", "string")
+        .replace("int", "number")
+        .replace("float", "number")
+        .replace("bool", "boolean")
+    )
+
+
+def str_list(path: Path, value: Any, where: str) -> tuple[str, ...]:
+    """A JSON string or list of strings as a tuple (``None`` is empty)."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,) if value.strip() else ()
+    expect(path, value, list, where, "the value")
+    out = []
+    for i, item in enumerate(value):
+        expect(path, item, (str, int, float), f"{where}[{i}]", "each item")
+        if str(item).strip():
+            out.append(str(item).strip())
+    return tuple(out)
+
+
+_WS_RE = re.compile(r"[ \t]+\n")
+
+
+def clean_text(text: str) -> str:
+    """Normalise line endings and trailing spaces; keeps the words exactly."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return _WS_RE.sub("\n", text).strip()
+
+
+def finish(
+    path: Path,
+    fmt: str,
+    conversation: Conversation,
+    raws: list[RawMessage],
+    *,
+    parse_time: Callable[[Any], Any],
+    warnings: list[str] | None = None,
+    default_recipients: bool = True,
+) -> ParsedSource:
+    """Turn raw messages into checked :class:`Message` objects for one conversation.
+
+    Assigns ids (``1``, ``2`` ... where the input has none) and ordinals, drops exact
+    duplicates with a warning, rejects conflicting duplicate ids, and notes empty and huge
+    messages.
+    """
+    warnings = list(warnings or [])
+    speakers = sorted({r.speaker for r in raws if r.speaker})
+    messages: list[Message] = []
+    locations: list[str] = []
+    seen: dict[str, int] = {}
+    empty: list[str] = []
+    unparsed_times: list[str] = []
+    for raw in raws:
+        msg_id = raw.id if raw.id is not None else str(len(messages) + 1)
+        recipients = raw.recipients
+        if not recipients and default_recipients and raw.speaker and len(speakers) > 1:
+            recipients = tuple(s for s in speakers if s != raw.speaker)
+        timestamp = parse_time(raw.timestamp)
+        if raw.timestamp not in (None, "") and timestamp is None:
+            unparsed_times.append(raw.location)
+            raw.metadata.setdefault("time_text", str(raw.timestamp))
+        message = Message(
+            conversation=conversation.id,
+            id=msg_id,
+            ordinal=len(messages),
+            speaker=raw.speaker,
+            recipients=recipients,
+            timestamp=timestamp,
+            text=raw.text,
+            tags=raw.tags,
+            metadata=raw.metadata,
+        )
+        if msg_id in seen:
+            first = seen[msg_id]
+            if messages[first].content_hash() == message.content_hash():
+                warnings.append(
+                    f"{path}: {raw.location}: message id {msg_id!r} repeats {locations[first]} "
+                    "with the same content; the copy was skipped"
+                )
+                continue
+            raise InputError(
+                path,
+                f"at {raw.location}: message id {msg_id!r} is used twice in conversation "
+                f"{conversation.id!r} with different content (first at {locations[first]})",
+                hint="message ids must be unique within a conversation; give one of them "
+                "another id, or put them in different conversations",
+            )
+        seen[msg_id] = len(messages)
+        if not raw.text.strip():
+            empty.append(msg_id)
+        elif len(raw.text) > HUGE_MESSAGE_CHARS:
+            warnings.append(
+                f"{path}: {raw.location}: message {msg_id!r} has {len(raw.text):,} characters; "
+                "it is stored whole and extracted in pieces"
+            )
+        messages.append(message)
+        locations.append(raw.location)
+    if empty:
+        shown = ", ".join(repr(i) for i in empty[:5]) + (" ..." if len(empty) > 5 else "")
+        warnings.append(f"{path}: {len(empty)} empty message(s) kept without knowledge: {shown}")
+    if unparsed_times:
+        warnings.append(
+            f"{path}: {len(unparsed_times)} timestamp(s) not understood (first at "
+            f"{unparsed_times[0]}); kept as metadata 'time_text', messages left undated"
+        )
+    return ParsedSource(
+        path=str(path),
+        format=fmt,
+        conversations=[conversation],
+        messages=messages,
+        locations=locations,
+        warnings=warnings,
+    )
+
+
+def merge_sources(path: Path, fmt: str, parts: list[ParsedSource]) -> ParsedSource:
+    """Join the per-conversation results of a file that holds several conversations."""
+    ids = [c.id for p in parts for c in p.conversations]
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    if dupes:
+        raise InputError(
+            path,
+            f"conversation id(s) {', '.join(map(repr, dupes))} appear more than once",
+            hint="give each conversation its own id",
+        )
+    return ParsedSource(
+        path=str(path),
+        format=fmt,
+        conversations=[c for p in parts for c in p.conversations],
+        messages=[m for p in parts for m in p.messages],
+        locations=[loc for p in parts for loc in p.locations],
+        knowledge=[k for p in parts for k in p.knowledge],
+        warnings=[w for p in parts for w in p.warnings],
+    )

@@ -1,0 +1,129 @@
+"""WebVTT captions (meeting recordings, podcasts).
+
+Cues carry the speaker in a voice tag (``<v Kevin Scott>``) or as a ``Name:`` prefix.
+Consecutive cues from the same speaker are merged into one message; ``metadata.start`` and
+``metadata.end`` keep the cue times in seconds and ``metadata.cues`` the cue ids. NOTE,
+STYLE and REGION blocks are skipped. Message timestamps are set only when the file's
+header gives a date (``WEBVTT - 2023-05-01T10:00:00``); cue times are offsets from it.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from structrag.errors import InputError
+from structrag.importers.base import LoadOptions, ParsedSource, RawMessage, clean_text, finish
+from structrag.importers.transcript import _LABEL_RE, _speaker
+from structrag.models import Conversation
+from structrag.timeparse import parse_datetime
+
+_TS = r"(?:(\d+):)?(\d{1,2}):(\d{2})[.,](\d{1,3})"
+_TIMING_RE = re.compile(rf"^\s*{_TS}\s*-->\s*{_TS}(?:\s+.*)?$")
+_VOICE_RE = re.compile(r"<v(?:\.[\w.-]+)?\s+([^>]+)>")
+_TAG_RE = re.compile(r"</?[^>]+>")
+
+
+def _seconds(groups: tuple[str | None, ...]) -> float:
+    hours, minutes, secs, millis = groups
+    return (
+        int(hours or 0) * 3600
+        + int(minutes or 0) * 60
+        + int(secs or 0)
+        + int((millis or "0").ljust(3, "0")) / 1000
+    )
+
+
+def load_webvtt(path: Path, text: str, options: LoadOptions) -> ParsedSource:
+    lines = text.splitlines()
+    first = next((i for i, line in enumerate(lines) if line.strip()), None)
+    if first is None or not lines[first].lstrip("\ufeff").startswith("WEBVTT"):
+        raise InputError(
+            path,
+            "not a WebVTT file: the first line must start with 'WEBVTT'",
+            line=(first or 0) + 1,
+            hint="pass --format transcript for plain 'SPEAKER: text' transcripts",
+        )
+    base = parse_datetime(lines[first].lstrip("\ufeff")[6:].strip(" -\t"))
+    blocks: list[tuple[int, list[str]]] = []
+    start = first + 1
+    for i in range(first + 1, len(lines) + 1):
+        if i == len(lines) or not lines[i].strip():
+            if i > start:
+                blocks.append((start + 1, lines[start:i]))
+            start = i + 1
+    raws: list[RawMessage] = []
+    warnings: list[str] = []
+    for lineno, block in blocks:
+        head = block[0].strip()
+        if head.startswith(("NOTE", "STYLE", "REGION")):
+            continue
+        timing_at = 0 if "-->" in block[0] else 1
+        if timing_at >= len(block) or "-->" not in block[timing_at]:
+            raise InputError(
+                path,
+                f"cue has no timing line ('00:00:01.000 --> 00:00:04.000'): {head[:60]!r}",
+                line=lineno,
+                hint="fix or delete this block",
+            )
+        match = _TIMING_RE.match(block[timing_at])
+        if not match:
+            raise InputError(
+                path,
+                f"malformed cue timing {block[timing_at].strip()!r}",
+                line=lineno + timing_at,
+                hint="cue timings look like '00:01:02.500 --> 00:01:05.000'",
+            )
+        cue_id = block[0].strip() if timing_at == 1 else None
+        begin, end = _seconds(match.groups()[:4]), _seconds(match.groups()[4:])
+        payload = block[timing_at + 1 :]
+        if not payload:
+            warnings.append(f"{path}: line {lineno}: cue with no text skipped")
+            continue
+        _add_cue(raws, payload, lineno, cue_id, begin, end, base)
+    if not raws:
+        raise InputError(path, "no cues with text found")
+    conv_id = options.conversation or path.stem
+    conversation = Conversation(id=conv_id, metadata={"source": str(path), "format": "webvtt"})
+    return finish(path, "webvtt", conversation, raws, parse_time=parse_datetime, warnings=warnings)
+
+
+def _add_cue(
+    raws: list[RawMessage],
+    payload: list[str],
+    lineno: int,
+    cue_id: str | None,
+    begin: float,
+    end: float,
+    base: Any,
+) -> None:
+    joined = "\n".join(payload)
+    voice = _VOICE_RE.search(joined)
+    speaker = voice.group(1).strip() if voice else None
+    body = clean_text(_TAG_RE.sub("", joined))
+    if speaker is None:
+        label = _LABEL_RE.match(body)
+        name = _speaker(label) if label else None
+        if label and name:
+            speaker, body = name, (label.group("text") or "").strip()
+    previous = raws[-1] if raws else None
+    if previous is not None and (speaker is None or speaker == previous.speaker):
+        previous.text = f"{previous.text} {body}".strip()
+        previous.metadata["end"] = end
+        if cue_id:
+            previous.metadata.setdefault("cues", []).append(cue_id)
+        return
+    metadata: dict[str, Any] = {"start": begin, "end": end, "line": lineno}
+    if cue_id:
+        metadata["cues"] = [cue_id]
+    raws.append(
+        RawMessage(
+            text=body,
+            location=f"line {lineno}",
+            speaker=speaker,
+            timestamp=base + timedelta(seconds=begin) if base else None,
+            metadata=metadata,
+        )
+    )

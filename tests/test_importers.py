@@ -1,0 +1,285 @@
+"""Importers: every format parses, and bad input fails with the file and position."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from structrag.errors import InputError, UnknownFormatError
+from structrag.importers import LoadOptions, detect_format, load_source
+from structrag.importers.base import HUGE_MESSAGE_CHARS
+from structrag.models import Action
+from tests.conftest import locomo_sample
+
+
+def test_locomo_sessions_turns_and_dates(locomo_file: Path) -> None:
+    source = load_source(locomo_file)
+    assert source.format == "locomo"
+    assert [c.id for c in source.conversations] == ["conv-test"]
+    assert [m.id for m in source.messages] == [f"D{s}:{t}" for s in (1, 2) for t in (1, 2, 3, 4)]
+    first = source.messages[0]
+    assert first.speaker == "Alice"
+    assert first.recipients == ("Bob",)
+    assert first.timestamp == datetime(2023, 5, 8, 13, 56)
+    assert first.metadata["session"] == 1
+    assert source.messages[4].timestamp == datetime(2023, 5, 25, 10, 15)
+    captioned = source.messages[-1]
+    assert captioned.text.endswith("[shares a photo of a painting of a sunset]")
+    assert captioned.metadata["image_caption"] == "a photo of a painting of a sunset"
+
+
+def test_locomo_per_turn_dates_and_missing_sample_id(tmp_path: Path) -> None:
+    path = tmp_path / "my_chat.json"
+    path.write_text(json.dumps(locomo_sample(None, per_turn_dates=True)))
+    source = load_source(path)
+    assert [c.id for c in source.conversations] == ["my_chat"]
+    assert source.messages[0].timestamp == datetime(2023, 5, 8, 13, 56)
+    assert source.messages[-1].timestamp == datetime(2023, 5, 25, 10, 15)
+
+
+def test_locomo_clean_text_is_used_when_text_is_missing(tmp_path: Path) -> None:
+    sample = locomo_sample()
+    turn = sample["conversation"]["session_1"][0]  # type: ignore[index]
+    turn["clean_text"] = turn.pop("text")
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(sample))
+    assert load_source(path).messages[0].text.startswith("Hi Bob!")
+
+
+def test_transcript_multiline_turns_and_header(transcript_file: Path) -> None:
+    source = load_source(transcript_file)
+    assert source.format == "transcript"
+    speakers = [m.speaker for m in source.messages]
+    assert speakers == ["Host Name", "Dana Reyes", "Host Name", "Dana Reyes"]
+    assert "roof in Chicago" in source.messages[0].text
+    assert "[MUSIC]" in source.messages[0].text
+    assert source.conversations[0].metadata["header"].startswith("Tech Talk Podcast")
+    assert source.messages[1].recipients == ("Host Name",)
+    assert source.messages[0].metadata["line"] == 4
+
+
+def test_webvtt_merges_cues_of_one_speaker(vtt_file: Path) -> None:
+    source = load_source(vtt_file)
+    assert source.format == "webvtt"
+    assert [m.speaker for m in source.messages] == ["Rosa Diaz", "Tom Lee"]
+    assert source.messages[0].text == (
+        "I fixed the login bug yesterday. Today I will review the payment code."
+    )
+    assert source.messages[0].metadata["start"] == 1.0
+    assert source.messages[0].metadata["end"] == 6.5
+    assert source.messages[0].metadata["cues"] == ["1", "2"]
+
+
+def test_jsonl_aliases_and_parts(jsonl_file: Path) -> None:
+    source = load_source(jsonl_file)
+    assert source.format == "jsonl"
+    assert source.messages[1].speaker == "assistant"
+    assert source.messages[1].text == "Great. Do you need a hotel near Shibuya?"
+    assert source.messages[0].timestamp == datetime(2024, 3, 1, 9, 0)
+    assert source.messages[2].tags == ("travel",)
+    assert [c.id for c in source.conversations] == ["chat"]
+
+
+def test_json_conversations_layout(tmp_path: Path) -> None:
+    path = tmp_path / "multi.json"
+    path.write_text(
+        json.dumps(
+            {
+                "conversations": [
+                    {"id": "a", "messages": [{"text": "one"}, {"text": "two"}]},
+                    {"id": "b", "name": "Bee", "messages": [{"speaker": "x", "text": "three"}]},
+                ]
+            }
+        )
+    )
+    source = load_source(path)
+    assert [c.id for c in source.conversations] == ["a", "b"]
+    assert [(m.conversation, m.id) for m in source.messages] == [("a", "1"), ("a", "2"), ("b", "1")]
+
+
+def test_typeagent_import_keeps_knowledge_with_spans_in_text(tmp_path: Path) -> None:
+    data = {
+        "nameTag": "ep1",
+        "fileHeader": {"version": "0.1"},
+        "messages": [
+            {"textChunks": ["Intro"], "metadata": {}, "tags": [], "timestamp": None},
+            {
+                "textChunks": ["I wrote a book about spiders.", "It took ten years."],
+                "metadata": {"speaker": "adrian", "listeners": ["kevin"]},
+                "tags": [],
+                "timestamp": "2023-05-01T07:00:04.346Z",
+            },
+        ],
+        "semanticRefs": [
+            {
+                "semanticRefOrdinal": 0,
+                "range": {"start": {"messageOrdinal": 1, "chunkOrdinal": 0}},
+                "knowledgeType": "entity",
+                "knowledge": {
+                    "name": "spiders",
+                    "type": ["animal"],
+                    "facets": [{"name": "count", "value": {"amount": 3, "units": "kinds"}}],
+                },
+            },
+            {
+                "semanticRefOrdinal": 1,
+                "range": {"start": {"messageOrdinal": 1, "chunkOrdinal": 1}},
+                "knowledgeType": "action",
+                "knowledge": {
+                    "verbs": ["take"],
+                    "verbTense": "past",
+                    "subjectEntityName": "book",
+                    "objectEntityName": "none",
+                    "indirectObjectEntityName": "none",
+                    "params": ["ten years"],
+                    "subjectEntityFacet": None,
+                },
+            },
+            {
+                "semanticRefOrdinal": 2,
+                "range": {"start": {"messageOrdinal": 1, "chunkOrdinal": 1}},
+                "knowledgeType": "topic",
+                "knowledge": {"text": "writing time"},
+            },
+        ],
+    }
+    path = tmp_path / "ep_index_data.json"
+    path.write_text(json.dumps(data))
+    source = load_source(path)
+    assert source.format == "typeagent"
+    assert len(source.knowledge) == 3
+    message = source.messages[1]
+    assert message.text == "I wrote a book about spiders.\nIt took ten years."
+    spider = source.knowledge[0]
+    assert message.text[spider.span.start : spider.span.end] == "spiders"
+    action = source.knowledge[1].knowledge
+    assert isinstance(action, Action)
+    assert (action.subject, action.object, action.tense) == ("book", None, "past")
+    assert action.params[0].value == "ten years"
+    # "take" is not in the chunk verbatim, so the span is the whole chunk.
+    second_chunk = len("I wrote a book about spiders.\n")
+    assert source.knowledge[1].span.start == second_chunk
+    topic = source.knowledge[2]
+    assert topic.span.start == len("I wrote a book about spiders.\n")
+    assert topic.span.end == len(message.text)
+
+
+# -- errors ---------------------------------------------------------------------------
+
+
+def test_truncated_json_names_line_and_says_truncated(tmp_path: Path) -> None:
+    full = json.dumps([locomo_sample()], indent=1)
+    path = tmp_path / "cut.json"
+    path.write_text(full[: len(full) // 2])
+    with pytest.raises(InputError) as info:
+        load_source(path)
+    err = info.value
+    assert err.path == str(path)
+    assert err.line is not None and err.line > 1
+    assert "truncated" in str(err)
+
+
+def test_truncated_jsonl_names_the_last_line(jsonl_file: Path) -> None:
+    text = jsonl_file.read_text()
+    jsonl_file.write_text(text[: len(text) - 20])
+    with pytest.raises(InputError) as info:
+        load_source(jsonl_file)
+    assert info.value.line == 3
+    assert "truncated" in str(info.value)
+
+
+def test_non_utf8_bytes_name_line_and_column(tmp_path: Path) -> None:
+    path = tmp_path / "bad.txt"
+    path.write_bytes(b"ALICE: hello\nBOB: caf\xe9 time\n")
+    with pytest.raises(InputError) as info:
+        load_source(path)
+    assert (info.value.line, info.value.column) == (2, 9)
+    assert "--encoding" in str(info.value)
+    source = load_source(path, options=LoadOptions(encoding="latin-1"))
+    assert source.messages[1].text == "café time"
+
+
+def test_conflicting_duplicate_ids_are_rejected(tmp_path: Path) -> None:
+    path = tmp_path / "dupes.jsonl"
+    path.write_text('{"id": "1", "text": "a"}\n{"id": "1", "text": "b"}\n')
+    with pytest.raises(InputError) as info:
+        load_source(path)
+    assert "line 2" in str(info.value) and "line 1" in str(info.value)
+
+
+def test_exact_duplicates_are_skipped_with_a_warning(tmp_path: Path) -> None:
+    path = tmp_path / "dupes.jsonl"
+    path.write_text(
+        '{"id": "1", "text": "a"}\n{"id": "1", "text": "a"}\n{"id": "2", "text": "c"}\n'
+    )
+    source = load_source(path)
+    assert [m.id for m in source.messages] == ["1", "2"]
+    assert any("skipped" in w for w in source.warnings)
+
+
+def test_empty_and_huge_messages_are_kept_and_explained(tmp_path: Path) -> None:
+    path = tmp_path / "odd.jsonl"
+    huge = "word " * (HUGE_MESSAGE_CHARS // 5 + 10)
+    path.write_text(
+        json.dumps({"id": "e", "text": "   "}) + "\n" + json.dumps({"id": "h", "text": huge}) + "\n"
+    )
+    source = load_source(path)
+    assert [m.id for m in source.messages] == ["e", "h"]
+    assert any("empty" in w for w in source.warnings)
+    assert any("extracted in pieces" in w for w in source.warnings)
+
+
+def test_missing_text_field_names_the_json_position(tmp_path: Path) -> None:
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps({"messages": [{"text": "ok"}, {"speaker": "x"}]}))
+    with pytest.raises(InputError, match=r"messages\[1\]"):
+        load_source(path)
+
+
+def test_malformed_vtt_timing(tmp_path: Path) -> None:
+    path = tmp_path / "bad.vtt"
+    path.write_text("WEBVTT\n\n1\n00:00:01.000 --> soon\nhello\n")
+    with pytest.raises(InputError) as info:
+        load_source(path)
+    assert info.value.line == 4
+
+
+def test_unknown_format_and_missing_file(tmp_path: Path) -> None:
+    odd = tmp_path / "x.bin"
+    odd.write_text("hello")
+    with pytest.raises(UnknownFormatError):
+        load_source(odd)
+    with pytest.raises(UnknownFormatError, match="unknown format"):
+        load_source(odd, format="pdf")
+    with pytest.raises(InputError, match="not found"):
+        load_source(tmp_path / "missing.json")
+
+
+def test_detection_by_content(tmp_path: Path, locomo_file: Path) -> None:
+    text = locomo_file.read_text()
+    assert detect_format(Path("x.data"), text)[0] == "locomo"
+    assert detect_format(Path("x"), "WEBVTT\n\n")[0] == "webvtt"
+    assert detect_format(Path("x"), '{"text": "a"}\n{"text": "b"}\n')[0] == "jsonl"
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.binary(max_size=400), suffix=st.sampled_from([".json", ".jsonl", ".txt", ".vtt"]))
+def test_any_bytes_give_a_source_or_an_input_error(
+    tmp_path: Path, data: bytes, suffix: str
+) -> None:
+    path = tmp_path / f"fuzz{suffix}"
+    path.write_bytes(data)
+    try:
+        source = load_source(path)
+    except InputError as exc:
+        assert exc.path == str(path)
+    else:
+        assert source.messages
+        assert all(m.conversation == source.conversations[0].id for m in source.messages[:1])
