@@ -1,0 +1,67 @@
+"""The one analysis chain shared by indexing and querying: words -> lower case -> stems.
+
+Words are runs of two or more word characters; a short stoplist is dropped at index time
+and spaCy's longer English stoplist at query time (question words, pronouns, auxiliaries),
+so "What did Caroline research?" looks up ``carolin`` and ``research``. Stems come from the
+Snowball English stemmer (PyStemmer), so ``agencies`` finds ``agency``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from functools import lru_cache
+
+import Stemmer
+
+WORD_RE = re.compile(r"\b\w\w+\b")
+
+
+def wordset(*lines: str) -> frozenset[str]:
+    """A set of words written as space-separated lines."""
+    return frozenset(word for line in lines for word in line.split())
+
+
+#: Dropped from documents: the classic Lucene English stoplist.
+INDEX_STOPWORDS = wordset(
+    "a an and are as at be but by for if in into is it no not of on or such that the",
+    "their then there these they this to was will with",
+)
+
+
+@lru_cache(maxsize=1)
+def query_stopwords() -> frozenset[str]:
+    """Dropped from questions: spaCy's English stoplist (a word list; no model is loaded)."""
+    from spacy.lang.en.stop_words import STOP_WORDS
+
+    return frozenset(STOP_WORDS) | INDEX_STOPWORDS | {"n't", "'s", "nt"}
+
+
+_STEMMER = Stemmer.Stemmer("english")
+_STEMMER.maxCacheSize = 200_000
+
+
+def words(text: str, stop: frozenset[str] = INDEX_STOPWORDS) -> list[str]:
+    """Lower-cased words of ``text`` without stopwords (unstemmed)."""
+    return [w for w in WORD_RE.findall(text.lower()) if w not in stop]
+
+
+def stems(text: str, stop: frozenset[str] = INDEX_STOPWORDS) -> list[str]:
+    """The index terms of ``text``: its words, stopwords dropped, stemmed."""
+    return list(_STEMMER.stemWords(words(text, stop)))
+
+
+def stem_words(items: Iterable[str]) -> list[str]:
+    return list(_STEMMER.stemWords(list(items)))
+
+
+def query_stems(text: str) -> list[str]:
+    """Index terms of a question or query phrase, with the longer query stoplist."""
+    return stems(text, query_stopwords())
+
+
+@lru_cache(maxsize=100_000)
+def term_key(text: str) -> str:
+    """A normalised key for a phrase (entity name, topic): its stems joined by spaces."""
+    found = stems(text)
+    return " ".join(found) if found else text.strip().lower()

