@@ -1,0 +1,327 @@
+"""The ``structrag`` command line: argument parsing, progress and output formatting only.
+
+Every command calls the Python API (:class:`structrag.Index`) and turns its
+:class:`~structrag.errors.StructragError` into a short message and exit status 1; bad
+usage exits with 2. ``--json`` prints machine-readable output on stdout; progress bars and
+notes go to stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from structrag import __version__
+from structrag.errors import StructragError
+from structrag.importers import FORMATS
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class ClickProgress:
+    """A :class:`~structrag.ingest.ProgressSink` drawing a click progress bar on stderr."""
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self._bar: Any = None
+
+    def start(self, total: int, label: str) -> None:
+        if not self.enabled:
+            return
+        self._bar = click.progressbar(
+            length=total,
+            label=label.ljust(12),
+            file=sys.stderr,
+            show_pos=True,
+            show_eta=True,
+            item_show_func=None,
+        )
+        self._bar.__enter__()
+
+    def advance(self, n: int) -> None:
+        if self._bar is not None:
+            self._bar.update(n)
+
+    def finish(self) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(None, None, None)
+            self._bar = None
+
+
+def db_option(func: F) -> F:
+    return click.option(
+        "--db",
+        "db",
+        required=True,
+        envvar="STRUCTRAG_DB",
+        type=click.Path(file_okay=False),
+        help="Index directory (created by ingest). Env: STRUCTRAG_DB.",
+    )(func)
+
+
+def json_option(func: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout.")(func)
+
+
+def emit_json(value: Any) -> None:
+    click.echo(json.dumps(value, ensure_ascii=False, indent=2, default=str))
+
+
+def note(text: str) -> None:
+    click.echo(text, err=True)
+
+
+@contextmanager
+def open_for(db: str, *, write: bool = False) -> Iterator[Any]:
+    from structrag.index import Index
+
+    if not write and not Path(db).is_dir():
+        raise StructragError(
+            f"no index at {db}", hint=f"create one with `structrag ingest FILE --db {db}`"
+        )
+    index = Index(db, read_only=not write, create=write)
+    try:
+        for text in index.notes:
+            note(f"note: {text}")
+        yield index
+    finally:
+        index.close()
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="structrag")
+def cli() -> None:
+    """Structured RAG for conversation histories.
+
+    Ingest chats, meeting and podcast transcripts into an index (DuckDB + Whoosh), see
+    the entities, actions and topics extracted from every message, and ask questions
+    that are answered from the history within a token budget.
+    """
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@db_option
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice([*FORMATS, "vtt", "txt"], case_sensitive=False),
+    help="Input format; detected from the extension and content when omitted.",
+)
+@click.option("--conversation", help="Conversation id for the input (default: from the file).")
+@click.option("--encoding", default="utf-8", show_default=True, help="Text encoding of inputs.")
+@click.option(
+    "--extractor",
+    default="spacy",
+    show_default=True,
+    type=click.Choice(["spacy"]),
+    help="Knowledge extractor.",
+)
+@click.option("--ner", is_flag=True, help="Also run spaCy's NER for entity types (slower).")
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 64),
+    default=min(2, os.cpu_count() or 1),
+    show_default=True,
+    help="Extraction processes.",
+)
+@click.option("--force", is_flag=True, help="Re-read files even if ingested before.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+@json_option
+def ingest(
+    paths: tuple[str, ...],
+    db: str,
+    fmt: str | None,
+    conversation: str | None,
+    encoding: str,
+    extractor: str,
+    ner: bool,
+    workers: int,
+    force: bool,
+    quiet: bool,
+    as_json: bool,
+) -> None:
+    """Index conversation files into the index at --db.
+
+    Formats: json, jsonl (messages), transcript ('SPEAKER: text'), webvtt, locomo, and
+    typeagent (a KnowPro index: its LLM-extracted knowledge is imported). A file is
+    checked completely before anything is written; re-ingesting an unchanged file does
+    nothing, and only new or edited messages are extracted.
+    """
+    progress = ClickProgress(enabled=not quiet and sys.stderr.isatty())
+    with open_for(db, write=True) as index:
+        reports = index.ingest(
+            list(paths),
+            format=fmt,
+            conversation=conversation,
+            encoding=encoding,
+            extractor=extractor,
+            workers=workers,
+            ner=ner,
+            progress=progress,
+            force=force,
+        )
+    if as_json:
+        emit_json([r.as_dict() for r in reports])
+        return
+    for report in reports:
+        for warning in report.warnings:
+            note(f"warning: {warning}")
+        if report.skipped:
+            click.echo(f"{report.path}: skipped, {report.skipped}")
+            continue
+        rate = (
+            f", {report.messages_added / report.seconds:.0f} messages/s"
+            if report.seconds and report.messages_added
+            else ""
+        )
+        click.echo(
+            f"{report.path} ({report.format}): {report.messages_added} new, "
+            f"{report.messages_updated} updated, {report.messages_unchanged} unchanged "
+            f"messages; {report.refs_added} semantic refs in {report.seconds:.1f}s{rate}"
+        )
+
+
+@cli.command()
+@db_option
+@json_option
+def stats(db: str, as_json: bool) -> None:
+    """Counts of conversations, messages and knowledge in the index."""
+    with open_for(db) as index:
+        data = index.stats()
+    if as_json:
+        emit_json(data)
+        return
+    refs = data["semantic_refs"]
+    click.echo(f"index:          {data['index']}")
+    click.echo(f"conversations:  {data['conversations']}")
+    click.echo(f"messages:       {data['messages']}")
+    click.echo(
+        "semantic refs:  "
+        + ", ".join(f"{n} {kind}" for kind, n in refs.items())
+        + f" ({sum(refs.values())} in all)"
+    )
+    for name, info in data["extractors"].items():
+        details = ", ".join(f"{k} {v}" for k, v in info.items())
+        click.echo(f"  extractor {name}: {details}")
+    click.echo(f"sources:        {data['sources']}")
+    click.echo(f"size on disk:   {data['size_bytes'] / 1e6:.1f} MB")
+
+
+@cli.command()
+@click.argument("message_id")
+@db_option
+@click.option("--conversation", help="Conversation of the message (when ids repeat).")
+@json_option
+def show(message_id: str, db: str, conversation: str | None, as_json: bool) -> None:
+    """A message and the knowledge extracted from it, with character spans."""
+    with open_for(db) as index:
+        data = index.show(message_id, conversation)
+    if as_json:
+        emit_json(data)
+        return
+    when = f" [{data['timestamp']}]" if data["timestamp"] else ""
+    to = f" -> {', '.join(data['recipients'])}" if data["recipients"] else ""
+    click.echo(f"{data['conversation']} / {data['id']}{when} {data['speaker'] or '?'}{to}")
+    click.echo(data["text"])
+    click.echo("")
+    for item in data["knowledge"]:
+        start, end = item["span"]
+        click.echo(f"  {item['kind']:<7} {_describe(item)}")
+        click.echo(
+            f"          span {start}-{end}: {item['span_text'][:80]!r}  ({item['extractor']})"
+        )
+
+
+def _describe(item: dict[str, Any]) -> str:
+    kind = item["kind"]
+    if kind == "entity":
+        facets = ", ".join(
+            f"{f['name']}={f['value']}{' ' + f['units'] if f.get('units') else ''}"
+            for f in item.get("facets", [])
+        )
+        types = "/".join(item.get("types", []))
+        return f"{item['name']} ({types})" + (f" [{facets}]" if facets else "")
+    if kind == "action":
+        parts = [item.get("subject") or "?"]
+        verb = " ".join(item["verbs"])
+        parts.append(("NOT " if item.get("negated") else "") + verb)
+        if item.get("object"):
+            parts.append(item["object"])
+        if item.get("indirect_object"):
+            parts.append(f"(to {item['indirect_object']})")
+        params = " ".join(f"{p['name']} {p['value']}" for p in item.get("params", []))
+        tense = item.get("tense", "present")
+        return " ".join(parts) + (f" [{params}]" if params else "") + f" <{tense}>"
+    return str(item.get("text", ""))
+
+
+def _top_command(kind: str) -> Callable[..., None]:
+    def command(db: str, top: int, conversation: str | None, as_json: bool) -> None:
+        with open_for(db) as index:
+            rows = (
+                index.entities(top, conversation)
+                if kind == "entities"
+                else index.topics(top, conversation)
+            )
+        if as_json:
+            emit_json(rows)
+            return
+        for row in rows:
+            if kind == "entities":
+                click.echo(f"{row['mentions']:>6}  {row['name']}  ({'/'.join(row['types'][:4])})")
+            else:
+                click.echo(f"{row['mentions']:>6}  {row['topic']}")
+
+    command.__name__ = kind
+    command.__doc__ = f"The most mentioned {kind}, merged by normalised name."
+    return command
+
+
+for _kind in ("entities", "topics"):
+    cli.command(name=_kind)(
+        db_option(
+            click.option("--top", type=click.IntRange(1), default=20, show_default=True)(
+                click.option("--conversation", help="Only this conversation.")(
+                    json_option(_top_command(_kind))
+                )
+            )
+        )
+    )
+
+
+@cli.command()
+@db_option
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+def reindex(db: str, quiet: bool) -> None:
+    """Rebuild the Whoosh text index from the DuckDB store."""
+    with open_for(db, write=True) as index:
+        count = index.reindex(ClickProgress(enabled=not quiet and sys.stderr.isatty()))
+    click.echo(f"reindexed {count} messages")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: runs the CLI and turns structrag errors into clean messages."""
+    try:
+        cli.main(args=argv, prog_name="structrag", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except StructragError as exc:
+        click.secho(f"error: {exc}", err=True, fg="red")
+        sys.exit(1)
+    except KeyboardInterrupt:
+        click.echo("interrupted: the source being ingested was not written", err=True)
+        sys.exit(130)
+    except BrokenPipeError:
+        sys.exit(0)

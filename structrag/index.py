@@ -1,0 +1,252 @@
+"""The Python API: open an index directory, ingest files, look at what was extracted.
+
+This module is the composition root: it wires the DuckDB store, the Whoosh text index
+and an extractor together. The core modules (ingest, query) only know the protocols.
+
+>>> from structrag import Index
+>>> with Index("my-index") as index:                       # doctest: +SKIP
+...     index.ingest(["chat.jsonl"])
+...     print(index.stats()["messages"])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from structrag.errors import ConfigError, IndexStateError, NotFoundError
+from structrag.extract.base import Extractor
+from structrag.importers import LoadOptions
+from structrag.ingest import Ingestor, IngestReport, ProgressSink, indexed_message
+from structrag.models import Conversation, SemanticRef
+from structrag.store.duckdb_store import DuckDBStore
+from structrag.store.protocols import IndexedMessage, StoredMessage
+from structrag.store.whoosh_index import WhooshTextIndex
+
+EXTRACTORS = ("spacy",)
+
+
+def make_extractor(name: str = "spacy", **options: Any) -> Extractor:
+    """An extractor by name: ``spacy`` (offline default)."""
+    if name == "spacy":
+        from structrag.extract.spacy_extractor import SpacyExtractor
+
+        return SpacyExtractor(ner=bool(options.get("ner", False)), workers=options.get("workers"))
+    raise ConfigError(f"unknown extractor {name!r}", hint=f"choose one of: {', '.join(EXTRACTORS)}")
+
+
+class Index:
+    """A structrag index directory: ``structrag.duckdb`` plus the ``whoosh/`` text index."""
+
+    def __init__(
+        self, directory: str | Path, *, read_only: bool = False, create: bool = True
+    ) -> None:
+        self.directory = Path(directory)
+        self.read_only = read_only
+        self.notes: list[str] = []
+        if self.directory.exists() and not self.directory.is_dir():
+            raise IndexStateError(
+                f"{self.directory} is a file, not an index directory",
+                hint="pass a directory to --db",
+            )
+        self.store = DuckDBStore(self.directory, read_only=read_only, create=create)
+        try:
+            self.text_index = WhooshTextIndex(self.directory, read_only=read_only)
+            self._check_text_index()
+        except BaseException:
+            self.store.close()
+            raise
+
+    def _check_text_index(self) -> None:
+        expected = self.store.generation()
+        found = self.text_index.generation()
+        if found == expected:
+            return
+        if self.read_only:
+            # Repair needs the write lock: take it briefly, rebuild, and come back read-only.
+            self.store.close()
+            self.text_index.close()
+            with Index(self.directory, read_only=False, create=False) as writer:
+                self.notes.extend(writer.notes)
+            self.store = DuckDBStore(self.directory, read_only=True)
+            self.text_index = WhooshTextIndex(self.directory, read_only=True)
+            return
+        count = self.reindex()
+        self.notes.append(
+            f"the text index was behind the store (generation {found} vs {expected}: an "
+            f"earlier ingest was interrupted); rebuilt it from the store ({count} messages)"
+        )
+
+    # -- context manager ------------------------------------------------------------------
+
+    def close(self) -> None:
+        self.text_index.close()
+        self.store.close()
+
+    def __enter__(self) -> Index:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- writing --------------------------------------------------------------------------
+
+    def ingest(
+        self,
+        paths: Sequence[str | Path],
+        *,
+        format: str | None = None,
+        conversation: str | None = None,
+        encoding: str = "utf-8",
+        extractor: str | Extractor = "spacy",
+        workers: int | None = 1,
+        ner: bool = False,
+        progress: ProgressSink | None = None,
+        force: bool = False,
+    ) -> list[IngestReport]:
+        """Ingest files; returns one report per file. See :mod:`structrag.ingest`.
+
+        ``workers > 1`` extracts in worker processes; a script doing that must guard its
+        entry point with ``if __name__ == "__main__":`` (as for any multiprocessing).
+        """
+        if self.read_only:
+            raise IndexStateError("the index was opened read-only; open it for writing")
+        chosen = (
+            make_extractor(extractor, ner=ner, workers=workers)
+            if isinstance(extractor, str)
+            else extractor
+        )
+        ingestor = Ingestor(self.store, self.text_index, chosen)
+        return ingestor.ingest(
+            paths,
+            format=format,
+            options=LoadOptions(conversation=conversation, encoding=encoding),
+            progress=progress,
+            force=force,
+        )
+
+    def reindex(self, progress: ProgressSink | None = None) -> int:
+        """Rebuild the Whoosh index from the store; returns the number of messages."""
+        if self.read_only:
+            raise IndexStateError("reindex needs the index opened for writing")
+        total = self.store.stats().messages
+        if progress:
+            progress.start(total, "reindexing")
+
+        def documents() -> Iterator[IndexedMessage]:
+            batch: list[StoredMessage] = []
+            for stored in self.store.iter_messages():
+                batch.append(stored)
+                if len(batch) == 2000:
+                    yield from self._indexed(batch, progress)
+                    batch = []
+            yield from self._indexed(batch, progress)
+
+        try:
+            return self.text_index.rebuild(documents(), self.store.generation())
+        finally:
+            if progress:
+                progress.finish()
+
+    def _indexed(
+        self, batch: list[StoredMessage], progress: ProgressSink | None
+    ) -> Iterator[IndexedMessage]:
+        refs = self.store.refs_for_messages([s.mkey for s in batch])
+        for stored in batch:
+            yield indexed_message(stored, refs[stored.mkey])
+        if progress:
+            progress.advance(len(batch))
+
+    # -- reading --------------------------------------------------------------------------
+
+    def stats(self) -> dict[str, Any]:
+        """Counts: conversations, messages, semantic refs by kind, extractors, sources."""
+        s = self.store.stats()
+        return {
+            "conversations": s.conversations,
+            "messages": s.messages,
+            "semantic_refs": s.semantic_refs,
+            "extractors": s.extractors,
+            "sources": s.sources,
+            "index": str(self.directory),
+            "size_bytes": _dir_size(self.directory),
+        }
+
+    def conversations(self) -> list[Conversation]:
+        return self.store.conversations()
+
+    def messages(self, conversation: str | None = None) -> Iterator[StoredMessage]:
+        """All messages (of one conversation), in store order."""
+        return self.store.iter_messages(conversation)
+
+    def knowledge(
+        self, kind: str | None = None, conversation: str | None = None
+    ) -> Iterator[SemanticRef]:
+        """All semantic refs, optionally of one kind (``entity``, ``action``, ``topic``)."""
+        for _, ref in self.store.iter_refs(kind, conversation):
+            yield ref
+
+    def show(self, message_id: str, conversation: str | None = None) -> dict[str, Any]:
+        """A message and its knowledge with spans."""
+        found = self.store.find_message(conversation, message_id)
+        if not found:
+            where = f" in conversation {conversation!r}" if conversation else ""
+            raise NotFoundError(
+                f"no message with id {message_id!r}{where}",
+                hint="list conversations with `structrag stats`; ids come from the input",
+            )
+        if len(found) > 1:
+            convs = ", ".join(sorted(s.message.conversation for s in found))
+            raise NotFoundError(
+                f"message id {message_id!r} exists in several conversations: {convs}",
+                hint="pass --conversation to pick one",
+            )
+        stored = found[0]
+        message = stored.message
+        refs = self.store.refs_for_messages([stored.mkey])[stored.mkey]
+        return {
+            "conversation": message.conversation,
+            "id": message.id,
+            "ordinal": message.ordinal,
+            "speaker": message.speaker,
+            "recipients": list(message.recipients),
+            "timestamp": message.timestamp.isoformat() if message.timestamp else None,
+            "tags": list(message.tags),
+            "metadata": message.metadata,
+            "text": message.text,
+            "knowledge": [
+                {
+                    "ref_id": r.ref_id,
+                    "kind": r.kind,
+                    "span": [r.span.start, r.span.end],
+                    "span_text": message.text[r.span.start : r.span.end],
+                    "extractor": f"{r.extractor}/{r.extractor_version}",
+                    **r.knowledge.model_dump(mode="json", exclude_defaults=True),
+                }
+                for r in refs
+            ],
+        }
+
+    def entities(self, top: int = 20, conversation: str | None = None) -> list[dict[str, Any]]:
+        """The most mentioned entities, merged by normalised name."""
+        return self.store.top_entities(top, conversation)
+
+    def topics(self, top: int = 20, conversation: str | None = None) -> list[dict[str, Any]]:
+        """The most mentioned topics."""
+        return self.store.top_topics(top, conversation)
+
+
+def _dir_size(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def open_index(directory: str | Path, *, read_only: bool = False) -> Index:
+    """Open (or create, unless ``read_only``) an index directory."""
+    return Index(directory, read_only=read_only, create=not read_only)

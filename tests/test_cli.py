@@ -1,0 +1,86 @@
+"""The command line: every command has help, JSON output parses, errors are clean."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from structrag.cli import cli, main
+
+
+def _commands(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    found = []
+    for name, command in group.commands.items():
+        found.append((*prefix, name))
+        if isinstance(command, click.Group):
+            found.extend(_commands(command, (*prefix, name)))
+    return found
+
+
+@pytest.mark.parametrize("path", _commands(cli))
+def test_every_command_has_help(path: tuple[str, ...]) -> None:
+    result = CliRunner().invoke(cli, [*path, "--help"])
+    assert result.exit_code == 0, result.output
+    command: click.Command = cli
+    for name in path:
+        assert isinstance(command, click.Group)
+        command = command.commands[name]
+    assert command.help and len(command.help.strip()) > 20
+    assert "Usage:" in result.output
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    """Run ``python -m structrag`` as a user would; returns (status, stdout, stderr)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "structrag", *args], capture_output=True, text=True, check=False
+    )
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def test_ingest_stats_show_json(tmp_path: Path, locomo_file: Path) -> None:
+    db = str(tmp_path / "db")
+    code, out, err = run("ingest", str(locomo_file), "--db", db, "--json")
+    assert code == 0, err
+    (report,) = json.loads(out)
+    assert report["messages_added"] == 8
+    code, out, _ = run("stats", "--db", db, "--json")
+    stats = json.loads(out)
+    assert stats["conversations"] == 1 and stats["messages"] == 8
+    assert set(stats["semantic_refs"]) >= {"entity", "action", "topic"}
+    code, out, _ = run("show", "D1:3", "--db", db, "--json")
+    shown = json.loads(out)
+    assert shown["id"] == "D1:3" and shown["knowledge"]
+    code, out, _ = run("entities", "--db", db, "--top", "3", "--json")
+    assert len(json.loads(out)) == 3
+    code, out, _ = run("topics", "--db", db, "--json")
+    assert code == 0 and isinstance(json.loads(out), list)
+    code, out, _ = run("ingest", str(locomo_file), "--db", db)
+    assert code == 0 and "skipped" in out
+
+
+def test_errors_exit_non_zero_without_traceback(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('[{"conversation": {"session_1": [')
+    code, _, err = run("ingest", str(bad), "--db", str(tmp_path / "db"))
+    assert code == 1
+    assert "Traceback" not in err
+    assert str(bad) in err and "line 1" in err and "truncated" in err
+    code, _, err = run("stats", "--db", str(tmp_path / "nowhere"))
+    assert code == 1 and "no index" in err and "Traceback" not in err
+    code, _, err = run("ingest", "--db", str(tmp_path / "db"))
+    assert code == 2 and "Missing argument" in err
+
+
+def test_main_turns_structrag_errors_into_exit_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["show", "x", "--db", str(tmp_path / "missing")])
+    assert info.value.code == 1
+    assert "error: no index" in capsys.readouterr().err

@@ -1,0 +1,203 @@
+"""Ingest end to end on a real DuckDB file and a real Whoosh index."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from structrag import Index, InputError
+from structrag.store.whoosh_index import WhooshWriter
+from tests.conftest import locomo_sample
+
+
+def _counts(index: Index) -> dict[str, object]:
+    stats = index.stats()
+    return {k: stats[k] for k in ("conversations", "messages", "semantic_refs")}
+
+
+def test_ingest_counts_every_turn_and_finds_knowledge(index: Index, locomo_file: Path) -> None:
+    (report,) = index.ingest([locomo_file])
+    assert report.messages_added == 8
+    stats = index.stats()
+    assert stats["conversations"] == 1
+    assert stats["messages"] == 8
+    refs = stats["semantic_refs"]
+    assert refs["entity"] > 8 and refs["action"] > 8 and refs["topic"] > 0
+    assert stats["extractors"]["spacy"]["extracted"] == 8
+
+
+def test_every_span_lies_inside_its_message(index: Index, locomo_file: Path) -> None:
+    index.ingest([locomo_file])
+    texts = {(m.message.conversation, m.message.id): m.message.text for m in index.messages()}
+    refs = list(index.knowledge())
+    assert len(refs) == sum(index.stats()["semantic_refs"].values())
+    for ref in refs:
+        text = texts[(ref.conversation, ref.message_id)]
+        assert 0 <= ref.span.start <= ref.span.end <= len(text)
+
+
+def test_second_ingest_of_the_same_file_changes_nothing(index: Index, locomo_file: Path) -> None:
+    index.ingest([locomo_file])
+    before = _counts(index)
+    (report,) = index.ingest([locomo_file])
+    assert report.skipped is not None
+    assert _counts(index) == before
+    (forced,) = index.ingest([locomo_file], force=True)
+    assert forced.messages_added == 0 and forced.messages_unchanged == 8
+    assert _counts(index) == before
+
+
+def test_truncated_copy_fails_and_leaves_the_index_unchanged(
+    index: Index, locomo_file: Path, tmp_path: Path
+) -> None:
+    index.ingest([locomo_file])
+    before = _counts(index)
+    db_bytes = (index.directory / "structrag.duckdb").stat().st_size
+    other = tmp_path / "other.json"
+    text = json.dumps([locomo_sample("conv-two")])
+    other.write_text(text[: int(len(text) * 0.7)])
+    with pytest.raises(InputError) as info:
+        index.ingest([locomo_file, other])
+    assert info.value.path == str(other)
+    assert _counts(index) == before
+    assert (index.directory / "structrag.duckdb").stat().st_size == db_bytes
+
+
+def test_appended_messages_are_the_only_ones_extracted(index: Index, tmp_path: Path) -> None:
+    path = tmp_path / "chat.jsonl"
+    rows = [
+        {"id": str(i), "speaker": "Ann", "text": f"Ann planted {i} tulips in the garden."}
+        for i in range(1, 6)
+    ]
+    path.write_text("\n".join(json.dumps(r) for r in rows))
+    index.ingest([path])
+    rows.append({"id": "6", "speaker": "Bo", "text": "Bo painted the fence blue."})
+    rows[1]["text"] = "Ann planted roses instead."
+    path.write_text("\n".join(json.dumps(r) for r in rows))
+    (report,) = index.ingest([path])
+    assert (report.messages_added, report.messages_updated, report.messages_unchanged) == (1, 1, 4)
+    shown = index.show("2", "chat")
+    assert shown["text"] == "Ann planted roses instead."
+    assert any(k.get("name") == "roses" for k in shown["knowledge"])
+    assert not any(k.get("name") == "2 tulips" for k in shown["knowledge"])
+    ordinals = [m.message.ordinal for m in index.messages("chat")]
+    assert ordinals == list(range(6))
+
+
+def test_messages_appended_from_another_file_continue_the_ordinals(
+    index: Index, tmp_path: Path
+) -> None:
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    first.write_text('{"id": "a1", "text": "one"}\n{"id": "a2", "text": "two"}\n')
+    second.write_text('{"id": "b1", "text": "three"}\n')
+    index.ingest([first], conversation="log")
+    index.ingest([second], conversation="log")
+    assert [(m.message.id, m.message.ordinal) for m in index.messages("log")] == [
+        ("a1", 0),
+        ("a2", 1),
+        ("b1", 2),
+    ]
+
+
+def test_all_formats_ingest(
+    index: Index, transcript_file: Path, vtt_file: Path, jsonl_file: Path, locomo_file: Path
+) -> None:
+    reports = index.ingest([transcript_file, vtt_file, jsonl_file, locomo_file])
+    assert [r.format for r in reports] == ["transcript", "webvtt", "jsonl", "locomo"]
+    assert index.stats()["messages"] == 4 + 2 + 3 + 8
+    assert index.stats()["conversations"] == 4
+
+
+def test_text_index_behind_the_store_is_rebuilt_on_open(
+    tmp_path: Path, locomo_file: Path, jsonl_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    directory = tmp_path / "idx"
+    with Index(directory) as ix:
+        ix.ingest([locomo_file])
+
+    def crash(self: WhooshWriter, generation: int) -> None:
+        raise KeyboardInterrupt  # as if the process died between the two commits
+
+    monkeypatch.setattr(WhooshWriter, "commit", crash)
+    with Index(directory) as ix, pytest.raises(KeyboardInterrupt):
+        ix.ingest([jsonl_file])
+    monkeypatch.undo()
+    with Index(directory) as ix:
+        assert any("rebuilt" in note for note in ix.notes)
+        assert ix.text_index.generation() == ix.store.generation()
+        assert ix.text_index.doc_count() == 8 + 3
+    with Index(directory, read_only=True) as ix:
+        assert ix.notes == []
+
+
+def test_killed_ingest_leaves_the_index_as_it_was(tmp_path: Path, locomo_file: Path) -> None:
+    directory = tmp_path / "idx"
+    with Index(directory) as ix:
+        ix.ingest([locomo_file])
+        before = _counts(ix)
+    big = tmp_path / "big.jsonl"
+    big.write_text(
+        "\n".join(
+            json.dumps(
+                {
+                    "id": str(i),
+                    "speaker": "Ann",
+                    "text": f"On day {i} Ann walked the dog to the river and read a book.",
+                }
+            )
+            for i in range(4000)
+        )
+    )
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "structrag",
+            "ingest",
+            str(big),
+            "--db",
+            str(directory),
+            "-q",
+            "--workers",
+            "1",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    time.sleep(4.0)
+    assert proc.poll() is None, "the ingest finished before it could be killed"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    with Index(directory) as ix:
+        assert _counts(ix) == before
+        (report,) = ix.ingest([big])
+        assert report.messages_added == 4000
+        assert ix.stats()["messages"] == 8 + 4000
+
+
+def test_show_and_top_lists(index: Index, locomo_file: Path) -> None:
+    index.ingest([locomo_file])
+    shown = index.show("D1:4")
+    assert shown["speaker"] == "Bob"
+    for item in shown["knowledge"]:
+        start, end = item["span"]
+        assert shown["text"][start:end] == item["span_text"]
+    assert any(k.get("name") == "Pepper" for k in shown["knowledge"])
+    names = [e["name"] for e in index.entities(5)]
+    assert names[:2] == ["Alice", "Bob"] or set(names[:2]) == {"Alice", "Bob"}
+    assert index.topics(3)
+
+
+def test_reindex_rebuilds_the_same_postings(index: Index, locomo_file: Path) -> None:
+    index.ingest([locomo_file])
+    before = index.text_index.text_postings("shelter", None).mkeys.tolist()
+    assert before
+    assert index.reindex() == 8
+    assert index.text_index.text_postings("shelter", None).mkeys.tolist() == before
