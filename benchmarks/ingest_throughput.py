@@ -46,16 +46,31 @@ def run_once(path: Path, workers: int) -> dict[str, tuple[int, float]]:
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
         proc = subprocess.run(
-            [sys.executable, "-m", "structrag", "ingest", str(path), "--db", f"{tmp}/idx",
-             "--json", "-q", "--workers", str(workers)],
-            capture_output=True, text=True, check=True,
+            [
+                sys.executable,
+                "-m",
+                "structrag",
+                "ingest",
+                str(path),
+                "--db",
+                f"{tmp}/idx",
+                "--json",
+                "-q",
+                "--workers",
+                str(workers),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
         )
         elapsed = time.perf_counter() - start
         (report,) = json.loads(proc.stdout)
         results["cli"] = (report["messages_added"], elapsed)
     proc = subprocess.run(
         [sys.executable, "-c", _CHILD, str(path), str(workers)],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     for label, (count, seconds) in json.loads(proc.stdout).items():
         results[label] = (int(count), float(seconds))
@@ -73,8 +88,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"{args.path} not found (LoCoMo: github.com/snap-research/locomo)")
     runs = [run_once(args.path, args.workers) for _ in range(args.repeat)]
     summary: dict[str, dict[str, float]] = {}
-    print(f"{args.path.name}: {runs[0]['cli'][0]} messages, {args.workers} workers, "
-          f"{os.cpu_count()} cores, {args.repeat} runs (median, min-max)")
+    print(
+        f"{args.path.name}: {runs[0]['cli'][0]} messages, {args.workers} workers, "
+        f"{os.cpu_count()} cores, {args.repeat} runs (median, min-max)"
+    )
     for label in ("cli", "api-cold", "api-warm"):
         rates = [r[label][0] / r[label][1] for r in runs]
         seconds = [r[label][1] for r in runs]
@@ -85,8 +102,10 @@ def main(argv: list[str] | None = None) -> int:
             "messages_per_second_min": min(rates),
             "messages_per_second_max": max(rates),
         }
-        print(f"  {label:<9} {statistics.median(rates):7.0f} msg/s "
-              f"({min(rates):.0f}-{max(rates):.0f}), {statistics.median(seconds):.2f} s")
+        print(
+            f"  {label:<9} {statistics.median(rates):7.0f} msg/s "
+            f"({min(rates):.0f}-{max(rates):.0f}), {statistics.median(seconds):.2f} s"
+        )
     if args.json:
         args.json.write_text(json.dumps(summary, indent=2))
     return 0

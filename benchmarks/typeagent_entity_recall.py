@@ -82,9 +82,9 @@ def run(transcript: Path, typeagent_index: Path) -> dict[str, Any]:
         counts["lenient"] += lenient
         if not lenient:
             missed[name] += 1
-        unique_found[term_key(name)] = unique_found.get(term_key(name), False) or _match(
-            name, all_ours
-        )[1]
+        unique_found[term_key(name)] = (
+            unique_found.get(term_key(name), False) or _match(name, all_ours)[1]
+        )
     return {
         "llm_messages": len(theirs),
         "aligned_messages": len(aligned),
@@ -115,18 +115,28 @@ def main(argv: list[str] | None = None) -> int:
     total = result["entity_refs"]
     print(f"aligned {result['aligned_messages']} of {result['llm_messages']} LLM messages")
     print(f"entity refs in the LLM index: {total}")
-    print(f"  found (same name key):      {result['found_exact']} "
-          f"({result['found_exact'] / total:.1%})")
-    print(f"  found (lenient):            {result['found_lenient']} "
-          f"({result['found_lenient'] / total:.1%})")
-    print(f"  metadata (speaker) refs:    {result['metadata_found_exact']} of "
-          f"{result['metadata_refs']}")
+    print(
+        f"  found (same name key):      {result['found_exact']} "
+        f"({result['found_exact'] / total:.1%})"
+    )
+    print(
+        f"  found (lenient):            {result['found_lenient']} "
+        f"({result['found_lenient'] / total:.1%})"
+    )
+    print(
+        f"  metadata (speaker) refs:    {result['metadata_found_exact']} of "
+        f"{result['metadata_refs']}"
+    )
     content = result["content_refs"]
-    print(f"  content refs:               {result['content_found_exact']} exact, "
-          f"{result['content_found_lenient']} lenient of {content} "
-          f"({result['content_found_lenient'] / max(content, 1):.1%})")
-    print(f"unique names found anywhere:  {result['unique_names_found_anywhere']} of "
-          f"{result['unique_names']}")
+    print(
+        f"  content refs:               {result['content_found_exact']} exact, "
+        f"{result['content_found_lenient']} lenient of {content} "
+        f"({result['content_found_lenient'] / max(content, 1):.1%})"
+    )
+    print(
+        f"unique names found anywhere:  {result['unique_names_found_anywhere']} of "
+        f"{result['unique_names']}"
+    )
     print("most missed: " + "; ".join(f"{n} ({c})" for n, c in result["most_missed"]))
     return 0
 

@@ -302,8 +302,8 @@ class SpacyExtractor:
                 initargs=(config,),
             ) as pool:
                 for batch, packed in zip(batches, pool.map(_worker_extract, batches), strict=True):
-                    for message, refs in zip(batch, packed, strict=True):
-                        yield [_unpack(message, r) for r in refs]
+                    for message, rows in zip(batch, packed, strict=True):
+                        yield [_unpack(message, r) for r in rows]
                     done += len(batch)
                     if progress:
                         progress(len(batch))
@@ -315,8 +315,8 @@ class SpacyExtractor:
                 RuntimeWarning,
                 stacklevel=2,
             )
-            for refs in self._extract_local(messages[done:]):
-                yield refs
+            for local in self._extract_local(messages[done:]):
+                yield local
                 if progress:
                     progress(1)
 
@@ -359,8 +359,17 @@ def _pack(ref: SemanticRef) -> tuple[Any, ...]:
     if isinstance(k, Entity):
         return ("entity", *head, k.name, k.types, _pack_facets(k.facets))
     if isinstance(k, Action):
-        return ("action", *head, k.verbs, k.tense, k.subject, k.object, k.indirect_object,
-                k.negated, _pack_facets(k.params))
+        return (
+            "action",
+            *head,
+            k.verbs,
+            k.tense,
+            k.subject,
+            k.object,
+            k.indirect_object,
+            k.negated,
+            _pack_facets(k.params),
+        )
     return (k.kind, *head, k.text)
 
 
@@ -378,8 +387,13 @@ def _unpack(message: Message, packed: tuple[Any, ...]) -> SemanticRef:
     elif kind == "action":
         verbs, tense, subject, obj, indirect, negated, params = rest
         knowledge = Action.model_construct(
-            verbs=verbs, tense=tense, subject=subject, object=obj, indirect_object=indirect,
-            negated=negated, params=_unpack_facets(params),
+            verbs=verbs,
+            tense=tense,
+            subject=subject,
+            object=obj,
+            indirect_object=indirect,
+            negated=negated,
+            params=_unpack_facets(params),
         )
     elif kind == "topic":
         knowledge = Topic.model_construct(text=rest[0])

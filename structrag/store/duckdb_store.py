@@ -506,7 +506,6 @@ class DuckDBTransaction:
             raise
         return generation
 
-
     def rollback(self) -> None:
         if self._open:
             self._open = False
