@@ -1,0 +1,1 @@
+"""The query side: parse -> AST -> plan of operator nodes -> ranked results -> context."""

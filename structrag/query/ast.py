@@ -1,0 +1,259 @@
+"""The typed AST of a query: knowledge patterns, terms, scopes and boolean nodes.
+
+Every node renders back to query text (:meth:`Node.to_query`), so a natural-language
+question translated into an AST can be shown to the user as the expression that ran.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+Comparator = Literal["=", "!=", "<", "<=", ">", ">=", "contains"]
+Role = Literal["subject", "verb", "object", "indirect_object"]
+ROLES: tuple[Role, ...] = ("subject", "verb", "object", "indirect_object")
+
+_BARE = re.compile(r"[^\s()\"',=:<>!*]+")
+_RESERVED = {"AND", "OR", "NOT"}
+
+
+def quote(text: str) -> str:
+    """A value as query text: bare when it can be, else double-quoted."""
+    if _BARE.fullmatch(text) and text not in _RESERVED and not text.startswith("meta."):
+        return text
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+class Node:
+    """Base of every AST node."""
+
+    def to_query(self) -> str:
+        raise NotImplementedError
+
+    def __str__(self) -> str:
+        return self.to_query()
+
+
+@dataclass(frozen=True)
+class Wildcard(Node):
+    """``*``: any value."""
+
+    def to_query(self) -> str:
+        return "*"
+
+
+@dataclass(frozen=True)
+class Term(Node):
+    """A free word or quoted phrase, matched against knowledge and message text."""
+
+    text: str
+    phrase: bool = False
+
+    def to_query(self) -> str:
+        if self.phrase:
+            return '"' + self.text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        return quote(self.text)
+
+
+@dataclass(frozen=True)
+class FacetCondition:
+    name: str
+    value: str | Wildcard
+
+
+@dataclass(frozen=True)
+class EntityPattern(Node):
+    """An entity by name, type and facets; any part may be left open."""
+
+    name: str | Wildcard | None = None
+    types: tuple[str, ...] = ()
+    facets: tuple[FacetCondition, ...] = ()
+
+    def to_query(self) -> str:
+        if isinstance(self.name, str) and not self.types and not self.facets:
+            return f"entity:{quote(self.name)}"
+        if self.name is None and len(self.types) == 1 and not self.facets:
+            return f"type:{quote(self.types[0])}"
+        args = []
+        if isinstance(self.name, Wildcard):
+            args.append("name=*")
+        elif self.name is not None:
+            args.append(f"name={quote(self.name)}")
+        args.extend(f"type={quote(t)}" for t in self.types)
+        for facet in self.facets:
+            value = (
+                facet.value.to_query() if isinstance(facet.value, Wildcard) else quote(facet.value)
+            )
+            args.append(f"facet.{facet.name}={value}")
+        return f"entity({', '.join(args)})"
+
+
+Slot = str | Wildcard | EntityPattern | None
+
+
+def _slot(value: Slot) -> str:
+    if value is None:
+        return "*"
+    if isinstance(value, str):
+        return quote(value)
+    return value.to_query()
+
+
+@dataclass(frozen=True)
+class ActionPattern(Node):
+    """subject - verb - object - indirect object; open parts match anything."""
+
+    subject: Slot = None
+    verb: str | Wildcard | None = None
+    object: Slot = None
+    indirect_object: Slot = None
+
+    def to_query(self) -> str:
+        parts = [_slot(self.subject), _slot(self.verb), _slot(self.object)]
+        if self.indirect_object is not None and not isinstance(self.indirect_object, Wildcard):
+            parts.append(_slot(self.indirect_object))
+        return f"action({', '.join(parts)})"
+
+
+@dataclass(frozen=True)
+class TopicPattern(Node):
+    text: str
+
+    def to_query(self) -> str:
+        return f"topic:{quote(self.text)}"
+
+
+# -- scopes ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PeopleScope(Node):
+    """Messages from (``speaker``) or to (``to``) a person."""
+
+    role: Literal["speaker", "to"]
+    name: str
+
+    def to_query(self) -> str:
+        return f"{self.role}:{quote(self.name)}"
+
+
+@dataclass(frozen=True)
+class ConversationScope(Node):
+    conversation: str
+
+    def to_query(self) -> str:
+        return f"conversation:{quote(self.conversation)}"
+
+
+@dataclass(frozen=True)
+class TagScope(Node):
+    tag: str
+
+    def to_query(self) -> str:
+        return f"tag:{quote(self.tag)}"
+
+
+@dataclass(frozen=True)
+class TimeScope(Node):
+    """Messages dated in ``[start, end)``; ``text`` is how the user wrote it."""
+
+    start: datetime | None
+    end: datetime | None
+    text: str
+    keyword: Literal["date", "after", "before", "when"] = "date"
+
+    def to_query(self) -> str:
+        return f"{self.keyword}:{quote(self.text)}"
+
+
+@dataclass(frozen=True)
+class DuringScope(Node):
+    """The part of a conversation about a topic: matches and the turns around them."""
+
+    topic: str
+
+    def to_query(self) -> str:
+        return f"during:{quote(self.topic)}"
+
+
+@dataclass(frozen=True)
+class MetaFilter(Node):
+    """A relational filter on message metadata: ``meta.key OP value``."""
+
+    key: str
+    op: Comparator
+    value: str
+
+    def to_query(self) -> str:
+        return f"meta.{self.key} {self.op} {quote(self.value)}"
+
+
+Scope = PeopleScope | ConversationScope | TagScope | TimeScope | DuringScope | MetaFilter
+
+
+# -- boolean ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class And(Node):
+    items: tuple[Node, ...]
+
+    def to_query(self) -> str:
+        return " AND ".join(_wrap(i, And) for i in self.items)
+
+
+@dataclass(frozen=True)
+class Or(Node):
+    """Any of the items; messages matching more of them rank higher."""
+
+    items: tuple[Node, ...]
+    explicit: bool = False
+
+    def to_query(self) -> str:
+        joiner = " OR " if self.explicit else " "
+        return joiner.join(_wrap(i, Or) for i in self.items)
+
+
+@dataclass(frozen=True)
+class Not(Node):
+    item: Node
+
+    def to_query(self) -> str:
+        return "NOT " + _wrap(self.item, Not)
+
+
+def _wrap(node: Node, parent: type) -> str:
+    """Bracket nested groups, so the text parses back to the same tree."""
+    text = node.to_query()
+    if isinstance(node, And | Or):
+        return f"({text})"
+    return text
+
+
+def walk(node: Node) -> list[Node]:
+    """Every node of a tree, depth first."""
+    out = [node]
+    if isinstance(node, And | Or):
+        for item in node.items:
+            out.extend(walk(item))
+    elif isinstance(node, Not):
+        out.extend(walk(node.item))
+    return out
+
+
+def dump(node: Node, indent: int = 0) -> str:
+    """The AST as an indented tree, for ``--explain``."""
+    pad = "  " * indent
+    if isinstance(node, And | Or):
+        kind = "Or" if isinstance(node, Or) and node.explicit else type(node).__name__
+        if isinstance(node, Or) and not node.explicit:
+            kind = "AnyOf"
+        return "\n".join([pad + kind, *(dump(item, indent + 1) for item in node.items)])
+    if isinstance(node, Not):
+        return "\n".join([pad + "Not", dump(node.item, indent + 1)])
+    fields = ", ".join(
+        f"{k}={v!r}" for k, v in vars(node).items() if v not in (None, (), "", False)
+    )
+    return f"{pad}{type(node).__name__}({fields})"

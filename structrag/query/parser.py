@@ -1,0 +1,289 @@
+"""Query text -> lark parse tree -> typed AST (:mod:`structrag.query.ast`).
+
+The grammar is ``grammars/query.lark``, shipped in the package as ``structrag.grammars``
+and loaded through the package loader. Every failure, from the lexer, the parser or the
+checks on values (dates, comparators, argument names), is a
+:class:`~structrag.errors.QuerySyntaxError` carrying the position and a caret.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+from lark import Lark, Token, Transformer, v_args
+from lark.exceptions import (
+    UnexpectedCharacters,
+    UnexpectedEOF,
+    UnexpectedInput,
+    UnexpectedToken,
+    VisitError,
+)
+
+from structrag.errors import QuerySyntaxError
+from structrag.query import ast
+from structrag.query.timeexpr import absolute_range, understood
+
+GRAMMAR_PACKAGE = "structrag.grammars"
+GRAMMAR_FILE = "query.lark"
+_ESCAPE = re.compile(r"\\(.)")
+
+
+@lru_cache(maxsize=1)
+def grammar_text() -> str:
+    return resources.files(GRAMMAR_PACKAGE).joinpath(GRAMMAR_FILE).read_text(encoding="utf-8")
+
+
+@lru_cache(maxsize=1)
+def _parser() -> Lark:
+    return Lark(grammar_text(), parser="lalr", propagate_positions=True, maybe_placeholders=False)
+
+
+@dataclass(frozen=True)
+class _Value:
+    text: str
+    pos: int
+    phrase: bool
+
+
+class _Problem(Exception):
+    def __init__(self, pos: int, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.pos = pos
+        self.message = message
+        self.hint = hint
+
+
+_ENTITY_ARGS = {"name", "type"}
+_ACTION_ARGS = {"subject", "verb", "object", "indirect_object", "to", "indirect"}
+
+
+@v_args(inline=True)
+class _ToAst(Transformer):  # type: ignore[type-arg]
+    def word(self, token: Token) -> _Value:
+        return _Value(str(token), token.start_pos or 0, False)
+
+    def phrase(self, token: Token) -> _Value:
+        raw = str(token)[1:-1]
+        return _Value(_ESCAPE.sub(r"\1", raw), token.start_pos or 0, True)
+
+    def wildcard(self, token: Token) -> ast.Wildcard:
+        return ast.Wildcard()
+
+    def term(self, value: _Value) -> ast.Term:
+        # A quoted single word is just a word; a phrase is several words kept together.
+        return ast.Term(value.text, phrase=value.phrase and len(value.text.split()) > 1)
+
+    def named_argument(self, name: Token, value: Any) -> tuple[str, Any, int]:
+        return (str(name), value, name.start_pos or 0)
+
+    def positional_argument(self, value: Any) -> tuple[None, Any, int]:
+        pos = value.pos if isinstance(value, _Value) else 0
+        return (None, value, pos)
+
+    def arguments(self, *items: tuple[str | None, Any, int]) -> list[tuple[str | None, Any, int]]:
+        return list(items)
+
+    # -- patterns -------------------------------------------------------------------------
+
+    def entity_short(self, keyword: Token, value: _Value) -> ast.EntityPattern:
+        return ast.EntityPattern(name=value.text)
+
+    def entity_call(self, keyword: Token, arguments: list[Any] | None = None) -> ast.EntityPattern:
+        name: str | ast.Wildcard | None = None
+        types: list[str] = []
+        facets: list[ast.FacetCondition] = []
+        for index, (key, value, pos) in enumerate(arguments or []):
+            if isinstance(value, ast.EntityPattern):
+                raise _Problem(pos, "an entity pattern cannot contain another entity pattern")
+            text: str | ast.Wildcard = value if isinstance(value, ast.Wildcard) else value.text
+            if key is None:
+                if index != 0:
+                    raise _Problem(
+                        pos,
+                        "only the first argument of entity(...) may be unnamed",
+                        hint="write name=..., type=... or facet.NAME=...",
+                    )
+                name = text
+            elif key == "name":
+                name = text
+            elif key == "type":
+                if isinstance(text, ast.Wildcard):
+                    continue
+                types.append(text.lower())
+            elif key.startswith("facet."):
+                facets.append(ast.FacetCondition(key[len("facet.") :], text))
+            else:
+                raise _Problem(
+                    pos,
+                    f"entity(...) has no argument {key!r}",
+                    hint="use name=, type= or facet.NAME=",
+                )
+        return ast.EntityPattern(name=name, types=tuple(types), facets=tuple(facets))
+
+    def type_pattern(self, keyword: Token, value: _Value) -> ast.EntityPattern:
+        return ast.EntityPattern(types=(value.text.lower(),))
+
+    def topic(self, keyword: Token, value: _Value) -> ast.TopicPattern:
+        return ast.TopicPattern(value.text)
+
+    def action(self, keyword: Token, arguments: list[Any] | None = None) -> ast.ActionPattern:
+        slots: dict[str, Any] = {}
+        order = ["subject", "verb", "object", "indirect_object"]
+        for index, (key, value, pos) in enumerate(arguments or []):
+            if key is None:
+                if slots and any(k is not None for k, _, _ in (arguments or [])[:index]):
+                    raise _Problem(pos, "positional arguments must come before named ones")
+                if index >= len(order):
+                    raise _Problem(
+                        pos,
+                        "action(...) takes at most four positional arguments",
+                        hint="action(subject, verb, object, indirect_object)",
+                    )
+                role = order[index]
+            elif key in _ACTION_ARGS:
+                role = "indirect_object" if key in ("to", "indirect") else key
+            else:
+                raise _Problem(
+                    pos,
+                    f"action(...) has no argument {key!r}",
+                    hint="use subject=, verb=, object= or to=",
+                )
+            if role in slots:
+                raise _Problem(pos, f"{role} is given twice")
+            if isinstance(value, _Value):
+                value = value.text
+            if role == "verb" and isinstance(value, ast.EntityPattern):
+                raise _Problem(pos, "the verb of an action cannot be an entity pattern")
+            slots[role] = value
+        return ast.ActionPattern(**slots)
+
+    # -- scopes ---------------------------------------------------------------------------
+
+    def scope(self, keyword: Token, value: _Value) -> ast.Node:
+        key = str(keyword)
+        text = value.text.strip()
+        if not text:
+            raise _Problem(value.pos, f"{key}: needs a value")
+        if key in ("speaker", "from"):
+            return ast.PeopleScope("speaker", text)
+        if key == "to":
+            return ast.PeopleScope("to", text)
+        if key == "conversation":
+            return ast.ConversationScope(text)
+        if key == "tag":
+            return ast.TagScope(text)
+        if key == "during":
+            return ast.DuringScope(text)
+        if key == "when":
+            if not understood(text):
+                raise _Problem(
+                    value.pos,
+                    f"cannot read {text!r} as a time",
+                    hint='e.g. when:"last May", when:2023-05, when:"3 weeks ago"',
+                )
+            return ast.TimeScope(None, None, text, "when")
+        found = absolute_range(text)
+        if found is None:
+            raise _Problem(
+                value.pos,
+                f"cannot read {text!r} as a date",
+                hint='use YYYY, YYYY-MM, YYYY-MM-DD, "8 May 2023" or a range A..B',
+            )
+        if key == "after":
+            return ast.TimeScope(found.end, None, text, "after")
+        if key == "before":
+            return ast.TimeScope(None, found.start, text, "before")
+        return ast.TimeScope(found.start, found.end, text, "date")
+
+    def relation(self, key: Token, comparator: Token, value: _Value) -> ast.MetaFilter:
+        op = str(comparator)
+        return ast.MetaFilter(str(key)[len("meta.") :], op, value.text)  # type: ignore[arg-type]
+
+    # -- boolean --------------------------------------------------------------------------
+
+    def negation(self, item: ast.Node) -> ast.Not:
+        return ast.Not(item)
+
+    def conjunction(self, *items: ast.Node) -> ast.And:
+        return ast.And(tuple(items))
+
+    def juxtaposition(self, *items: ast.Node) -> ast.Or:
+        return ast.Or(tuple(items))
+
+    def disjunction(self, *items: ast.Node) -> ast.Or:
+        return ast.Or(tuple(items), explicit=True)
+
+
+def _tokens_text(token: Any) -> str:
+    return str(getattr(token, "value", token))
+
+
+def parse(text: str) -> ast.Node:
+    """Parse a query expression into an AST; raises :class:`QuerySyntaxError`."""
+    if not text.strip():
+        raise QuerySyntaxError(text, 0, "empty query", hint="type some words or a pattern")
+    try:
+        tree = _parser().parse(text)
+    except UnexpectedCharacters as exc:
+        at = int(exc.pos_in_stream or 0)
+        char = text[at] if at < len(text) else ""
+        hint = None
+        if char in "\"'":
+            hint = "close the quoted phrase"
+        elif char in ":=<>!":
+            hint = "put values that contain : = < > ! in double quotes"
+        raise QuerySyntaxError(text, at, f"unexpected {char!r}", hint=hint) from None
+    except UnexpectedEOF:
+        raise QuerySyntaxError(
+            text, len(text), "the query ends too early", hint="close brackets and finish patterns"
+        ) from None
+    except UnexpectedToken as exc:
+        token = exc.token
+        pos = getattr(token, "start_pos", None)
+        if token.type == "$END" or pos is None:
+            raise QuerySyntaxError(
+                text,
+                len(text),
+                "the query ends too early",
+                hint="close brackets and finish patterns",
+            ) from None
+        raise QuerySyntaxError(
+            text, pos, f"unexpected {_tokens_text(token)!r}", hint=_expected_hint(exc.expected)
+        ) from None
+    except UnexpectedInput as exc:  # pragma: no cover - other lark input errors
+        raise QuerySyntaxError(text, getattr(exc, "pos_in_stream", 0) or 0, str(exc)) from None
+    try:
+        node = _ToAst().transform(tree)
+    except VisitError as exc:
+        problem = exc.orig_exc
+        if isinstance(problem, _Problem):
+            raise QuerySyntaxError(text, problem.pos, problem.message, hint=problem.hint) from None
+        raise
+    if not isinstance(node, ast.Node):
+        raise QuerySyntaxError(text, 0, "empty query")
+    return node
+
+
+_NAMES = {
+    "WORD": "a word",
+    "STRING": "a quoted phrase",
+    "RPAR": "')'",
+    "LPAR": "'('",
+    "COMMA": "','",
+    "COLON": "':'",
+    "STAR": "'*'",
+    "COMPARATOR": "a comparison (=, <, contains)",
+    "ENTITY_KW": "entity",
+    "NAME": "an argument name",
+}
+
+
+def _expected_hint(expected: set[str]) -> str | None:
+    names = sorted({_NAMES.get(e, e.lower()) for e in expected if not e.startswith("_")})
+    if not names:
+        return None
+    return "expected " + ", ".join(names[:6])

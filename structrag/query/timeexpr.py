@@ -1,0 +1,193 @@
+"""Time expressions: absolute dates and ranges, and relative phrases resolved against the
+conversation's own dates.
+
+Absolute: ``2023``, ``2023-05``, ``2023-05-08``, ``May 2023``, ``8 May 2023``,
+``May 8, 2023``, ``A..B`` (inclusive). Relative to an *anchor* (the latest message of the
+conversation, not today's date): ``today``, ``yesterday``, ``this/last week``,
+``this/last month``, ``this/last year``, ``last May`` / ``in May`` (the latest May on or
+before the anchor), ``3 days ago``, ``2 weeks ago``, ``recently`` (the last 30 days),
+``the day before yesterday``. Ranges are half-open ``[start, end)``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+MONTHS = {
+    name: i
+    for i, names in enumerate(
+        [
+            ("january", "jan"),
+            ("february", "feb"),
+            ("march", "mar"),
+            ("april", "apr"),
+            ("may",),
+            ("june", "jun"),
+            ("july", "jul"),
+            ("august", "aug"),
+            ("september", "sep", "sept"),
+            ("october", "oct"),
+            ("november", "nov"),
+            ("december", "dec"),
+        ],
+        start=1,
+    )
+    for name in names
+}
+_MONTH_RE = "|".join(sorted(MONTHS, key=len, reverse=True))
+_NUMBERS = {
+    "a": 1,
+    "an": 1,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "couple of": 2,
+    "few": 3,
+}
+
+
+@dataclass(frozen=True)
+class TimeRange:
+    start: datetime | None
+    end: datetime | None
+
+    def __str__(self) -> str:
+        def fmt(value: datetime | None) -> str:
+            return value.date().isoformat() if value else "..."
+
+        return f"[{fmt(self.start)}, {fmt(self.end)})"
+
+
+def _month_range(year: int, month: int) -> TimeRange:
+    start = datetime(year, month, 1)
+    end = datetime(year + (month == 12), month % 12 + 1, 1)
+    return TimeRange(start, end)
+
+
+def _day_range(day: datetime) -> TimeRange:
+    start = datetime(day.year, day.month, day.day)
+    return TimeRange(start, start + timedelta(days=1))
+
+
+def _one_date(text: str) -> TimeRange | None:
+    text = text.strip().lower().rstrip(".")
+    if m := re.fullmatch(r"(\d{4})", text):
+        year = int(m.group(1))
+        return TimeRange(datetime(year, 1, 1), datetime(year + 1, 1, 1))
+    if m := re.fullmatch(r"(\d{4})-(\d{1,2})", text):
+        if 1 <= int(m.group(2)) <= 12:
+            return _month_range(int(m.group(1)), int(m.group(2)))
+        return None
+    if m := re.fullmatch(r"(\d{4})-(\d{1,2})-(\d{1,2})", text):
+        try:
+            return _day_range(datetime(int(m.group(1)), int(m.group(2)), int(m.group(3))))
+        except ValueError:
+            return None
+    if m := re.fullmatch(rf"(?:in\s+)?({_MONTH_RE})\.?,?\s+(?:of\s+)?(\d{{4}})", text):
+        return _month_range(int(m.group(2)), MONTHS[m.group(1)])
+    day_month = re.fullmatch(
+        rf"(?:on\s+)?(?:the\s+)?(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_MONTH_RE})\.?,?\s+(\d{{4}})",
+        text,
+    )
+    month_day = re.fullmatch(
+        rf"(?:on\s+)?({_MONTH_RE})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{4}})", text
+    )
+    try:
+        if day_month:
+            day_text, month_name, year_text = day_month.groups()
+            return _day_range(datetime(int(year_text), MONTHS[month_name], int(day_text)))
+        if month_day:
+            month_name, day_text, year_text = month_day.groups()
+            return _day_range(datetime(int(year_text), MONTHS[month_name], int(day_text)))
+    except ValueError:
+        return None
+    return None
+
+
+def absolute_range(text: str) -> TimeRange | None:
+    """An absolute date, month, year or ``A..B`` range; ``None`` if not one."""
+    if ".." in text:
+        left, _, right = text.partition("..")
+        start = _one_date(left) if left.strip() else TimeRange(None, None)
+        end = _one_date(right) if right.strip() else TimeRange(None, None)
+        if start is None or end is None:
+            return None
+        if start.start and end.end and end.end <= start.start:
+            return None
+        return TimeRange(start.start, end.end)
+    return _one_date(text)
+
+
+def relative_range(text: str, anchor: datetime) -> TimeRange | None:
+    """A relative phrase resolved against ``anchor``; ``None`` if not understood."""
+    phrase = re.sub(r"\s+", " ", text.strip().lower().rstrip("?.!"))
+    today = datetime(anchor.year, anchor.month, anchor.day)
+    if phrase in ("today", "this day"):
+        return TimeRange(today, today + timedelta(days=1))
+    if phrase == "yesterday":
+        return TimeRange(today - timedelta(days=1), today)
+    if phrase == "the day before yesterday":
+        return TimeRange(today - timedelta(days=2), today - timedelta(days=1))
+    week_start = today - timedelta(days=today.weekday())
+    if phrase == "this week":
+        return TimeRange(week_start, week_start + timedelta(days=7))
+    if phrase in ("last week", "the week before", "the previous week"):
+        return TimeRange(week_start - timedelta(days=7), week_start)
+    if phrase == "this month":
+        return _month_range(today.year, today.month)
+    if phrase in ("last month", "the previous month"):
+        year, month = (today.year, today.month - 1) if today.month > 1 else (today.year - 1, 12)
+        return _month_range(year, month)
+    if phrase == "this year":
+        return TimeRange(datetime(today.year, 1, 1), datetime(today.year + 1, 1, 1))
+    if phrase in ("last year", "the previous year"):
+        return TimeRange(datetime(today.year - 1, 1, 1), datetime(today.year, 1, 1))
+    if phrase in ("recently", "lately"):
+        return TimeRange(today - timedelta(days=30), today + timedelta(days=1))
+    if m := re.fullmatch(rf"(?:last|in|this past|this|during)\s+({_MONTH_RE})", phrase):
+        month = MONTHS[m.group(1)]
+        year = today.year if month <= today.month else today.year - 1
+        if phrase.startswith("last") and month == today.month:
+            year -= 1
+        return _month_range(year, month)
+    numbers = "|".join(sorted(_NUMBERS, key=len, reverse=True))
+    if m := re.fullmatch(rf"(\d+|{numbers})\s+(day|week|month|year)s?\s+ago", phrase):
+        amount = int(m.group(1)) if m.group(1).isdigit() else _NUMBERS[m.group(1)]
+        unit = m.group(2)
+        if unit == "day":
+            return _day_range(today - timedelta(days=amount))
+        if unit == "week":
+            start = week_start - timedelta(days=7 * amount)
+            return TimeRange(start, start + timedelta(days=7))
+        if unit == "month":
+            month_index = today.year * 12 + today.month - 1 - amount
+            return _month_range(month_index // 12, month_index % 12 + 1)
+        return TimeRange(
+            datetime(today.year - amount, 1, 1), datetime(today.year - amount + 1, 1, 1)
+        )
+    return None
+
+
+def resolve(text: str, anchor: datetime | None) -> TimeRange | None:
+    """Absolute first; relative phrases need an anchor."""
+    found = absolute_range(text)
+    if found is None:
+        stripped = re.sub(r"^(in|on|during)\s+", "", text.strip().lower())
+        found = absolute_range(stripped)
+    if found is None and anchor is not None:
+        found = relative_range(text, anchor)
+    return found
+
+
+def understood(text: str) -> bool:
+    """Whether a phrase is a time expression at all (checked against a sample anchor)."""
+    return resolve(text, datetime(2024, 6, 15)) is not None

@@ -1,0 +1,162 @@
+"""The query language: parse trees, rendering back to text, and caret errors."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from structrag.errors import QuerySyntaxError
+from structrag.query import ast
+from structrag.query.parser import grammar_text, parse
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("caroline adoption", ast.Or((ast.Term("caroline"), ast.Term("adoption")))),
+        ('"support group"', ast.Term("support group", phrase=True)),
+        ("entity:Caroline", ast.EntityPattern(name="Caroline")),
+        ("type:book", ast.EntityPattern(types=("book",))),
+        (
+            "entity(name=Caroline, type=person, facet.color=blue)",
+            ast.EntityPattern("Caroline", ("person",), (ast.FacetCondition("color", "blue"),)),
+        ),
+        (
+            "action(Kevin, tell, *, Satya)",
+            ast.ActionPattern("Kevin", "tell", ast.Wildcard(), "Satya"),
+        ),
+        (
+            "action(subject=*, verb=paint, object=entity(type=painting))",
+            ast.ActionPattern(ast.Wildcard(), "paint", ast.EntityPattern(types=("painting",))),
+        ),
+        ('topic:"mental health"', ast.TopicPattern("mental health")),
+        ("speaker:Kevin", ast.PeopleScope("speaker", "Kevin")),
+        ("to:Satya", ast.PeopleScope("to", "Satya")),
+        ("conversation:conv-26", ast.ConversationScope("conv-26")),
+        ("tag:session_3", ast.TagScope("session_3")),
+        ("during:adoption", ast.DuringScope("adoption")),
+        ("meta.session >= 3", ast.MetaFilter("session", ">=", "3")),
+        ('meta.title contains "AI"', ast.MetaFilter("title", "contains", "AI")),
+        (
+            "date:2023-05",
+            ast.TimeScope(datetime(2023, 5, 1), datetime(2023, 6, 1), "2023-05", "date"),
+        ),
+        (
+            "date:2023-05-01..2023-05-31",
+            ast.TimeScope(
+                datetime(2023, 5, 1), datetime(2023, 6, 1), "2023-05-01..2023-05-31", "date"
+            ),
+        ),
+        ("after:2023-05-01", ast.TimeScope(datetime(2023, 5, 2), None, "2023-05-01", "after")),
+        ('when:"last May"', ast.TimeScope(None, None, "last May", "when")),
+    ],
+)
+def test_parse(text: str, expected: ast.Node) -> None:
+    assert parse(text) == expected
+
+
+def test_precedence_not_and_juxtaposition_or() -> None:
+    node = parse("NOT a b AND c OR d")
+    assert node == ast.Or(
+        (
+            ast.Or((ast.Not(ast.Term("a")), ast.And((ast.Term("b"), ast.Term("c"))))),
+            ast.Term("d"),
+        ),
+        explicit=True,
+    )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "caroline adoption",
+        '"support group" AND entity:Caroline',
+        'action(Kevin, tell, *, Satya) when:"last May"',
+        "(a OR b) AND NOT topic:sports",
+        "meta.session >= 3 speaker:Kevin",
+        "entity(name=*, type=person, facet.age=4)",
+    ],
+)
+def test_rendering_round_trips(text: str) -> None:
+    node = parse(text)
+    assert parse(node.to_query()) == node
+
+
+@pytest.mark.parametrize(
+    ("text", "position", "message"),
+    [
+        ("entity(", 7, "ends too early"),
+        ("a AND", 5, "ends too early"),
+        ("date:2023-13", 5, "as a date"),
+        ("action(a, b, c, d, e)", 19, "at most four"),
+        ('"unclosed', 0, "unexpected"),
+        ("meta.x ~ 3", 7, "unexpected '~'"),
+        ('when:"blah blah"', 5, "as a time"),
+        ("entity(colour=red)", 7, "no argument 'colour'"),
+        ("   ", 0, "empty query"),
+    ],
+)
+def test_errors_point_at_the_problem(text: str, position: int, message: str) -> None:
+    with pytest.raises(QuerySyntaxError) as info:
+        parse(text)
+    err = info.value
+    assert err.position == position
+    assert message in str(err)
+    caret_line = err.snippet.splitlines()[1]
+    assert caret_line.index("^") == position - (text.rfind("\n", 0, position) + 1)
+
+
+def test_grammar_ships_in_the_package() -> None:
+    assert "?disjunction" in grammar_text()
+
+
+_FRAGMENTS = st.sampled_from(
+    [
+        "entity",
+        "action",
+        "topic",
+        "type",
+        "speaker",
+        "when",
+        "date",
+        "meta.x",
+        "(",
+        ")",
+        ":",
+        ",",
+        "=",
+        "*",
+        '"',
+        "'",
+        "AND",
+        "OR",
+        "NOT",
+        ">=",
+        "contains",
+        " ",
+        "2023-05",
+        "..",
+        "\\",
+        "facet.a",
+        "x",
+        "é",
+        "\n",
+        "\t",
+        "\x00",
+    ]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(st.text(max_size=60), st.lists(_FRAGMENTS, max_size=14).map("".join)))
+def test_parser_raises_only_query_syntax_errors(text: str) -> None:
+    try:
+        node = parse(text)
+    except QuerySyntaxError as err:
+        assert 0 <= err.position <= len(text)
+    else:
+        assert isinstance(node, ast.Node)
+        assert parse(node.to_query()) == node
