@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 from structrag.analysis import stems, term_key
 from structrag.errors import InputError
-from structrag.extract.base import Extractor
+from structrag.extract.base import METADATA_EXTRACTOR, Extractor
 from structrag.importers import LoadOptions, ParsedSource, load_source
 from structrag.models import Action, Entity, Message, SemanticRef, Tag, Topic
 from structrag.store.protocols import (
@@ -108,6 +108,15 @@ def _knowledge_terms(k: Entity | Action | Topic | Tag) -> list[str]:
     elif isinstance(k, Topic | Tag):
         parts.append(k.text)
     return list(dict.fromkeys(stems(" ".join(parts))))
+
+
+def ref_kinds(refs: Sequence[SemanticRef]) -> str:
+    """One character per ref: e/a/t/g for knowledge from the text, E/A for metadata."""
+    codes = []
+    for ref in refs:
+        code = "g" if ref.kind == "tag" else ref.kind[0]
+        codes.append(code.upper() if ref.extractor == METADATA_EXTRACTOR else code)
+    return "".join(codes)
 
 
 def indexed_message(stored: StoredMessage, refs: Sequence[SemanticRef]) -> IndexedMessage:
@@ -308,7 +317,11 @@ class Ingestor:
         try:
             for (mkey, message, is_new), refs in zip(todo, knowledge, strict=True):
                 stored = StoredMessage(
-                    mkey=mkey, message=message, first_ref=next_ref, ref_count=len(refs)
+                    mkey=mkey,
+                    message=message,
+                    first_ref=next_ref,
+                    ref_count=len(refs),
+                    ref_kinds=ref_kinds(refs),
                 )
                 chunk.refs.extend((next_ref + i, mkey, r) for i, r in enumerate(refs))
                 next_ref += len(refs)

@@ -20,7 +20,21 @@ ADAPTERS = (
     "structrag.store.whoosh_index",
     "structrag.extract.spacy_extractor",
 )
-CORE = ["models.py", "ingest.py", "errors.py", "timeparse.py", "store/protocols.py"]
+CORE = [
+    "models.py",
+    "ingest.py",
+    "errors.py",
+    "timeparse.py",
+    "store/protocols.py",
+    "query/ast.py",
+    "query/parser.py",
+    "query/timeexpr.py",
+    "query/plan.py",
+    "query/scope.py",
+    "query/engine.py",
+    "query/context.py",
+    "query/settings.py",
+]
 
 
 def _imports(path: Path) -> set[str]:

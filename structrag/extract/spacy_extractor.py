@@ -646,6 +646,9 @@ def _entities(
             return
         seen.add(key)
         types = _entity_types(head, name, ctx, lexicon, label)
+        role = _apposition(head)
+        if role and role not in types:
+            types = (*types, role)
         items.append((Entity(name=name, types=types, facets=facets), start, end))
 
     for ent in doc.ents:
@@ -672,6 +675,17 @@ def _entities(
             )
         ]
         add(tokens, root, _facets(chunk, ctx))
+
+
+def _apposition(head: Token) -> str | None:
+    """The common noun a name stands beside ("my friend Melanie", "Ana, my cousin"): a
+    type of the named entity, which links it to the noun's owner in the entity graph."""
+    if head.dep_ == "appos" and head.head.tag_ in ("NN", "NNS"):
+        return lemma(head.head.text, head.head.tag_)
+    for child in head.children:
+        if child.dep_ == "appos" and child.tag_ in ("NN", "NNS"):
+            return lemma(child.text, child.tag_)
+    return None
 
 
 def _is_compound_adj(token: Token) -> bool:

@@ -38,7 +38,13 @@ from structrag.models import (
     Tag,
     Topic,
 )
-from structrag.store.protocols import SourceRecord, StoredMessage, StoreStats
+from structrag.store.protocols import (
+    MessageFilter,
+    MessageFrame,
+    SourceRecord,
+    StoredMessage,
+    StoreStats,
+)
 
 SCHEMA_VERSION = "1"
 DB_FILENAME = "structrag.duckdb"
@@ -62,6 +68,7 @@ CREATE TABLE IF NOT EXISTS messages (
     content_hash VARCHAR NOT NULL,
     first_ref BIGINT NOT NULL,
     ref_count INTEGER NOT NULL,
+    ref_kinds VARCHAR NOT NULL,
     source_id INTEGER,
     UNIQUE (conversation, id)
 );
@@ -96,8 +103,30 @@ CREATE TABLE IF NOT EXISTS sources (
 
 _MESSAGE_COLUMNS = (
     "mkey, conversation, id, ordinal, speaker, recipients, ts, text, tags, metadata, "
-    "first_ref, ref_count"
+    "first_ref, ref_count, ref_kinds"
 )
+
+
+_COMPARATORS = {"=": "=", "!=": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
+
+
+def _meta_clause(key: str, op: str, value: str) -> tuple[str, list[Any]]:
+    """SQL for ``meta.key OP value`` with the key path and value bound as parameters.
+
+    Numbers compare as numbers when both sides are numeric; text compares case-insensitively.
+    """
+    path = "$." + key
+    if op == "contains":
+        return "contains(lower(json_extract_string(metadata, ?)), lower(?))", [path, value]
+    sql_op = _COMPARATORS[op]
+    try:
+        number = float(value)
+    except ValueError:
+        return f"lower(json_extract_string(metadata, ?)) {sql_op} lower(?)", [path, value]
+    return (
+        f"TRY_CAST(json_extract_string(metadata, ?) AS DOUBLE) {sql_op} ?",
+        [path, number],
+    )
 
 
 def _first_row(result: duckdb.DuckDBPyConnection) -> tuple[Any, ...] | None:
@@ -390,6 +419,151 @@ class DuckDBStore:
         ).fetchall()
         return [(str(a), str(b), float(w)) for a, b, w in rows]
 
+    # -- for the query engine -------------------------------------------------------------
+
+    def message_frame(self, conversation: str | None) -> MessageFrame:
+        rows = self.con.execute(
+            "SELECT mkey, conversation, id, ordinal, "
+            "coalesce(json_extract_string(metadata, '$.session'), strftime(ts, '%Y-%m-%d'), ''), "
+            "speaker, ts, first_ref, ref_kinds FROM messages "
+            "WHERE (? IS NULL OR conversation = ?) ORDER BY conversation, ordinal",
+            [conversation, conversation],
+        ).fetchall()
+        columns = list(zip(*rows, strict=True)) if rows else [()] * 9
+
+        def objects(values: Sequence[Any]) -> np.ndarray:
+            array = np.empty(len(values), dtype=object)
+            array[:] = list(values)
+            return array
+
+        return MessageFrame(
+            mkeys=np.asarray(columns[0], dtype=np.int64),
+            conversations=objects(columns[1]),
+            ids=objects(columns[2]),
+            ordinals=np.asarray(columns[3], dtype=np.int64),
+            sessions=objects(columns[4]),
+            speakers=objects(columns[5]),
+            timestamps=np.array(
+                [
+                    np.datetime64(t, "s") if t is not None else np.datetime64("NaT")
+                    for t in columns[6]
+                ],
+                dtype="datetime64[s]",
+            ),
+            first_refs=np.asarray(columns[7], dtype=np.int64),
+            ref_kinds=objects(columns[8]),
+        )
+
+    def ref_properties(self, ref_ids: Sequence[int]) -> dict[int, list[tuple[str, str]]]:
+        out: dict[int, list[tuple[str, str]]] = {}
+        if not ref_ids:
+            return out
+        # The range lets DuckDB skip row groups by their min/max (refs are stored in order).
+        rows = self.con.execute(
+            "SELECT ref_id, name, value FROM properties WHERE ref_id BETWEEN ? AND ? "
+            "AND ref_id IN (SELECT unnest(?::BIGINT[]))",
+            [min(ref_ids), max(ref_ids), list(ref_ids)],
+        ).fetchall()
+        for ref_id, name, value in rows:
+            out.setdefault(int(ref_id), []).append((str(name), str(value)))
+        return out
+
+    def filter_messages(self, condition: MessageFilter) -> list[int]:
+        clauses: list[str] = []
+        params: list[Any] = []
+        if condition.conversation is not None:
+            clauses.append("conversation = ?")
+            params.append(condition.conversation)
+        if condition.speakers:
+            clauses.append("lower(speaker) IN (SELECT lower(unnest(?::VARCHAR[])))")
+            params.append(list(condition.speakers))
+        if condition.recipients:
+            clauses.append(
+                "len(list_intersect(list_transform(recipients, lambda x: lower(x)), "
+                "list_transform(?::VARCHAR[], lambda x: lower(x)))) > 0"
+            )
+            params.append(list(condition.recipients))
+        if condition.tags:
+            clauses.append(
+                "len(list_intersect(list_transform(tags, lambda x: lower(x)), "
+                "list_transform(?::VARCHAR[], lambda x: lower(x)))) > 0"
+            )
+            params.append(list(condition.tags))
+        if condition.start is not None:
+            clauses.append("ts >= ?")
+            params.append(condition.start)
+        if condition.end is not None:
+            clauses.append("ts < ?")
+            params.append(condition.end)
+        for key, op, value in condition.meta:
+            clause, values = _meta_clause(key, op, value)
+            clauses.append(clause)
+            params.extend(values)
+        where = " AND ".join(clauses) or "TRUE"
+        rows = self.con.execute(f"SELECT mkey FROM messages WHERE {where}", params).fetchall()
+        return [int(r[0]) for r in rows]
+
+    def embedding_matrix(
+        self, model: str, conversation: str | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        rows = self.con.execute(
+            "SELECT e.mkey, e.vector FROM embeddings e JOIN messages m USING (mkey) "
+            "WHERE e.model = ? AND (? IS NULL OR m.conversation = ?) ORDER BY e.mkey",
+            [model, conversation, conversation],
+        ).fetchall()
+        if not rows:
+            return np.zeros(0, np.int64), np.zeros((0, 0), np.float32)
+        mkeys = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        return mkeys, np.asarray([r[1] for r in rows], dtype=np.float32)
+
+    def knowledge_texts(self, ref_ids: Sequence[int]) -> dict[int, tuple[str, str, list[str]]]:
+        if not ref_ids:
+            return {}
+        low, high = min(ref_ids), max(ref_ids)
+        rows = self.con.execute(
+            "WITH wanted AS (SELECT unnest(?::BIGINT[]) AS ref_id) "
+            "SELECT e.ref_id, 'entity', e.name, e.types FROM entities e "
+            "JOIN wanted USING (ref_id) WHERE e.ref_id BETWEEN ? AND ? "
+            "UNION ALL SELECT t.ref_id, 'topic', t.text, [] FROM topics t "
+            "JOIN wanted USING (ref_id) WHERE t.ref_id BETWEEN ? AND ? "
+            "UNION ALL SELECT g.ref_id, 'tag', g.text, [] FROM tags g JOIN wanted USING (ref_id) "
+            "WHERE g.ref_id BETWEEN ? AND ?",
+            [list(ref_ids), low, high, low, high, low, high],
+        ).fetchall()
+        return {int(r[0]): (str(r[1]), str(r[2]), list(r[3] or [])) for r in rows}
+
+    def knowledge_vocabulary(self, conversation: str | None) -> list[tuple[str, str, int]]:
+        rows = self.con.execute(
+            "SELECT min(e.name), 'entity', count(*) FROM entities e "
+            "JOIN semantic_refs r USING (ref_id) "
+            "WHERE r.extractor <> 'metadata' AND (? IS NULL OR r.conversation = ?) "
+            "GROUP BY e.name_key "
+            "UNION ALL "
+            "SELECT min(t.text), 'topic', count(*) FROM topics t "
+            "JOIN semantic_refs r USING (ref_id) WHERE (? IS NULL OR r.conversation = ?) "
+            "GROUP BY t.text_key",
+            [conversation, conversation, conversation, conversation],
+        ).fetchall()
+        return [(str(a), str(b), int(c)) for a, b, c in rows]
+
+    def relation_edges(self, conversation: str | None) -> list[tuple[str, str, str]]:
+        rows = self.con.execute(
+            "SELECT a.subject, a.verb, a.object FROM actions a JOIN semantic_refs r USING (ref_id) "
+            "WHERE a.subject IS NOT NULL AND a.object IS NOT NULL AND r.extractor <> 'metadata' "
+            "AND (? IS NULL OR r.conversation = ?) "
+            "UNION ALL "
+            "SELECT f.value, 'have', e.name FROM facets f JOIN entities e USING (ref_id) "
+            "JOIN semantic_refs r USING (ref_id) "
+            "WHERE f.name = 'owner' AND (? IS NULL OR r.conversation = ?) "
+            "UNION ALL "
+            "SELECT DISTINCT e.name, 'is', t.type FROM entities e "
+            "JOIN semantic_refs r USING (ref_id), unnest(e.types) AS t(type) "
+            "WHERE r.extractor <> 'metadata' AND t.type NOT IN ('name', 'thing', 'person') "
+            "AND lower(t.type) <> lower(e.name) AND (? IS NULL OR r.conversation = ?)",
+            [conversation] * 6,
+        ).fetchall()
+        return [(str(a), str(b), str(c)) for a, b, c in rows]
+
 
 class DuckDBTransaction:
     """One ingest's writes: messages and refs arrive in chunks, all visible at commit."""
@@ -457,7 +631,7 @@ class DuckDBTransaction:
             con.execute(
                 "UPDATE messages SET ordinal = ?, speaker = ?, recipients = ?, ts = ?, "
                 "text = ?, tags = ?, metadata = ?, content_hash = ?, first_ref = ?, "
-                "ref_count = ?, source_id = ? WHERE mkey = ?",
+                "ref_count = ?, ref_kinds = ?, source_id = ? WHERE mkey = ?",
                 [
                     m.ordinal,
                     m.speaker,
@@ -469,6 +643,7 @@ class DuckDBTransaction:
                     m.content_hash(),
                     stored.first_ref,
                     stored.ref_count,
+                    stored.ref_kinds,
                     self.source_id,
                     stored.mkey,
                 ],
@@ -539,6 +714,7 @@ _MESSAGE_TYPES = {
     "content_hash": "VARCHAR",
     "first_ref": "BIGINT",
     "ref_count": "INTEGER",
+    "ref_kinds": "VARCHAR",
     "source_id": "INTEGER",
 }
 
@@ -563,6 +739,7 @@ def _insert_messages(
             s.message.content_hash(),
             s.first_ref,
             s.ref_count,
+            s.ref_kinds,
             source_id,
         )
         for s in messages
@@ -702,6 +879,7 @@ def _stored(row: tuple[Any, ...]) -> StoredMessage:
         metadata,
         first_ref,
         ref_count,
+        ref_kinds,
     ) = row
     return StoredMessage(
         mkey=int(mkey),
@@ -718,6 +896,7 @@ def _stored(row: tuple[Any, ...]) -> StoredMessage:
         ),
         first_ref=int(first_ref),
         ref_count=int(ref_count),
+        ref_kinds=str(ref_kinds),
     )
 
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+import numpy as np
+
 from structrag.models import Conversation, Message, SemanticRef
 
 
@@ -25,6 +27,7 @@ class StoredMessage:
     message: Message
     first_ref: int
     ref_count: int
+    ref_kinds: str = ""
 
 
 @dataclass
@@ -75,6 +78,63 @@ class StoreStats:
     semantic_refs: dict[str, int]
     extractors: dict[str, dict[str, int]]
     sources: int
+
+
+@dataclass(frozen=True)
+class MessageFrame:
+    """A columnar view of the messages in a scope, ordered by conversation and ordinal.
+
+    ``sessions`` is what bounds a text window: the message's ``session`` metadata when it
+    has one, else its date. ``ref_kinds`` holds one character per semantic ref of the
+    message, in ref order: ``e``/``a``/``t``/``g`` for entity/action/topic/tag refs from
+    the message text, ``E``/``A`` for metadata knowledge (speaker and recipients).
+    """
+
+    mkeys: np.ndarray
+    conversations: np.ndarray
+    ids: np.ndarray
+    ordinals: np.ndarray
+    sessions: np.ndarray
+    speakers: np.ndarray
+    timestamps: np.ndarray
+    first_refs: np.ndarray
+    ref_kinds: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.mkeys)
+
+
+@dataclass(frozen=True)
+class MessageFilter:
+    """Conditions on messages (all must hold); values are bound as SQL parameters."""
+
+    conversation: str | None = None
+    speakers: tuple[str, ...] = ()
+    recipients: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    start: datetime | None = None
+    end: datetime | None = None
+    meta: tuple[tuple[str, str, str], ...] = ()  # (key, comparator, value)
+
+
+@dataclass(frozen=True)
+class PropertyCondition:
+    """Refs whose property ``name`` has one of ``values`` (normalised keys).
+
+    Names follow KnowPro's property index: ``name``, ``type``, ``facet.name``,
+    ``facet.value``, ``verb``, ``subject``, ``object``, ``indirectObject``, ``topic``,
+    ``tag``. With ``whole_words`` a value also matches keys that contain its words.
+    """
+
+    name: str
+    values: tuple[str, ...]
+    whole_words: bool = False
+
+    def accepts(self, value: str) -> bool:
+        if not self.whole_words:
+            return value in self.values
+        padded = f" {value} "
+        return any(f" {v} " in padded for v in self.values)
 
 
 class KnowledgeStore(Protocol):
@@ -140,6 +200,37 @@ class KnowledgeStore(Protocol):
         """Run a read-only SQL query with bound parameters."""
         ...
 
+    # -- for the query engine ---------------------------------------------------------
+
+    def message_frame(self, conversation: str | None) -> MessageFrame: ...
+
+    def ref_properties(self, ref_ids: Sequence[int]) -> dict[int, list[tuple[str, str]]]:
+        """The property-index rows ``(name, normalised value)`` of some refs."""
+        ...
+
+    def filter_messages(self, condition: MessageFilter) -> list[int]:
+        """mkeys of the messages meeting the filter."""
+        ...
+
+    def embedding_matrix(
+        self, model: str, conversation: str | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(mkeys, vectors) of a model's message embeddings."""
+        ...
+
+    def knowledge_texts(self, ref_ids: Sequence[int]) -> dict[int, tuple[str, str, list[str]]]:
+        """``ref_id -> (kind, name or text, types)`` for entity, topic and tag refs."""
+        ...
+
+    def knowledge_vocabulary(self, conversation: str | None) -> list[tuple[str, str, int]]:
+        """Distinct entity names and topics: ``(text, kind, mentions)``."""
+        ...
+
+    def relation_edges(self, conversation: str | None) -> list[tuple[str, str, str]]:
+        """``(subject, verb, object)`` of actions with both ends, possessions
+        (``owner have entity``) from ``owner`` facets, and types (``entity is type``)."""
+        ...
+
 
 @dataclass(frozen=True)
 class IndexedMessage:
@@ -165,7 +256,31 @@ class TextIndexWriter(Protocol):
     def cancel(self) -> None: ...
 
 
-class TextIndex(Protocol):
+class PostingsLike(Protocol):
+    """One term's postings: message keys, and a value per posting (term frequency for
+    message text, ref id for knowledge)."""
+
+    mkeys: np.ndarray
+    values: np.ndarray
+
+
+class TextIndexReader(Protocol):
+    """The read side of the text index, used by the query engine."""
+
+    def conversation_docs(self, conversation: str | None) -> np.ndarray | None:
+        """The index's own document numbers for a conversation (``None``: all)."""
+        ...
+
+    def lengths(self, docs: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """(mkeys, number of text terms) of the documents."""
+        ...
+
+    def text_postings(self, term: str, docs: np.ndarray | None) -> PostingsLike: ...
+
+    def knowledge_postings(self, term: str, docs: np.ndarray | None) -> PostingsLike: ...
+
+
+class TextIndex(TextIndexReader, Protocol):
     """The inverted index: terms -> semantic refs -> messages, and message text."""
 
     def generation(self) -> int | None: ...

@@ -355,7 +355,15 @@ class WhooshTextIndex:
                 vals.append(int(matcher.value_as("frequency")))
 
         deleted = reader.has_deletions()
-        if docs is None:
+        if docs is not None and reader.doc_frequency(field, term) <= 4 * len(docs):
+            # Short postings: read them straight through and keep the scope's documents.
+            wanted = set(docs.tolist())
+            while matcher.is_active():
+                doc = matcher.id()
+                if doc in wanted:
+                    take(doc)
+                matcher.next()
+        elif docs is None:
             while matcher.is_active():
                 doc = matcher.id()
                 if not (deleted and reader.is_deleted(doc)):

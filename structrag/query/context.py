@@ -1,0 +1,145 @@
+"""The answer context: the best knowledge and messages packed into a token budget.
+
+Layout: a few lines of the entities and topics the query hit (at most
+``knowledge_share`` of the budget, 3% by default), then the ranked messages rendered
+``[8 May 2023] Caroline: text``, then, while budget remains, the messages nearest to the
+question by embedding (classic vector RAG). Token counts use tiktoken; the context never
+exceeds the budget, and ``message_ids`` lists exactly the messages whose text is in it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from structrag.store.protocols import StoredMessage
+from structrag.timeparse import format_date
+from structrag.tokens import TokenCounter
+
+MESSAGES_HEADER = "Messages:"
+#: Give up looking for a message that still fits after this many misses in a row.
+MAX_MISSES = 64
+
+
+class Ranked(Protocol):
+    mkey: int
+    score: float
+    source: str
+
+
+@dataclass(frozen=True)
+class Line:
+    """A message rendered for the context, with its token count."""
+
+    conversation: str
+    id: str
+    text: str
+    tokens: int
+
+
+@dataclass
+class ContextMessage:
+    mkey: int
+    conversation: str
+    id: str
+    score: float
+    source: str
+    tokens: int
+
+
+@dataclass
+class AnswerContext:
+    text: str
+    tokens: int
+    budget: int
+    messages: list[ContextMessage] = field(default_factory=list)
+    knowledge: list[str] = field(default_factory=list)
+
+    @property
+    def message_ids(self) -> list[str]:
+        return [m.id for m in self.messages]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"context": self.text, "tokens": self.tokens, "message_ids": self.message_ids}
+
+
+def render_message(stored: StoredMessage) -> str:
+    """``[8 May 2023] Caroline: text`` (no date bracket when the message has none)."""
+    m = stored.message
+    who = f"{m.speaker}: " if m.speaker else ""
+    when = f"[{format_date(m.timestamp)}] " if m.timestamp else ""
+    return f"{when}{who}{m.text}"
+
+
+def build_context(
+    lines: Callable[[Sequence[int]], dict[int, Line]],
+    counter: TokenCounter,
+    ranked: Sequence[Ranked],
+    fill: Sequence[Ranked],
+    budget: int,
+    *,
+    knowledge: Sequence[str] = (),
+    knowledge_share: float = 0.03,
+    batch: int = 64,
+) -> AnswerContext:
+    """Pack knowledge lines, ranked messages, then vector fill, within ``budget`` tokens.
+
+    ``lines`` renders messages (by mkey) with their token counts (newline included).
+    """
+    parts: list[str] = []
+    used = 0
+    knowledge_lines: list[str] = []
+    share = int(budget * knowledge_share)
+    for line in knowledge:
+        cost = counter.count(line + "\n")
+        if used + cost > share:
+            break
+        parts.append(line)
+        knowledge_lines.append(line)
+        used += cost
+    if knowledge_lines:
+        parts.append(MESSAGES_HEADER)
+        used += counter.count(MESSAGES_HEADER + "\n")
+    chosen: list[ContextMessage] = []
+    seen: set[int] = set()
+    for source in (ranked, fill):
+        misses = 0
+        for start in range(0, len(source), batch):
+            if misses >= MAX_MISSES or used >= budget:
+                break
+            part = [r for r in source[start : start + batch] if r.mkey not in seen]
+            rendered = lines([r.mkey for r in part])
+            for item in part:
+                entry = rendered.get(item.mkey)
+                if entry is None:
+                    continue
+                if used + entry.tokens > budget:
+                    misses += 1
+                    if misses >= MAX_MISSES:
+                        break
+                    continue
+                misses = 0
+                parts.append(entry.text)
+                used += entry.tokens
+                seen.add(item.mkey)
+                chosen.append(
+                    ContextMessage(
+                        item.mkey,
+                        entry.conversation,
+                        entry.id,
+                        item.score,
+                        item.source,
+                        entry.tokens,
+                    )
+                )
+    text = "\n".join(parts)
+    tokens = counter.count(text)
+    # Tokens of a joined text are at most the sum of its lines'; this guards the rare case
+    # where a merge across a line break costs one more.
+    while tokens > budget and chosen:
+        last = chosen.pop()
+        parts.remove(lines([last.mkey])[last.mkey].text)
+        text = "\n".join(parts)
+        tokens = counter.count(text)
+    return AnswerContext(text, tokens, budget, chosen, knowledge_lines)

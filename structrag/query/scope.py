@@ -1,0 +1,135 @@
+"""The messages a query runs over, as arrays, and the text scorers that use them.
+
+A :class:`ScopeData` is built once per (store generation, conversation) and shared by
+every query on it: the message frame from the store, each message's position, its text
+length, and the neighbour tables of the text window. Scores are dense float arrays over
+the frame, so boolean operators are array operations.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from structrag.query.settings import RankingSettings
+from structrag.store.protocols import MessageFrame, TextIndexReader
+
+
+@dataclass
+class ScopeData:
+    """Arrays describing the messages of one scope, in conversation order."""
+
+    conversation: str | None
+    frame: MessageFrame
+    docs: np.ndarray | None
+    lengths: np.ndarray
+    settings: RankingSettings
+    _order: np.ndarray = field(init=False, repr=False)
+    _sorted: np.ndarray = field(init=False, repr=False)
+    neighbours: list[tuple[float, np.ndarray, np.ndarray]] = field(init=False, repr=False)
+    window_lengths: np.ndarray = field(init=False, repr=False)
+    speakers_lower: np.ndarray = field(init=False, repr=False)
+    _term_cache: dict[str, tuple[np.ndarray, int]] = field(default_factory=dict, repr=False)
+    _knowledge_cache: dict[str, dict[int, int]] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        frame = self.frame
+        n = len(frame)
+        self._order = np.argsort(frame.mkeys, kind="stable")
+        self._sorted = frame.mkeys[self._order]
+        index = np.arange(n)
+        self.neighbours = []
+        for offset, weight in sorted(self.settings.window.items()):
+            source = np.clip(index + offset, 0, max(n - 1, 0))
+            valid = (index + offset >= 0) & (index + offset < n)
+            if n:
+                valid &= frame.conversations[source] == frame.conversations
+                valid &= frame.sessions[source] == frame.sessions
+            self.neighbours.append((weight, source, valid))
+        self.window_lengths = self.windowed(self.lengths.astype(np.float64))
+        self.speakers_lower = np.array([(s or "").lower() for s in frame.speakers], dtype=object)
+
+    def __len__(self) -> int:
+        return len(self.frame)
+
+    def positions(self, mkeys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Frame positions of ``mkeys``, and which of them are in the scope at all."""
+        if not len(mkeys) or not len(self._sorted):
+            return np.zeros(0, np.int64), np.zeros(len(mkeys), bool)
+        at = np.searchsorted(self._sorted, mkeys)
+        at = np.clip(at, 0, len(self._sorted) - 1)
+        found = self._sorted[at] == mkeys
+        return self._order[at[found]], found
+
+    def windowed(self, values: np.ndarray) -> np.ndarray:
+        """Each message's weighted sum of ``values`` over its text window."""
+        out = np.zeros(len(values), dtype=np.float64)
+        for weight, source, valid in self.neighbours:
+            out += weight * np.where(valid, values[source], 0.0)
+        return out
+
+    def dense(self, mkeys: np.ndarray, values: np.ndarray) -> np.ndarray:
+        """A dense array over the frame from sparse (mkey, value) pairs (summed)."""
+        out = np.zeros(len(self), dtype=np.float64)
+        positions, found = self.positions(mkeys)
+        np.add.at(out, positions, values[found].astype(np.float64))
+        return out
+
+    # -- text: BM25 over context windows ------------------------------------------------
+
+    def window_tf(self, term: str, reader: TextIndexReader) -> tuple[np.ndarray, int]:
+        """Window term frequencies of a term and its window document frequency."""
+        cached = self._term_cache.get(term)
+        if cached is not None:
+            return cached
+        postings = reader.text_postings(term, self.docs)
+        own = self.dense(postings.mkeys, postings.values)
+        window = self.windowed(own) if own.any() else own
+        result = (window, int(np.count_nonzero(window)))
+        if len(self._term_cache) > 4096:
+            self._term_cache.clear()
+        self._term_cache[term] = result
+        return result
+
+    def knowledge_refs(self, term: str, reader: TextIndexReader) -> dict[int, int]:
+        """Refs in scope whose index terms include ``term``: ref_id -> mkey (cached)."""
+        cached = self._knowledge_cache.get(term)
+        if cached is None:
+            postings = reader.knowledge_postings(term, self.docs)
+            _, found = self.positions(postings.mkeys)
+            cached = dict(
+                zip(postings.values[found].tolist(), postings.mkeys[found].tolist(), strict=True)
+            )
+            if len(self._knowledge_cache) > 4096:
+                self._knowledge_cache.clear()
+            self._knowledge_cache[term] = cached
+        return cached
+
+    def bm25(self, weighted_terms: dict[str, float], reader: TextIndexReader) -> np.ndarray:
+        """BM25 of a bag of (stem -> query weight) over the text windows."""
+        n = len(self)
+        scores = np.zeros(n, dtype=np.float64)
+        if not n or not weighted_terms:
+            return scores
+        k1, b = self.settings.k1, self.settings.b
+        average = float(self.window_lengths.mean()) or 1.0
+        norm = k1 * (1 - b + b * self.window_lengths / average)
+        for term, weight in weighted_terms.items():
+            tf, df = self.window_tf(term, reader)
+            if not df:
+                continue
+            idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+            scores += weight * idf * tf * (k1 + 1) / (tf + norm)
+        return scores
+
+
+def zscore(values: np.ndarray) -> np.ndarray:
+    """(x - mean) / std over the scope; zeros when the values are all equal."""
+    if not len(values):
+        return values
+    std = float(values.std())
+    if std == 0.0:
+        return np.zeros_like(values)
+    return (values - float(values.mean())) / std

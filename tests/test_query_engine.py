@@ -1,0 +1,199 @@
+"""Query expressions run against a real index of the bundled example chat."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from structrag import Index, NotFoundError, QueryError
+from structrag.query.timeexpr import relative_range, resolve
+
+
+@pytest.fixture(scope="module")
+def ix(example_index: Path) -> Iterator[Index]:
+    with Index(example_index, read_only=True) as index:
+        yield index
+
+
+def ids(index: Index, expression: str, **kw: object) -> list[str]:
+    return [m.id for m in index.query(expression, limit=None, **kw).messages]  # type: ignore[arg-type]
+
+
+def speakers(index: Index, message_ids: list[str]) -> set[str]:
+    return {index.show(i)["speaker"] for i in message_ids}
+
+
+def test_entity_pattern_finds_every_mention(ix: Index) -> None:
+    found = ids(ix, "entity:Biscuit")
+    assert {"m11", "m27", "m35"} <= set(found)
+    for message_id in found:
+        assert "biscuit" in ix.show(message_id)["text"].lower()
+
+
+def test_action_pattern_with_subject_verb(ix: Index) -> None:
+    assert ids(ix, "action(Marco, adopt, *)") == ["m11"]
+    assert ids(ix, "action(Marco, adopt, beagle)") == []
+
+
+def test_verb_aliases_and_indirect_objects(ix: Index) -> None:
+    # "tell" finds the metadata "say" actions: Sam's messages to Priya.
+    told = ids(ix, "action(Sam, tell, *, Priya)")
+    assert told
+    assert speakers(ix, told) == {"Sam"}
+
+
+def test_nested_entity_pattern_in_an_action(ix: Index) -> None:
+    found = ids(ix, "action(*, adopt, entity(type=puppy))")
+    assert found == ["m11"]
+
+
+def test_topic_pattern(ix: Index) -> None:
+    found = ids(ix, 'topic:"cooking class"')
+    assert "m18" in found
+    assert all("cooking class" in ix.show(i)["text"].lower() for i in found)
+
+
+def test_terms_rank_messages_that_mention_them_first(ix: Index) -> None:
+    result = ix.query("sourdough")
+    assert result.messages[0].id == "m7"
+    scores = [m.score for m in result.messages]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_speaker_and_recipient_scopes(ix: Index) -> None:
+    assert speakers(ix, ids(ix, "speaker:Sam")) == {"Sam"}
+    to_sam = ids(ix, "to:Sam")
+    assert to_sam and speakers(ix, to_sam) == {"Priya"}
+
+
+def test_scopes_in_a_group_restrict_it(ix: Index) -> None:
+    found = ids(ix, "Biscuit date:2024-07")
+    assert found
+    for message_id in found:
+        assert ix.show(message_id)["timestamp"].startswith("2024-07")
+    assert set(ids(ix, "speaker:Sam OR speaker:Marco")) == set(ids(ix, "speaker:Sam")) | set(
+        ids(ix, "speaker:Marco")
+    )
+
+
+def test_relative_time_resolves_against_the_conversation(ix: Index) -> None:
+    result = ix.query('when:"last month"', limit=None)
+    assert result.messages
+    for message in result.messages:
+        assert ix.show(message.id)["timestamp"].startswith("2024-06")
+    assert any("anchor 2024-07-20" in note for note in result.notes)
+
+
+def test_boolean_operators(ix: Index) -> None:
+    biscuit = set(ids(ix, "Biscuit"))
+    not_marco = set(ids(ix, "Biscuit AND NOT speaker:Marco"))
+    assert not_marco and not_marco < biscuit
+    assert "Marco" not in speakers(ix, sorted(not_marco))
+    both = set(ids(ix, "engine AND Biscuit"))
+    assert both <= set(ids(ix, "engine")) & biscuit
+
+
+def test_during_keeps_the_turns_around_a_topic(ix: Index) -> None:
+    found = ids(ix, "during:sailboat")
+    assert {"m8", "m9", "m10"} <= set(found)
+    assert "m30" not in found
+
+
+def test_conversation_scope_and_unknown_conversation(ix: Index) -> None:
+    assert ids(ix, "Biscuit", conversation="friends")
+    with pytest.raises(NotFoundError):
+        ix.query("Biscuit", conversation="nope")
+
+
+def test_entity_without_constraints_is_refused(ix: Index) -> None:
+    with pytest.raises(QueryError):
+        ix.query("entity(*)")
+
+
+def test_knowledge_hits_are_ranked_refs(ix: Index) -> None:
+    result = ix.query("entity:Helena")
+    assert result.refs
+    ref_ids = [r for r, _ in result.refs]
+    texts = ix.store.knowledge_texts(ref_ids)
+    assert all(texts[r][1] == "Helena" for r in ref_ids if r in texts)
+
+
+def test_explain_shows_the_plan(ix: Index) -> None:
+    result = ix.query('action(Marco, sail, *) AND NOT when:"last month"')
+    assert "PatternMatch" in result.plan and "NoneOf" in result.plan
+    assert "ActionPattern" in result.tree
+
+
+@pytest.fixture
+def meta_index(tmp_path: Path) -> Iterator[Index]:
+    path = tmp_path / "tickets.jsonl"
+    rows = [
+        {
+            "id": "t1",
+            "speaker": "Ann",
+            "text": "Printer jam on floor two.",
+            "metadata": {"priority": 3, "channel": "support", "title": "Printer AI helper"},
+        },
+        {
+            "id": "t2",
+            "speaker": "Bo",
+            "text": "VPN drops every hour.",
+            "metadata": {"priority": 1, "channel": "support", "title": "Network"},
+        },
+        {
+            "id": "t3",
+            "speaker": "Cy",
+            "text": "Lunch order for Friday.",
+            "metadata": {"priority": 5, "channel": "random", "title": "Food"},
+        },
+    ]
+    path.write_text("\n".join(json.dumps(r) for r in rows))
+    with Index(tmp_path / "idx") as index:
+        index.ingest([path])
+        yield index
+
+
+@pytest.mark.parametrize(
+    ("expression", "expected"),
+    [
+        ("meta.priority >= 3", {"t1", "t3"}),
+        ("meta.priority < 3", {"t2"}),
+        ("meta.priority = 5", {"t3"}),
+        ("meta.channel = support", {"t1", "t2"}),
+        ("meta.channel != support", {"t3"}),
+        ('meta.title contains "ai"', {"t1"}),
+        ("meta.missing = 1", set()),
+    ],
+)
+def test_relational_filters_on_metadata(
+    meta_index: Index, expression: str, expected: set[str]
+) -> None:
+    assert set(ids(meta_index, expression)) == expected
+
+
+@pytest.mark.parametrize(
+    ("phrase", "start", "end"),
+    [
+        ("last May", datetime(2024, 5, 1), datetime(2024, 6, 1)),
+        ("in July", datetime(2024, 7, 1), datetime(2024, 8, 1)),
+        ("last week", datetime(2024, 7, 8), datetime(2024, 7, 15)),
+        ("yesterday", datetime(2024, 7, 19), datetime(2024, 7, 20)),
+        ("3 days ago", datetime(2024, 7, 17), datetime(2024, 7, 18)),
+        ("last year", datetime(2023, 1, 1), datetime(2024, 1, 1)),
+        ("2 months ago", datetime(2024, 5, 1), datetime(2024, 6, 1)),
+    ],
+)
+def test_relative_phrases(phrase: str, start: datetime, end: datetime) -> None:
+    found = relative_range(phrase, datetime(2024, 7, 20, 12, 0))
+    assert found is not None
+    assert (found.start, found.end) == (start, end)
+
+
+def test_absolute_dates_need_no_anchor() -> None:
+    found = resolve("8 May 2023", None)
+    assert found is not None and found.start == datetime(2023, 5, 8)
+    assert resolve("last May", None) is None
