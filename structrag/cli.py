@@ -298,6 +298,183 @@ for _kind in ("entities", "topics"):
 
 
 @cli.command()
+@click.argument("expression")
+@db_option
+@click.option("--conversation", help="Only this conversation.")
+@click.option("--limit", type=click.IntRange(1), default=20, show_default=True)
+@click.option("--explain", is_flag=True, help="Print the AST and the plan.")
+@json_option
+def query(
+    expression: str,
+    db: str,
+    conversation: str | None,
+    limit: int,
+    explain: bool,
+    as_json: bool,
+) -> None:
+    """Run a query expression: ranked messages and semantic refs.
+
+    \b
+    Examples:
+      structrag query 'entity:Caroline adoption' --db idx
+      structrag query 'action(Kevin, tell, *, Satya) when:"last May"' --db idx
+      structrag query 'topic:"mental health" AND NOT speaker:Bob' --db idx
+      structrag query 'meta.session >= 3 during:camping' --db idx --explain
+    """
+    with open_for(db) as index:
+        result = index.query(expression, conversation=conversation, limit=limit)
+        if as_json:
+            emit_json(result.as_dict(explain=explain))
+            return
+        if explain:
+            click.echo("query:\n  " + result.query)
+            click.echo("ast:\n" + _indent(result.tree))
+            click.echo("plan:\n" + _indent(result.plan))
+        for text in result.notes:
+            note(f"note: {text}")
+        lines = (
+            index.engine.lines([m.mkey for m in result.messages]) if index.engine.counter else {}
+        )
+        stored = index.store.messages_by_keys([m.mkey for m in result.messages])
+        for message in result.messages:
+            found = stored.get(message.mkey)
+            text = (
+                lines[message.mkey].text
+                if message.mkey in lines
+                else (_render(found) if found else "")
+            )
+            click.echo(f"{message.score:8.3f}  {message.conversation}/{message.id}  {text}")
+        if result.refs:
+            texts = index.store.knowledge_texts([r for r, _ in result.refs])
+            shown = list(
+                dict.fromkeys(
+                    f"{texts[r][1]} ({texts[r][0]})" for r, _ in result.refs if r in texts
+                )
+            )
+            if shown:
+                click.echo("knowledge: " + "; ".join(shown[:12]))
+        click.echo(f"{len(result.messages)} message(s) in {result.seconds * 1000:.1f} ms")
+
+
+def _indent(text: str) -> str:
+    return "\n".join("  " + line for line in text.splitlines())
+
+
+def _render(stored: Any) -> str:
+    from structrag.query.context import render_message
+
+    return render_message(stored)
+
+
+@cli.command()
+@click.argument("question", required=False)
+@db_option
+@click.option("--conversation", help="Answer from this conversation only.")
+@click.option(
+    "--budget",
+    type=click.IntRange(1),
+    default=1000,
+    show_default=True,
+    help="Token budget of the answer context.",
+)
+@click.option(
+    "--encoding",
+    default="cl100k_base",
+    show_default=True,
+    help="tiktoken encoding that counts the budget.",
+)
+@click.option(
+    "--batch",
+    "batch",
+    type=click.Path(dir_okay=False, exists=True),
+    help='JSONL file of {"question": ..., "conversation": ...}; one JSON answer '
+    "per line on stdout.",
+)
+@click.option("--explain", is_flag=True, help="Print the AST and the plan.")
+@json_option
+def ask(
+    question: str | None,
+    db: str,
+    conversation: str | None,
+    budget: int,
+    encoding: str,
+    batch: str | None,
+    explain: bool,
+    as_json: bool,
+) -> None:
+    """Answer context for a question, within a token budget.
+
+    The question is translated into a query expression (shown), run, and the best
+    knowledge and messages are packed into at most --budget tokens; leftover budget is
+    filled with the messages nearest by embedding.
+
+    \b
+    Examples:
+      structrag ask "What did Kevin tell Satya about AI models last May?" --db idx
+      structrag ask --batch questions.jsonl --db idx --budget 1000 > answers.jsonl
+    """
+    if (question is None) == (batch is None):
+        raise click.UsageError("give a QUESTION or --batch FILE (not both)")
+    with open_for(db) as index:
+        if batch is not None:
+            for lineno, item in _batch_questions(Path(batch)):
+                answer = index.ask(
+                    item["question"],
+                    conversation=item.get("conversation") or conversation,
+                    budget=int(item.get("budget") or budget),
+                    encoding=encoding,
+                )
+                data = answer.as_dict(explain=explain)
+                if "id" in item:
+                    data["id"] = item["id"]
+                data["line"] = lineno
+                click.echo(json.dumps(data, ensure_ascii=False))
+            return
+        assert question is not None
+        answer = index.ask(question, conversation=conversation, budget=budget, encoding=encoding)
+    if as_json:
+        emit_json(answer.as_dict(explain=explain))
+        return
+    click.echo(f"query: {answer.query}   ({answer.kind} question)")
+    if explain:
+        click.echo("ast:\n" + _indent(answer.tree))
+        click.echo("plan:\n" + _indent(answer.plan))
+    for text in answer.notes:
+        note(f"note: {text}")
+    click.echo("")
+    click.echo(answer.context.text)
+    click.echo("")
+    vector = sum(1 for m in answer.context.messages if m.source == "vector")
+    click.echo(
+        f"{answer.context.tokens}/{answer.budget} tokens, {len(answer.context.messages)} messages "
+        f"({vector} from vector fill), {answer.seconds * 1000:.0f} ms"
+    )
+
+
+def _batch_questions(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    from structrag.errors import InputError
+
+    with path.open(encoding="utf-8") as handle:
+        for lineno, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                item = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(
+                    path, f"invalid JSON: {exc.msg}", line=lineno, column=exc.colno
+                ) from None
+            if not isinstance(item, dict) or not isinstance(item.get("question"), str):
+                raise InputError(
+                    path,
+                    'each line must be an object with a "question" string',
+                    line=lineno,
+                    hint='e.g. {"question": "Where did Ann go?", "conversation": "c1"}',
+                )
+            yield lineno, item
+
+
+@cli.command()
 @db_option
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 def reindex(db: str, quiet: bool) -> None:

@@ -11,16 +11,19 @@ and an extractor together. The core modules (ingest, query) only know the protoc
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from structrag.embeddings import EMBEDDERS, Embedder, get_embedder, message_text
 from structrag.errors import ConfigError, IndexStateError, NotFoundError
 from structrag.extract.base import Extractor
 from structrag.importers import LoadOptions
 from structrag.ingest import Ingestor, IngestReport, ProgressSink, indexed_message
 from structrag.models import Conversation, SemanticRef
+from structrag.query.engine import Answer, QueryEngine, QueryResult
+from structrag.query.settings import DEFAULT_SETTINGS, RankingSettings
 from structrag.store.duckdb_store import DuckDBStore
 from structrag.store.protocols import IndexedMessage, StoredMessage
 from structrag.store.whoosh_index import WhooshTextIndex
@@ -41,11 +44,18 @@ class Index:
     """A structrag index directory: ``structrag.duckdb`` plus the ``whoosh/`` text index."""
 
     def __init__(
-        self, directory: str | Path, *, read_only: bool = False, create: bool = True
+        self,
+        directory: str | Path,
+        *,
+        read_only: bool = False,
+        create: bool = True,
+        settings: RankingSettings = DEFAULT_SETTINGS,
     ) -> None:
         self.directory = Path(directory)
         self.read_only = read_only
+        self.settings = settings
         self.notes: list[str] = []
+        self._engine: QueryEngine | None = None
         if self.directory.exists() and not self.directory.is_dir():
             raise IndexStateError(
                 f"{self.directory} is a file, not an index directory",
@@ -108,6 +118,7 @@ class Index:
         extractor: str | Extractor = "spacy",
         workers: int | None = 1,
         ner: bool = False,
+        embeddings: str | None = None,
         progress: ProgressSink | None = None,
         force: bool = False,
     ) -> list[IngestReport]:
@@ -123,7 +134,13 @@ class Index:
             if isinstance(extractor, str)
             else extractor
         )
-        ingestor = Ingestor(self.store, self.text_index, chosen)
+        embedder = self._ingest_embedder(embeddings)
+        ingestor = Ingestor(
+            self.store,
+            self.text_index,
+            chosen,
+            embedder=_embedding_rows(embedder) if embedder is not None else None,
+        )
         return ingestor.ingest(
             paths,
             format=format,
@@ -131,6 +148,70 @@ class Index:
             progress=progress,
             force=force,
         )
+
+    def _ingest_embedder(self, requested: str | None) -> Embedder | None:
+        """The index's embedding model: fixed by its first ingest (default ``static``)."""
+        current = self.store.get_setting("embeddings")
+        if requested is not None and requested not in EMBEDDERS:
+            raise ConfigError(
+                f"unknown embedding model {requested!r}", hint=f"choose: {', '.join(EMBEDDERS)}"
+            )
+        if current is None:
+            current = requested or "static"
+            if self.store.stats().messages:
+                current = requested or "none"
+            self.store.set_setting("embeddings", current)
+        elif requested is not None and requested != current:
+            raise ConfigError(
+                f"this index embeds messages with {current!r}, not {requested!r}",
+                hint="drop --embeddings, or build a new index with the other model",
+            )
+        return get_embedder(current)
+
+    @property
+    def embedder(self) -> Embedder | None:
+        return get_embedder(self.store.get_setting("embeddings") or "none")
+
+    # -- querying -------------------------------------------------------------------------
+
+    @property
+    def engine(self) -> QueryEngine:
+        if self._engine is None:
+            from structrag.extract.spacy_extractor import lemma
+            from structrag.query.translate import SpacyTranslator
+
+            self._engine = QueryEngine(
+                self.store,
+                self.text_index,
+                settings=self.settings,
+                embedder=self.embedder,
+                translator=SpacyTranslator(),
+                lemmatize=lambda word: lemma(word, "VB"),
+            )
+        return self._engine
+
+    def query(
+        self, expression: str, *, conversation: str | None = None, limit: int | None = 20
+    ) -> QueryResult:
+        """Run a query expression (see the README for the language)."""
+        return self.engine.query(expression, conversation=conversation, limit=limit)
+
+    def ask(
+        self,
+        question: str,
+        *,
+        conversation: str | None = None,
+        budget: int = 1000,
+        encoding: str = "cl100k_base",
+    ) -> Answer:
+        """Answer context for a natural-language question, within ``budget`` tokens."""
+        if budget < 1:
+            raise ConfigError(f"budget must be a positive number of tokens, not {budget}")
+        from structrag.tokens import get_counter
+
+        engine = self.engine
+        engine.counter = get_counter(encoding)
+        return engine.ask(question, conversation=conversation, budget=budget)
 
     def reindex(self, progress: ProgressSink | None = None) -> int:
         """Rebuild the Whoosh index from the store; returns the number of messages."""
@@ -241,6 +322,20 @@ class Index:
     def topics(self, top: int = 20, conversation: str | None = None) -> list[dict[str, Any]]:
         """The most mentioned topics."""
         return self.store.top_topics(top, conversation)
+
+
+def _embedding_rows(
+    embedder: Embedder,
+) -> Callable[[list[StoredMessage]], list[tuple[int, str, list[float]]]]:
+    def rows(messages: list[StoredMessage]) -> list[tuple[int, str, list[float]]]:
+        texts = [message_text(s.message.speaker, s.message.text) for s in messages]
+        vectors = embedder.encode(texts)
+        return [
+            (s.mkey, embedder.name, vector.tolist())
+            for s, vector in zip(messages, vectors, strict=True)
+        ]
+
+    return rows
 
 
 def _dir_size(path: Path) -> int:

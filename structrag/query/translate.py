@@ -1,0 +1,308 @@
+"""Natural-language questions -> query expressions, offline, with spaCy.
+
+The translator reads the question's parse: the question type (who / when / where / what /
+how many / list ...), the people it names (matched against the conversation's speakers,
+first names included), other proper names, the main verb with its subject and object,
+the content noun phrases, and time expressions ("in May 2023", "last week",
+"3 days ago", "yesterday"). It returns an AST, which the user sees as a query
+expression, e.g. ``What did Kevin tell Satya about AI models last May?`` becomes
+``action(Kevin, tell, *, Satya) "AI models" AND when:"last May"``. Vague words such as
+"recently" are left as words: in a question they rarely mean the last days of the history.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from structrag.analysis import term_key
+from structrag.extract.spacy_extractor import (
+    DEFAULT_MODEL,
+    _is_name_token,
+    _set_pos,
+    lemma,
+    load_pipeline,
+)
+from structrag.query import ast
+from structrag.query.timeexpr import MONTHS, understood
+
+_MONTHS = "|".join(sorted(MONTHS, key=len, reverse=True))
+_NUMBER = r"(?:\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|a few|a couple of)"
+_TIME_PATTERNS = [
+    rf"\b(?:in|during|on)?\s*(?:the\s+)?\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:{_MONTHS})\.?,?\s+\d{{4}}\b",
+    rf"\b(?:in|during|on)?\s*(?:{_MONTHS})\.?\s+\d{{1,2}}(?:st|nd|rd|th)?,?\s+\d{{4}}\b",
+    rf"\b(?:in|during)?\s*(?:{_MONTHS})\.?,?\s+(?:of\s+)?\d{{4}}\b",
+    rf"\b(?:last|this|in|during)\s+(?:{_MONTHS})\b",
+    r"\b(?:last|this)\s+(?:week|month|year)\b",
+    r"\bthe\s+(?:previous|week before|day before yesterday)\b",
+    rf"\b{_NUMBER}\s+(?:days?|weeks?|months?|years?)\s+ago\b",
+    r"\b(?:yesterday|today)\b",
+    r"\bin\s+\d{4}\b",
+]
+_TIME_RE = re.compile("|".join(f"(?:{p})" for p in _TIME_PATTERNS), re.IGNORECASE)
+_WH = {"who", "whom", "whose", "what", "when", "where", "why", "how", "which"}
+_LIGHT = {"be", "do", "have", "get", "go", "make", "happen", "think", "know", "say", "like"}
+_TELLING = {"tell", "say", "ask", "show", "give", "send", "teach", "write", "text", "email"}
+_GENERIC = {
+    "thing",
+    "things",
+    "kind",
+    "kinds",
+    "type",
+    "types",
+    "way",
+    "ways",
+    "time",
+    "times",
+    "anything",
+    "something",
+    "everything",
+    "lot",
+    "one",
+    "ones",
+    "stuff",
+    "part",
+}
+
+
+@dataclass
+class Translation:
+    """A question's query expression, the people it names, and its type."""
+
+    query: ast.Node
+    people: list[str] = field(default_factory=list)
+    kind: str = "other"
+    time_phrases: list[str] = field(default_factory=list)
+    #: Possessive relations, (owner, noun): "Caroline's friend" -> ("Caroline", "friend").
+    relations: list[tuple[str, str]] = field(default_factory=list)
+
+
+def question_kind(words: Sequence[str]) -> str:
+    lowered = [w.lower() for w in words]
+    if not lowered:
+        return "other"
+    first_wh = next((w for w in lowered if w in _WH), None)
+    if first_wh == "how" and "how" in lowered:
+        i = lowered.index("how")
+        nxt = lowered[i + 1] if i + 1 < len(lowered) else ""
+        if nxt in ("many", "much", "often", "long"):
+            return f"how {nxt}"
+        return "how"
+    if first_wh in ("who", "whom", "whose"):
+        return "who"
+    if first_wh in ("when", "where", "why", "which"):
+        return first_wh
+    if first_wh == "what":
+        return "what"
+    if lowered[0] in (
+        "is",
+        "are",
+        "was",
+        "were",
+        "did",
+        "does",
+        "do",
+        "has",
+        "have",
+        "would",
+        "could",
+        "can",
+        "will",
+        "should",
+    ):
+        return "yes/no"
+    if lowered[0] in ("list", "name"):
+        return "list"
+    return "other"
+
+
+class SpacyTranslator:
+    """Question -> :class:`Translation` with the same spaCy pipeline as the extractor."""
+
+    def __init__(self, model: str = DEFAULT_MODEL) -> None:
+        self.model = model
+
+    def translate(self, question: str, speakers: Sequence[str]) -> Translation:
+        text = question.strip()
+        time_phrases = [m.group(0).strip() for m in _TIME_RE.finditer(text)]
+        time_phrases = [p for p in time_phrases if understood(p)]
+        rest = _TIME_RE.sub(" ", text) if time_phrases else text
+        nlp = load_pipeline(self.model, ner=False)
+        doc = nlp(rest)
+        _set_pos(doc)
+        kind = question_kind([t.text for t in doc])
+        speaker_keys = _speaker_keys(speakers)
+        people: list[str] = []
+        names: list[str] = []
+        name_tokens: set[int] = set()
+        run: list[str] = []
+        run_ids: list[int] = []
+        for token in [*doc, None]:
+            if token is not None and _is_name_token(token) and token.lower_ not in _WH:
+                run.append(token.text)
+                run_ids.append(token.i)
+                continue
+            if run:
+                name = " ".join(run)
+                person = _speaker_for(name, speaker_keys, speakers)
+                if person:
+                    if person not in people:
+                        people.append(person)
+                elif name not in names:
+                    names.append(name)
+                name_tokens.update(run_ids)
+                run, run_ids = [], []
+        items: list[ast.Node] = []
+        action, verb_token = _action(doc, people, names, name_tokens)
+        if action is not None:
+            items.append(action)
+        for name in names:
+            items.append(ast.EntityPattern(name=name))
+        skip = (
+            {verb_token} if action is not None and action.verb and verb_token is not None else set()
+        )
+        for phrase in _noun_phrases(doc, name_tokens, skip):
+            items.append(ast.Term(phrase, phrase=" " in phrase))
+        if not items:
+            for person in people:
+                items.append(ast.EntityPattern(name=person))
+        if not items:
+            words = [t.text for t in doc if t.is_alpha and not t.is_stop]
+            items.extend(ast.Term(w) for w in words[:8])
+        body: ast.Node = items[0] if len(items) == 1 else ast.Or(tuple(items))
+        if time_phrases:
+            scopes = tuple(ast.TimeScope(None, None, p, "when") for p in time_phrases)
+            body = (
+                ast.And((body, *scopes))
+                if items
+                else (scopes[0] if len(scopes) == 1 else ast.And(scopes))
+            )
+        relations = []
+        for token in doc:
+            if token.dep_ == "poss" and token.i in name_tokens and token.head.tag_ in ("NN", "NNS"):
+                owner = _role_text(token, people, name_tokens) or token.text
+                relations.append((owner, lemma(token.head.text, token.head.tag_)))
+        return Translation(
+            query=body, people=people, kind=kind, time_phrases=time_phrases, relations=relations
+        )
+
+
+def _speaker_for(name: str, keys: dict[str, str], speakers: Sequence[str]) -> str | None:
+    """The speaker a name refers to: full name, first name, or a unique short form of a
+    first name ("Mel" for Melanie)."""
+    found = keys.get(term_key(name)) or keys.get(term_key(name.split()[0]))
+    if found or len(name) < 3 or " " in name:
+        return found
+    low = name.lower()
+    matches = [s for s in speakers if s.split()[0].lower().startswith(low)]
+    return matches[0] if len(matches) == 1 else None
+
+
+def _speaker_keys(speakers: Sequence[str]) -> dict[str, str]:
+    keys: dict[str, str] = {}
+    for speaker in speakers:
+        keys[term_key(speaker)] = speaker
+        first = speaker.split()[0]
+        keys.setdefault(term_key(first), speaker)
+    return keys
+
+
+def _role_text(token: object, people: list[str], name_tokens: set[int]) -> str | None:
+    from spacy.tokens import Token
+
+    assert isinstance(token, Token)
+    if token.lower_ in _WH or token.tag_ in ("WP", "WDT", "WRB"):
+        return None
+    if token.tag_ in ("PRP", "PRP$"):
+        return None
+    if token.i in name_tokens:
+        span = [t for t in token.subtree if t.i in name_tokens]
+        name = " ".join(t.text for t in span) or token.text
+        for person in people:
+            if term_key(person.split()[0]) == term_key(name.split()[0]):
+                return person
+        return name
+    if token.tag_.startswith("NN"):
+        inside = [t for t in token.subtree if t.i <= token.i]
+        for t in inside:
+            if t.i in name_tokens and t.dep_ in ("poss", "compound"):
+                # "Caroline's identity", "Caroline research": the action is Caroline's.
+                owner = " ".join(x.text for x in t.subtree if x.i in name_tokens)
+                for person in people:
+                    if term_key(person.split()[0]) == term_key(owner.split()[0]):
+                        return person
+                return owner
+        words = [t.text for t in inside if not t.is_stop and t.is_alpha and t.i not in name_tokens][
+            -3:
+        ]
+        phrase = " ".join(words)
+        return phrase if phrase and phrase.lower() not in _GENERIC else None
+    return None
+
+
+def _action(
+    doc: object, people: list[str], names: list[str], name_tokens: set[int]
+) -> tuple[ast.ActionPattern | None, int | None]:
+    from spacy.tokens import Doc
+
+    assert isinstance(doc, Doc)
+    verbs = [t for t in doc if t.tag_.startswith("VB") and t.dep_ not in ("aux", "auxpass")]
+    if not verbs:
+        return None, None
+    main = next((v for v in verbs if lemma(v.text, v.tag_) not in _LIGHT), verbs[0])
+    verb = lemma(main.text, main.tag_)
+    subject = obj = indirect = None
+    for child in main.children:
+        if child.dep_ in ("nsubj", "nsubjpass") and subject is None:
+            subject = _role_text(child, people, name_tokens)
+        elif child.dep_ in ("dobj", "attr") and obj is None:
+            obj = _role_text(child, people, name_tokens)
+        elif child.dep_ == "dative" and indirect is None:
+            indirect = _role_text(child, people, name_tokens)
+        elif child.dep_ == "prep" and child.lower_ in ("to", "with") and indirect is None:
+            pobj = next((c for c in child.children if c.dep_ == "pobj"), None)
+            if pobj is not None and pobj.i in name_tokens:
+                indirect = _role_text(pobj, people, name_tokens)
+    if verb in _TELLING and indirect is None and obj in people:
+        obj, indirect = None, obj  # "tell Satya": the person told is the indirect object
+    if subject is None and obj is None and indirect is None:
+        return None, None
+    if verb in _LIGHT and obj is None and indirect is None:
+        return (ast.ActionPattern(subject, None, None, None) if subject else None), None
+    return ast.ActionPattern(subject, verb, obj, indirect), main.i
+
+
+def _noun_phrases(doc: object, name_tokens: set[int], skip: set[int]) -> list[str]:
+    from spacy.lang.en.stop_words import STOP_WORDS
+    from spacy.tokens import Doc
+
+    assert isinstance(doc, Doc)
+    phrases: list[str] = []
+    for chunk in doc.noun_chunks:
+        words = [
+            t
+            for t in chunk
+            if t.i not in name_tokens
+            and t.lower_ not in STOP_WORDS
+            and t.is_alpha
+            and t.tag_ not in ("WP", "WDT", "PRP", "PRP$")
+        ]
+        if not words:
+            continue
+        phrase = " ".join(t.text for t in words)
+        if phrase.lower() in _GENERIC:
+            continue
+        if phrase not in phrases:
+            phrases.append(phrase)
+    # verbs and adjectives that carry meaning ("paint", "favorite") as single terms
+    for token in doc:
+        if token.i in name_tokens or token.lower_ in STOP_WORDS or not token.is_alpha:
+            continue
+        if token.i in skip:
+            continue
+        if token.tag_.startswith(("VB", "JJ")) and lemma(token.text, token.tag_) not in _LIGHT:
+            word = token.text
+            if not any(word in p.split() for p in phrases):
+                phrases.append(word)
+    return phrases

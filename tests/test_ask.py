@@ -1,0 +1,176 @@
+"""Questions: translation, ranking, and an answer context that never exceeds its budget."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from structrag import Index
+from structrag.query.context import render_message
+from structrag.query.translate import SpacyTranslator, question_kind
+from structrag.tokens import get_counter
+
+QUESTIONS = [
+    "When did Marco adopt Biscuit?",
+    "What did Marco tell Priya about the engine?",
+    "Who teaches the cooking class?",
+    "What does Priya bake at the bakery?",
+    "Where did Marco sail to in July 2024?",
+    "How far did Priya run without knee pain?",
+    "What is the capital of Mongolia?",
+]
+
+
+@pytest.fixture(scope="module")
+def ix(example_index: Path) -> Iterator[Index]:
+    with Index(example_index, read_only=True) as index:
+        yield index
+
+
+@pytest.mark.parametrize("budget", [30, 120, 400, 1000])
+@pytest.mark.parametrize("question", QUESTIONS)
+def test_context_never_exceeds_the_budget(ix: Index, question: str, budget: int) -> None:
+    answer = ix.ask(question, budget=budget)
+    counter = get_counter("cl100k_base")
+    assert answer.context.tokens == counter.count(answer.context.text)
+    assert answer.context.tokens <= budget
+    stored = {s.message.id: s for s in ix.messages()}
+    for message_id in answer.message_ids:
+        assert render_message(stored[message_id]) in answer.context.text
+    assert len(set(answer.message_ids)) == len(answer.message_ids)
+
+
+def test_the_evidence_comes_first(ix: Index) -> None:
+    answer = ix.ask("When did Marco adopt Biscuit?", budget=200)
+    assert answer.message_ids[0] == "m11"
+    answer = ix.ask("Who is the teacher of the cooking class?", budget=200)
+    assert "m23" in answer.message_ids[:3]
+
+
+def test_translation_is_shown_as_a_query_expression(ix: Index) -> None:
+    answer = ix.ask("What did Marco tell Priya about the engine?", budget=300)
+    assert "action(Marco, tell, *, Priya)" in answer.query
+    assert answer.kind == "what"
+    assert "Fuse" in answer.plan
+
+
+def test_time_phrases_become_scopes(ix: Index) -> None:
+    answer = ix.ask("What did Marco do in July 2024?", budget=300)
+    assert 'when:"in July 2024"' in answer.query
+    july = {
+        s.message.id
+        for s in ix.messages()
+        if s.message.timestamp and s.message.timestamp.month == 7
+    }
+    structured = [m.id for m in answer.context.messages if m.source == "structured"]
+    assert structured and set(structured) <= july
+
+
+def test_widening_when_the_scope_finds_nothing(ix: Index) -> None:
+    answer = ix.ask("What did Marco buy in March 2021?", budget=300)
+    assert any("widened" in note for note in answer.notes)
+    assert answer.message_ids
+
+
+def test_leftover_budget_is_filled_from_vectors(ix: Index) -> None:
+    answer = ix.ask("What is the capital of Mongolia?", budget=300)
+    assert answer.context.messages
+    assert {m.source for m in answer.context.messages} == {"vector"}
+
+
+def test_answer_json_has_the_documented_keys(ix: Index) -> None:
+    data = ix.ask("When did Marco adopt Biscuit?", budget=200).as_dict()
+    assert {
+        "question",
+        "conversation",
+        "budget",
+        "query",
+        "messages",
+        "message_ids",
+        "context",
+        "tokens",
+    } <= set(data)
+    assert data["message_ids"] == [m["id"] for m in data["messages"]]
+    assert all({"id", "conversation", "score"} <= set(m) for m in data["messages"])
+
+
+def test_graph_expansion_finds_the_friend(tmp_path: Path) -> None:
+    path = tmp_path / "g.jsonl"
+    rows = [
+        ("Caroline", "My friend Melanie just started a new job."),
+        ("Bob", "Nice, good for her."),
+        ("Caroline", "Melanie works at the science museum as a curator."),
+        ("Bob", "I work at the bakery on Main Street."),
+        ("Caroline", "The weather is lovely today."),
+        ("Bob", "It is, we should go for a walk."),
+    ]
+    path.write_text("\n".join(json.dumps({"speaker": s, "text": t}) for s, t in rows))
+    with Index(tmp_path / "idx") as index:
+        index.ingest([path])
+        answer = index.ask("Where does Caroline's friend work?", budget=40)
+    assert any(note.endswith("-> melani") for note in answer.notes)
+    assert "3" in answer.message_ids[:2]
+
+
+@pytest.mark.parametrize(
+    ("question", "kind"),
+    [
+        ("When did she go?", "when"),
+        ("How many dogs?", "how many"),
+        ("Who called?", "who"),
+        ("Did Ann come?", "yes/no"),
+        ("Where is it?", "where"),
+        ("List the books", "list"),
+    ],
+)
+def test_question_kinds(question: str, kind: str) -> None:
+    assert question_kind(question.rstrip("?").split()) == kind
+
+
+def test_translator_finds_people_names_and_possessions() -> None:
+    found = SpacyTranslator().translate(
+        "What did Mel say about Caroline's adoption agency in Boston?", ["Melanie", "Caroline"]
+    )
+    assert found.people == ["Melanie", "Caroline"] or set(found.people) == {"Melanie", "Caroline"}
+    assert ("Caroline", "agency") in found.relations
+    assert "entity:Boston" in found.query.to_query()
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "structrag", *args], capture_output=True, text=True, check=False
+    )
+
+
+def test_cli_query_ask_and_batch(example_index: Path, tmp_path: Path) -> None:
+    db = str(example_index)
+    done = run_cli("query", "entity:Biscuit AND speaker:Marco", "--db", db, "--json", "--explain")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["messages"] and "plan" in data and "ast" in data
+    done = run_cli("ask", "When did Marco adopt Biscuit?", "--db", db, "--budget", "100", "--json")
+    answer = json.loads(done.stdout)
+    assert answer["tokens"] <= 100 and answer["message_ids"][0] == "m11"
+    batch = tmp_path / "questions.jsonl"
+    batch.write_text(
+        '{"question": "When did Marco adopt Biscuit?", "conversation": "friends"}\n'
+        '{"question": "Who teaches the cooking class?"}\n'
+    )
+    done = run_cli("ask", "--batch", str(batch), "--db", db, "--budget", "150")
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [a["question"] for a in lines] == [
+        "When did Marco adopt Biscuit?",
+        "Who teaches the cooking class?",
+    ]
+    assert all(a["tokens"] <= 150 for a in lines)
+    assert lines[0]["conversation"] == "friends"
+    batch.write_text('{"question": "ok?"}\n{"q": 1}\n')
+    done = run_cli("ask", "--batch", str(batch), "--db", db)
+    assert done.returncode == 1 and "line 2" in done.stderr and "Traceback" not in done.stderr
+    done = run_cli("query", "entity(", "--db", db)
+    assert done.returncode == 1 and "^" in done.stderr and "Traceback" not in done.stderr
