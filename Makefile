@@ -25,6 +25,10 @@ demo: venv
 	$(BIN)/structrag stats --db $(DEMO_DB)
 	$(BIN)/structrag show m11 --db $(DEMO_DB)
 	$(BIN)/structrag entities --db $(DEMO_DB) --top 8
+	$(BIN)/structrag query 'action(Marco, adopt, *) OR entity:Biscuit' --db $(DEMO_DB) --limit 5
+	$(BIN)/structrag ask "When did Marco adopt Biscuit?" --db $(DEMO_DB) --budget 150
+	$(BIN)/structrag ask "What did Marco tell Priya about the engine in July 2024?" --db $(DEMO_DB) --budget 200 --explain
+	$(BIN)/structrag ask "Who teaches the cooking class, and where did he work before?" --db $(DEMO_DB) --budget 200
 
 lint: venv
 	$(BIN)/ruff check structrag tests benchmarks

@@ -126,6 +126,12 @@ def cli() -> None:
 )
 @click.option("--ner", is_flag=True, help="Also run spaCy's NER for entity types (slower).")
 @click.option(
+    "--embeddings",
+    type=click.Choice(["static", "minilm", "none"]),
+    help="Message embeddings, fixed at an index's first ingest (default static; minilm needs "
+    "the bench extra).",
+)
+@click.option(
     "--workers",
     type=click.IntRange(1, 64),
     default=min(2, os.cpu_count() or 1),
@@ -143,6 +149,7 @@ def ingest(
     encoding: str,
     extractor: str,
     ner: bool,
+    embeddings: str | None,
     workers: int,
     force: bool,
     quiet: bool,
@@ -165,6 +172,7 @@ def ingest(
             extractor=extractor,
             workers=workers,
             ner=ner,
+            embeddings=embeddings,
             progress=progress,
             force=force,
         )

@@ -28,6 +28,11 @@ from structrag.query.settings import DEFAULT_SETTINGS, RankingSettings
 from structrag.store.protocols import KnowledgeStore, TextIndexReader
 from structrag.tokens import TokenCounter
 
+#: Suffixes that derive one word from another (in their stemmed form).
+DERIVATIONAL_SUFFIXES = frozenset(
+    {"er", "or", "ist", "ian", "ment", "ship", "ism", "ness", "ful", "al", "ive", "ic", "ess"}
+)
+
 
 class Translation(Protocol):
     """What a question translator returns."""
@@ -245,6 +250,8 @@ class QueryEngine:
         found: dict[str, float] = {}
         for related, weight in self._alias_table(conversation).get(stem, []):
             found[related] = max(found.get(related, 0.0), weight * self.settings.alias_weight)
+        for form in self._derived_forms(stem):
+            found.setdefault(form, self.settings.derived_weight)
         for neighbour, similarity in self._fuzzy(stem, conversation):
             key = term_key(neighbour)
             if key != stem and key not in found:
@@ -253,8 +260,30 @@ class QueryEngine:
         self._related[cache_key] = result
         return result
 
+    def _derived_forms(self, stem: str) -> list[str]:
+        """Terms of the index that derive from a stem or it from them: teach ~ teacher,
+        paint ~ painter. Only known derivational suffixes count (camp is not campaign)."""
+        if self.settings.derived_weight <= 0 or len(stem) < 4 or not stem.isalpha():
+            return []
+        forms = [
+            term
+            for term in self.text.terms_with_prefix(stem)
+            if term != stem and term[len(stem) :] in DERIVATIONAL_SUFFIXES
+        ]
+        for suffix in DERIVATIONAL_SUFFIXES:
+            base = stem[: -len(suffix)]
+            if (
+                stem.endswith(suffix)
+                and len(base) >= 4
+                and base in self.text.terms_with_prefix(base, 1)
+            ):
+                forms.append(base)
+        return forms
+
     def _fuzzy(self, stem: str, conversation: str | None) -> list[tuple[str, float]]:
         if self.embedder is None or self.settings.fuzzy_weight <= 0:
+            return []
+        if len(stem) < 4 or not stem.isalpha():
             return []
         if conversation not in self._vocab:
             words = sorted(

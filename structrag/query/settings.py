@@ -45,8 +45,10 @@ class RankingSettings:
     #: Related terms (aliases gathered at extraction, fuzzy embedding neighbours) count
     #: this much of an exact match; fuzzy neighbours need this cosine similarity.
     alias_weight: float = 0.9
+    #: Derived forms found in the index (teach ~ teacher) count this much.
+    derived_weight: float = 0.6
     fuzzy_weight: float = 0.5
-    fuzzy_threshold: float = 0.92
+    fuzzy_threshold: float = 0.95
     fuzzy_max: int = 3
     #: One-hop neighbours of a named entity in the entity graph join the search with this
     #: weight (two hops: its square).

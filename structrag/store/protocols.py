@@ -277,6 +277,10 @@ class TextIndexReader(Protocol):
 
     def text_postings(self, term: str, docs: np.ndarray | None) -> PostingsLike: ...
 
+    def terms_with_prefix(self, prefix: str, limit: int = 50) -> list[str]:
+        """Message-text terms that start with ``prefix``."""
+        ...
+
     def knowledge_postings(self, term: str, docs: np.ndarray | None) -> PostingsLike: ...
 
 

@@ -319,6 +319,18 @@ class WhooshTextIndex:
             )
         return mkeys[docs], length[docs]
 
+    def terms_with_prefix(self, prefix: str, limit: int = 50) -> list[str]:
+        """Message-text terms that start with ``prefix`` (from the sorted lexicon)."""
+        reader = self._reader
+        if reader is None:
+            return []
+        found: list[str] = []
+        for term in reader.expand_prefix("text", prefix):
+            found.append(term.decode("utf-8") if isinstance(term, bytes) else str(term))
+            if len(found) >= limit:
+                break
+        return found
+
     def text_postings(self, term: str, docs: np.ndarray | None) -> Postings:
         """Messages whose text has ``term``, with its frequency in each."""
         mkeys, _, _ = self._cols()
