@@ -224,6 +224,24 @@ def stats(db: str, as_json: bool) -> None:
 
 
 @cli.command()
+@db_option
+@json_option
+def conversations(db: str, as_json: bool) -> None:
+    """The conversations in the index: ids, message counts, dates and speakers."""
+    with open_for(db) as index:
+        rows = index.conversation_summaries()
+    if as_json:
+        emit_json(rows)
+        return
+    for row in rows:
+        dates = f"{(row['first'] or '')[:10]} .. {(row['last'] or '')[:10]}" if row["first"] else ""
+        click.echo(
+            f"{row['id']:<24} {row['messages']:>6} messages  {dates:<24} "
+            f"{', '.join(row['speakers'][:6])}"
+        )
+
+
+@cli.command()
 @click.argument("message_id")
 @db_option
 @click.option("--conversation", help="Conversation of the message (when ids repeat).")

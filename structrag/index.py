@@ -263,6 +263,10 @@ class Index:
     def conversations(self) -> list[Conversation]:
         return self.store.conversations()
 
+    def conversation_summaries(self) -> list[dict[str, Any]]:
+        """Each conversation's id, name, message count, date range and speakers."""
+        return self.store.conversation_summaries()
+
     def messages(self, conversation: str | None = None) -> Iterator[StoredMessage]:
         """All messages (of one conversation), in store order."""
         return self.store.iter_messages(conversation)

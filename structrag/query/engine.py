@@ -194,11 +194,9 @@ class QueryEngine:
             frame = self.store.message_frame(conversation)
             docs = self.text.conversation_docs(conversation)
             mkeys, lengths = self.text.lengths(docs)
-            scope = ScopeData(conversation, frame, docs, np.zeros(len(frame)), self.settings)
-            positions, found = scope.positions(mkeys)
-            dense = np.zeros(len(frame))
-            dense[positions] = lengths[found]
-            self._scopes[conversation] = ScopeData(conversation, frame, docs, dense, self.settings)
+            self._scopes[conversation] = ScopeData.build(
+                conversation, frame, docs, mkeys, lengths, self.settings
+            )
         return self._scopes[conversation]
 
     def speakers(self, conversation: str | None) -> list[str]:

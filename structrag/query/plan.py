@@ -123,26 +123,23 @@ class KnowledgeMatch(PlanNode):
             "t": settings.topic_weight,
             "g": settings.topic_weight,
         }
+        table = np.zeros(256)
+        for code in self.kinds:
+            table[ord(code)] = weights.get(code, 0.0)
         scores = np.zeros(ctx.n)
         refs: dict[int, float] = {}
         for term, term_weight in self.terms.items():
-            postings = ctx.engine.text.knowledge_postings(term, scope.docs)
-            positions, found = scope.positions(postings.mkeys)
+            positions, ref_ids = scope.knowledge_arrays(term, ctx.engine.text)
             if not len(positions):
                 continue
-            ref_ids = postings.values[found]
+            weight = table[scope.ref_codes(ref_ids)]
+            kept = weight > 0
+            if not kept.any():
+                continue
             best = np.zeros(ctx.n)
-            kinds = scope.frame.ref_kinds
-            first = scope.frame.first_refs
-            for pos, ref_id in zip(positions.tolist(), ref_ids.tolist(), strict=True):
-                local = ref_id - int(first[pos])
-                code = kinds[pos][local] if 0 <= local < len(kinds[pos]) else "?"
-                if code not in self.kinds:
-                    continue
-                weight = weights.get(code, 0.0)
-                if weight > best[pos]:
-                    best[pos] = weight
-                refs[ref_id] = refs.get(ref_id, 0.0) + weight * term_weight
+            np.maximum.at(best, positions[kept], weight[kept])
+            for ref_id, w in zip(ref_ids[kept].tolist(), weight[kept].tolist(), strict=True):
+                refs[ref_id] = refs.get(ref_id, 0.0) + w * term_weight
             df = int(np.count_nonzero(best))
             if not df:
                 continue
@@ -234,28 +231,28 @@ class TopicMatch(PlanNode):
         return f"TopicMatch {self.text!r}"
 
     def eval(self, ctx: Context) -> Match:
-        wanted = stems(self.text)
+        wanted = sorted(set(stems(self.text)))
         if not wanted:
             return Match.empty(ctx.n)
         scope = ctx.scope
-        per_ref: dict[int, tuple[int, int]] = {}
+        topic_codes = np.array([ord("t"), ord("g")], dtype=np.uint8)
+        all_positions, all_refs = [], []
         for term in wanted:
-            postings = ctx.engine.text.knowledge_postings(term, scope.docs)
-            positions, found = scope.positions(postings.mkeys)
-            for pos, ref_id in zip(
-                positions.tolist(), postings.values[found].tolist(), strict=True
-            ):
-                local = ref_id - int(scope.frame.first_refs[pos])
-                kinds = scope.frame.ref_kinds[pos]
-                if 0 <= local < len(kinds) and kinds[local] in "tg":
-                    count, _ = per_ref.get(ref_id, (0, pos))
-                    per_ref[ref_id] = (count + 1, pos)
+            positions, ref_ids = scope.knowledge_arrays(term, ctx.engine.text)
+            keep = np.isin(scope.ref_codes(ref_ids), topic_codes)
+            # a ref can hold a stem more than once; count each (ref, stem) once
+            refs_here, first = np.unique(ref_ids[keep], return_index=True)
+            all_refs.append(refs_here)
+            all_positions.append(positions[keep][first])
+        if not all_refs:
+            return Match.empty(ctx.n)
+        ref_ids = np.concatenate(all_refs)
+        positions = np.concatenate(all_positions)
+        unique, index, counts = np.unique(ref_ids, return_index=True, return_counts=True)
+        complete = counts == len(wanted)
         scores = np.zeros(ctx.n)
-        refs: dict[int, float] = {}
-        for ref_id, (count, pos) in per_ref.items():
-            if count == len(set(wanted)):
-                scores[pos] += 1.0
-                refs[ref_id] = 1.0
+        np.add.at(scores, positions[index[complete]], 1.0)
+        refs = {int(r): 1.0 for r in unique[complete].tolist()}
         return Match(scores, scores > 0, refs)
 
 

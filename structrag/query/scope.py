@@ -33,6 +33,11 @@ class ScopeData:
     speakers_lower: np.ndarray = field(init=False, repr=False)
     _term_cache: dict[str, tuple[np.ndarray, int]] = field(default_factory=dict, repr=False)
     _knowledge_cache: dict[str, dict[int, int]] = field(default_factory=dict, repr=False)
+    _knowledge_arrays: dict[str, tuple[np.ndarray, np.ndarray]] = field(
+        default_factory=dict, repr=False
+    )
+    _codes: np.ndarray | None = field(default=None, repr=False)
+    _code_base: int = field(default=0, repr=False)
 
     def __post_init__(self) -> None:
         frame = self.frame
@@ -51,8 +56,63 @@ class ScopeData:
         self.window_lengths = self.windowed(self.lengths.astype(np.float64))
         self.speakers_lower = np.array([(s or "").lower() for s in frame.speakers], dtype=object)
 
+    @classmethod
+    def build(
+        cls,
+        conversation: str | None,
+        frame: MessageFrame,
+        docs: np.ndarray | None,
+        mkeys: np.ndarray,
+        lengths: np.ndarray,
+        settings: RankingSettings,
+    ) -> ScopeData:
+        """A scope from the frame and the text index's (mkey, length) pairs."""
+        order = np.argsort(frame.mkeys, kind="stable")
+        ordered = frame.mkeys[order]
+        dense = np.zeros(len(frame), dtype=np.float64)
+        if len(ordered) and len(mkeys):
+            at = np.clip(np.searchsorted(ordered, mkeys), 0, len(ordered) - 1)
+            found = ordered[at] == mkeys
+            dense[order[at[found]]] = lengths[found]
+        return cls(conversation, frame, docs, dense, settings)
+
     def __len__(self) -> int:
         return len(self.frame)
+
+    def ref_codes(self, ref_ids: np.ndarray) -> np.ndarray:
+        """The kind code (a byte of ``MessageFrame.ref_kinds``) of each ref id; 0 if unknown."""
+        if self._codes is None:
+            frame = self.frame
+            if not len(frame):
+                self._codes, self._code_base = np.zeros(0, np.uint8), 0
+            else:
+                base = int(frame.first_refs.min())
+                ends = [
+                    int(f) + len(k) for f, k in zip(frame.first_refs, frame.ref_kinds, strict=True)
+                ]
+                codes = np.zeros(max(ends) - base, dtype=np.uint8)
+                for first, kinds in zip(frame.first_refs.tolist(), frame.ref_kinds, strict=True):
+                    if kinds:
+                        start = first - base
+                        codes[start : start + len(kinds)] = np.frombuffer(kinds.encode(), np.uint8)
+                self._codes, self._code_base = codes, base
+        local = ref_ids - self._code_base
+        valid = (local >= 0) & (local < len(self._codes))
+        out = np.zeros(len(ref_ids), dtype=np.uint8)
+        out[valid] = self._codes[local[valid]]
+        return out
+
+    def knowledge_arrays(self, term: str, reader: TextIndexReader) -> tuple[np.ndarray, np.ndarray]:
+        """(frame positions, ref ids) of the refs in scope whose terms include ``term``."""
+        cached = self._knowledge_arrays.get(term)
+        if cached is None:
+            postings = reader.knowledge_postings(term, self.docs)
+            positions, found = self.positions(postings.mkeys)
+            cached = (positions, postings.values[found])
+            if len(self._knowledge_arrays) > 4096:
+                self._knowledge_arrays.clear()
+            self._knowledge_arrays[term] = cached
+        return cached
 
     def positions(self, mkeys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Frame positions of ``mkeys``, and which of them are in the scope at all."""

@@ -309,6 +309,25 @@ class DuckDBStore:
             sources=scalar("SELECT count(*) FROM sources"),
         )
 
+    def conversation_summaries(self) -> list[dict[str, Any]]:
+        rows = self.con.execute(
+            "SELECT c.id, c.name, count(m.mkey), min(m.ts), max(m.ts), "
+            "list_sort(list_distinct(list(m.speaker) FILTER (WHERE m.speaker IS NOT NULL))) "
+            "FROM conversations c LEFT JOIN messages m ON m.conversation = c.id "
+            "GROUP BY c.id, c.name ORDER BY c.id"
+        ).fetchall()
+        return [
+            {
+                "id": r[0],
+                "name": r[1],
+                "messages": int(r[2]),
+                "first": r[3].isoformat() if r[3] else None,
+                "last": r[4].isoformat() if r[4] else None,
+                "speakers": list(r[5] or []),
+            }
+            for r in rows
+        ]
+
     def conversations(self) -> list[Conversation]:
         rows = self.con.execute(
             "SELECT id, name, metadata FROM conversations ORDER BY id"
