@@ -197,3 +197,19 @@ def test_absolute_dates_need_no_anchor() -> None:
     found = resolve("8 May 2023", None)
     assert found is not None and found.start == datetime(2023, 5, 8)
     assert resolve("last May", None) is None
+
+
+def test_derived_forms_come_from_the_index(ix: Index) -> None:
+    engine = ix.engine
+    assert "teacher" in engine._derived_forms("teach")
+    assert engine._derived_forms("camp") == []  # "campaign" is not a derived form
+    related = dict(engine.related_terms("teach", None))
+    assert related.get("teacher", 0) > 0
+
+
+def test_conversation_summaries(ix: Index) -> None:
+    (summary,) = ix.conversation_summaries()
+    assert summary["id"] == "friends"
+    assert summary["messages"] == 46
+    assert summary["speakers"] == ["Marco", "Priya", "Sam"]
+    assert summary["first"].startswith("2024-05-03") and summary["last"].startswith("2024-07-20")
