@@ -658,6 +658,126 @@ def bench_synth(data: tuple[Path, ...], size: int, out: Path) -> None:
         click.echo(str(shard))
 
 
+@bench.command("perf")
+@data_option
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("bench-results"),
+    show_default=True,
+    help="Output directory (perf.json; corpora and indexes under OUT/work).",
+)
+@click.option(
+    "--sizes",
+    callback=_int_list,
+    default="10000,100000,1000000",
+    show_default=True,
+    help="Synthetic corpus sizes (messages), comma-separated.",
+)
+@click.option(
+    "--max-seconds",
+    type=click.FloatRange(0),
+    default=3600.0,
+    show_default=True,
+    help="Sizes whose estimated ingest exceeds this are extrapolated, not run.",
+)
+@click.option(
+    "--repeat",
+    type=click.IntRange(0),
+    default=3,
+    show_default=True,
+    help="Runs of the ingest throughput benchmark (0: skip it).",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 64),
+    default=min(2, os.cpu_count() or 1),
+    show_default=True,
+    help="Extraction processes.",
+)
+@click.option(
+    "--questions",
+    type=click.IntRange(1),
+    default=300,
+    show_default=True,
+    help="Questions sampled per synthetic size for latency.",
+)
+@click.option(
+    "--budget", type=click.IntRange(1), default=1000, show_default=True, help="ask budget."
+)
+@click.option("--keep", is_flag=True, help="Keep the indexes under OUT/work.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+def bench_perf(
+    data: tuple[Path, ...],
+    out: Path,
+    sizes: list[int],
+    max_seconds: float,
+    repeat: int,
+    workers: int,
+    questions: int,
+    budget: int,
+    keep: bool,
+    quiet: bool,
+) -> None:
+    """Ingest throughput, ask/query latency, size on disk and peak memory, and how they
+    grow on synthetic corpora of --sizes messages.
+
+    Each corpus is ingested into a fresh index in a fresh process. Sizes whose estimated
+    ingest time exceeds --max-seconds are extrapolated from the largest one measured and
+    marked so. Writes OUT/perf.json; `structrag bench report OUT` draws the report.
+
+    \b
+    Example:
+      structrag bench perf --data locomo10.json --out results --sizes 10000,100000
+    """
+    from structrag.bench.machine import command_line
+    from structrag.bench.perf import run_perf
+
+    result = run_perf(
+        list(data),
+        out,
+        sizes=sizes,
+        max_seconds=max_seconds,
+        repeat=repeat,
+        workers=workers,
+        questions=questions,
+        budget=budget,
+        keep=keep,
+        progress=ClickProgress(enabled=not quiet and sys.stderr.isatty()),
+        command=command_line(),
+        log=note,
+    )
+    for item in [result["locomo"], *result["scaling"]]:
+        lat = item["latency"]
+        guess = " (extrapolated)" if item.get("extrapolated") else ""
+        click.echo(
+            f"{item['messages']:>9,} messages{guess}:"
+            f" ingest {item['ingest']['messages_per_second']:.0f} msg/s, ask p50/p95/p99 "
+            + "/".join(f"{lat['ask'][p]:.1f}" for p in ("p50", "p95", "p99"))
+            + " ms, query "
+            + "/".join(f"{lat['query'][p]:.1f}" for p in ("p50", "p95", "p99"))
+            + f" ms, {item['size']['bytes_per_message']:.0f} B/msg "
+            f"({item['size']['bytes_per_message_without_vectors']:.0f} without vectors)"
+        )
+    note(f"wrote {out / 'perf.json'}")
+
+
+@bench.command("report")
+@click.argument("results", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Write the report here (default: RESULTS).",
+)
+def bench_report(results: Path, out: Path | None) -> None:
+    """Write report.md and PNG plots (recall vs budget, latency and size vs corpus size)
+    from a results directory holding recall.json and/or perf.json."""
+    from structrag.bench.report import write_report
+
+    for path in write_report(results, out):
+        click.echo(str(path))
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: runs the CLI and turns structrag errors into clean messages."""
     try:

@@ -257,6 +257,12 @@ def run_recall(
     """Run the recall benchmark; writes ``recall.jsonl``, ``recall.md``, ``recall.json``."""
     if not data:
         raise ConfigError("no data files", hint="pass LoCoMo files with --data")
+    unknown = [s for s in systems if s not in SYSTEMS]
+    if unknown or not systems:
+        raise ConfigError(
+            f"unknown system(s): {', '.join(unknown) or 'none given'}",
+            hint=f"choose from {', '.join(SYSTEMS)}",
+        )
     if not budgets or min(budgets) < 1:
         raise ConfigError("budgets must be positive numbers of tokens", hint="e.g. 500,1000")
     out.mkdir(parents=True, exist_ok=True)

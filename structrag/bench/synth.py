@@ -4,7 +4,7 @@ Copy ``r`` of a LoCoMo sample becomes conversation ``syn<r>-<sample_id>``: its t
 speakers get new first names from a fixed list (also in the turn texts, image captions
 and questions, as whole words), and every session date moves forward by ``r * 5`` whole
 weeks, so weekdays and the gaps between sessions stay as they were. Turn ids (``dia_id``)
-and the questions' evidence are unchanged; they are unique within a conversation, and
+and the questions' evidence (normalised) are kept; ids are unique within a conversation, and
 conversation ids are unique across copies. Summaries and observations are dropped.
 Dates written inside the text are not shifted.
 
@@ -156,7 +156,9 @@ def replicate(
         evidence = normalise_evidence(qa.get("evidence") or [])
         if not evidence or not set(evidence) <= kept:
             continue
-        questions.append({**qa, "question": replace(qa.get("question"))})
+        questions.append(
+            {**qa, "question": replace(qa.get("question")), "evidence": list(evidence)}
+        )
     copy_sample = {
         "sample_id": f"syn{copy}-{sample_id}",
         "conversation": out_conv,
