@@ -341,6 +341,7 @@ def test_missing_optional_dependency_names_the_extra() -> None:
 def test_report_writes_markdown_and_plots(tmp_path: Path) -> None:
     results = tmp_path / "results"
     shutil.copytree(FIXTURE_RESULTS, results)
+    (results / "notes.md").write_text("A build ran beside the benchmark.\n")
     written = write_report(results)
     assert {p.name for p in written} == {
         "report.md",
@@ -354,6 +355,7 @@ def test_report_writes_markdown_and_plots(tmp_path: Path) -> None:
     assert "structrag bench recall --data demo.json" in report
     assert "| 100,000 | extrapolated |" in report
     assert "multi-hop" in report and "2 cores" in report
+    assert "## Notes on this run\n\nA build ran beside the benchmark." in report
 
 
 def test_report_without_results_is_a_clean_error(tmp_path: Path) -> None:

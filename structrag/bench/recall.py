@@ -55,8 +55,8 @@ class Row:
             "system": self.system,
             "budget": self.budget,
             "questions": self.questions,
-            "recall": {k: round(v, 4) for k, v in self.recall.items()},
-            "all_evidence": {k: round(v, 4) for k, v in self.full.items()},
+            "recall": {k: round(v, 6) for k, v in self.recall.items()},
+            "all_evidence": {k: round(v, 6) for k, v in self.full.items()},
             "questions_per_category": self.counts,
             "over_budget": self.over_budget,
         }

@@ -10,6 +10,8 @@ and/or ``perf.json`` (from ``structrag bench perf``) and writes, next to them:
 * ``latency_vs_size.png``: ``ask`` and ``query`` p50/p95 against corpus size;
 * ``size_vs_size.png``: bytes on disk against corpus size, structured index (with and
   without its vectors) against float32 vector stores of 384 and 1,536 dimensions.
+
+A ``notes.md`` in the results directory (what was unusual about a run) is appended.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from structrag.bench.systems import require
 from structrag.errors import InputError
 
 PLOTS = ("recall_vs_budget.png", "latency_vs_size.png", "size_vs_size.png")
+#: Free text about a run (load on the machine, anything unusual), appended to the report.
+NOTES = "notes.md"
 SYSTEM_STYLE = {
     "structured": ("tab:red", "o"),
     "bm25": ("tab:blue", "s"),
@@ -170,12 +174,12 @@ def plot_latency(perf: dict[str, Any], path: Path) -> Path:
                 marker,
             )
     ax.set_xscale("log")
-    ax.set_yscale("log")
+    ax.set_ylim(bottom=0)
     ax.set_xlabel("messages in the index")
     ax.set_ylabel("latency (ms)")
     ax.set_title("Latency against corpus size (hollow: extrapolated)")
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, ncols=2, loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -450,6 +454,9 @@ def write_report(directory: Path, out: Path | None = None) -> list[Path]:
         if _series(results["perf"]):
             written.append(plot_latency(results["perf"], out / PLOTS[1]))
             written.append(plot_size(results["perf"], out / PLOTS[2]))
+    notes = directory / NOTES
+    if notes.exists():
+        lines += ["## Notes on this run", "", notes.read_text(encoding="utf-8").strip(), ""]
     report = out / "report.md"
     report.write_text("\n".join(lines).rstrip() + "\n", encoding="utf-8")
     return [report, *written]
