@@ -21,7 +21,7 @@ from structrag.bench.perf import extrapolate, measure_corpus, percentiles
 from structrag.bench.recall import read_records, record_recall, rescore, score_records
 from structrag.bench.report import write_report
 from structrag.bench.synth import WEEKS_PER_COPY, synthetic_samples, write_corpus
-from structrag.bench.systems import require
+from structrag.bench.systems import check_available, require
 from structrag.cli import cli
 from structrag.errors import ConfigError, InputError
 from structrag.importers import load_source
@@ -333,6 +333,9 @@ def test_missing_optional_dependency_names_the_extra() -> None:
     with pytest.raises(ConfigError, match="bench extra") as info:
         require("structrag_no_such_module", "the test baseline")
     assert "torch==2.13.0" in str(info.value)
+    with pytest.raises(ConfigError, match="bench extra"):
+        check_available("structrag_no_such_module", "the test baseline")
+    check_available("json", "nothing")
 
 
 # -- report and notebook ------------------------------------------------------------------

