@@ -1,6 +1,7 @@
 # Two commands do all the set-up on a fresh machine:
 #   make demo   create .venv, install structrag, index the bundled chat, ask sample questions
 #   make test   lint (ruff), type check (mypy) and tests (pytest)
+#   make bench LOCOMO=path/to/locomo10.json   recall and perf benchmarks, report
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -8,7 +9,12 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_DB ?= .demo-index
 
-.PHONY: venv demo test lint typecheck pytest bench-ingest clean
+BENCH_STAMP := $(VENV)/.bench-installed
+BENCH_OUT ?= bench-results
+BENCH_SIZES ?= 10000,100000,1000000
+BENCH_MAX_SECONDS ?= 3600
+
+.PHONY: venv demo test lint typecheck pytest bench bench-ingest clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "structrag needs Python >= 3.11"'
@@ -42,8 +48,24 @@ pytest: venv
 
 test: lint typecheck pytest
 
+# torch==2.13.0 (a CPU wheel) goes in FIRST: otherwise pip resolves sentence-transformers
+# to a multi-GB CUDA build.
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet torch==2.13.0
+	$(BIN)/python -m pip install --quiet -e ".[bench]"
+	touch $(BENCH_STAMP)
+
+# LoCoMo is not shipped: get locomo10.json from github.com/snap-research/locomo (CC BY-NC 4.0).
+bench: $(BENCH_STAMP)
+	@test -n "$(LOCOMO)" || { echo "usage: make bench LOCOMO=path/to/locomo10.json" \
+		"(github.com/snap-research/locomo, CC BY-NC 4.0)"; exit 2; }
+	$(BIN)/structrag bench recall --data $(LOCOMO) --out $(BENCH_OUT)
+	$(BIN)/structrag bench perf --data $(LOCOMO) --out $(BENCH_OUT) \
+		--sizes $(BENCH_SIZES) --max-seconds $(BENCH_MAX_SECONDS)
+	$(BIN)/structrag bench report $(BENCH_OUT)
+
 bench-ingest: venv
 	$(BIN)/python benchmarks/ingest_throughput.py $(LOCOMO)
 
 clean:
-	rm -rf $(VENV) $(DEMO_DB) .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(DEMO_DB) $(BENCH_OUT) .mypy_cache .pytest_cache .ruff_cache

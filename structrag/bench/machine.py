@@ -1,0 +1,76 @@
+"""Where and how a benchmark ran: date, machine, load, git commit, command line."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import platform
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import structrag
+
+
+def memory_bytes() -> int | None:
+    """Physical memory of the machine."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def git_commit() -> str | None:
+    """The commit of the structrag checkout that runs (None outside a git checkout)."""
+    root = Path(structrag.__file__).resolve().parent.parent
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=10,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=10,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return f"{out}{'+dirty' if dirty else ''}" if out else None
+
+
+def command_line(argv: list[str] | None = None) -> str:
+    """The command as typed (``structrag bench ...``), quoted for a shell."""
+    args = list(sys.argv if argv is None else argv)
+    if args and Path(args[0]).name in ("structrag", "__main__.py"):
+        args[0] = "structrag"
+    return shlex.join(args)
+
+
+def environment(command: str | None = None) -> dict[str, Any]:
+    """Date, machine, load average, versions and commit, for a results file."""
+    try:
+        load = [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        load = []
+    ram = memory_bytes()
+    return {
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": {
+            "platform": platform.platform(),
+            "processor": platform.processor() or platform.machine(),
+            "cores": os.cpu_count(),
+            "ram_gb": round(ram / 2**30, 1) if ram else None,
+            "python": platform.python_version(),
+            "load_average": load,
+        },
+        "structrag": structrag.__version__,
+        "git_commit": git_commit(),
+        "command": command if command is not None else command_line(),
+    }

@@ -1,0 +1,556 @@
+"""Speed, size and scaling: ingest throughput, ``ask``/``query`` latency, size on disk,
+peak memory, on LoCoMo and on synthetic corpora grown from it.
+
+* **Ingest throughput** (:func:`ingest_throughput`): each repetition ingests the data
+  into a fresh index three ways: ``cli`` (``structrag ingest`` in a new process:
+  interpreter start, imports, model load, extraction, writes), ``api-cold``
+  (``Index.ingest`` in a fresh process, timed from the call, so it includes loading
+  spaCy) and ``api-warm`` (``Index.ingest`` again in the same process, the rate of a
+  long-running service).
+* **Latency** (:func:`latency`): wall time of ``Index.ask`` (budget 1,000) and of
+  ``Index.query`` on the expression ``ask`` translated the question into, each scoped to
+  the question's conversation. Two passes over the questions: the first call on each
+  conversation builds its caches and is reported apart (``ask_first``); ``ask`` and
+  ``query`` are the second pass, the steady state of a service.
+* **Size** (:func:`index_size`): the DuckDB file plus the Whoosh directory. The default
+  index stores a 64-dimensional static embedding per message; its share is measured by
+  dropping the table and counting DuckDB's freed blocks, which gives the size "vectors
+  excluded". For comparison: a float32 vector store of the same messages at 384 and 1,536
+  dimensions (raw vectors only, no text and no ANN index, so a lower bound).
+* **Peak memory**: ``ru_maxrss`` of the process that ingested and queried, and of its
+  extraction workers.
+* **Scaling** (:func:`run_perf`): synthetic corpora (:mod:`structrag.bench.synth`) of
+  each size are ingested into a fresh index in a fresh process and measured as above. A
+  size whose estimated time (from the rate measured at the largest size run so far)
+  exceeds ``max_seconds`` is not run: it is extrapolated and marked as such.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from structrag.bench.locomo import Question, load_questions, turn_count
+from structrag.bench.machine import environment
+from structrag.bench.synth import write_corpus
+from structrag.errors import ConfigError
+from structrag.index import Index
+from structrag.ingest import ProgressSink
+
+DEFAULT_SIZES = (10_000, 100_000, 1_000_000)
+VECTOR_DIMS = (384, 1536)
+PERF = "perf.json"
+
+
+def percentiles(seconds: Sequence[float]) -> dict[str, float]:
+    """p50/p95/p99, mean and max in milliseconds."""
+    if not seconds:
+        return {"n": 0}
+    ms = np.asarray(seconds, dtype=np.float64) * 1000.0
+    return {
+        "n": len(ms),
+        "p50": round(float(np.percentile(ms, 50)), 2),
+        "p95": round(float(np.percentile(ms, 95)), 2),
+        "p99": round(float(np.percentile(ms, 99)), 2),
+        "mean": round(float(ms.mean()), 2),
+        "max": round(float(ms.max()), 2),
+    }
+
+
+def peak_rss_mb() -> dict[str, float]:
+    """Peak resident memory of this process and of its (waited-for) children, in MB."""
+    scale = 1024 if sys.platform != "darwin" else 1  # ru_maxrss: KiB on Linux, bytes on macOS
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * scale
+    return {"process": round(own / 1e6, 1), "workers": round(children / 1e6, 1)}
+
+
+# -- ingest throughput ------------------------------------------------------------------
+
+_INGEST_CHILD = r"""
+import json, sys, tempfile, time
+from pathlib import Path
+from structrag import Index
+paths, workers = json.loads(sys.argv[1]), int(sys.argv[2])
+out = {}
+for label in ("api-cold", "api-warm"):
+    with tempfile.TemporaryDirectory() as tmp, Index(Path(tmp) / "idx") as index:
+        start = time.perf_counter()
+        reports = index.ingest(paths, workers=workers)
+        out[label] = (sum(r.messages_added for r in reports), time.perf_counter() - start)
+print(json.dumps(out))
+"""
+
+
+def _ingest_once(paths: Sequence[Path], workers: int) -> dict[str, tuple[int, float]]:
+    results: dict[str, tuple[int, float]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        start = time.perf_counter()
+        proc = subprocess.run(
+            [
+                *(sys.executable, "-m", "structrag", "ingest", *map(str, paths)),
+                *("--db", f"{tmp}/idx", "--json", "-q", "--workers", str(workers)),
+            ],
+            capture_output=True,
+            text=True,
+        )
+        elapsed = time.perf_counter() - start
+        if proc.returncode != 0:
+            raise ConfigError(f"structrag ingest failed: {proc.stderr.strip()[-500:]}")
+        reports = json.loads(proc.stdout)
+        results["cli"] = (sum(r["messages_added"] for r in reports), elapsed)
+    proc = subprocess.run(
+        [sys.executable, "-c", _INGEST_CHILD, json.dumps([str(p) for p in paths]), str(workers)],
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode != 0:
+        raise ConfigError(f"the ingest benchmark failed: {proc.stderr.strip()[-500:]}")
+    for label, (count, seconds) in json.loads(proc.stdout).items():
+        results[label] = (int(count), float(seconds))
+    return results
+
+
+def ingest_throughput(
+    paths: Sequence[Path],
+    *,
+    repeat: int = 3,
+    workers: int = 2,
+    progress: ProgressSink | None = None,
+) -> dict[str, dict[str, float]]:
+    """Messages per second of ``cli``, ``api-cold`` and ``api-warm`` ingests (medians)."""
+    if progress:
+        progress.start(repeat, "ingest")
+    runs = []
+    for _ in range(repeat):
+        runs.append(_ingest_once(paths, workers))
+        if progress:
+            progress.advance(1)
+    if progress:
+        progress.finish()
+    summary: dict[str, dict[str, float]] = {}
+    for label in ("cli", "api-cold", "api-warm"):
+        rates = [r[label][0] / r[label][1] for r in runs]
+        seconds = [r[label][1] for r in runs]
+        summary[label] = {
+            "messages": runs[0][label][0],
+            "runs": repeat,
+            "workers": workers,
+            "seconds_median": round(statistics.median(seconds), 2),
+            "messages_per_second_median": round(statistics.median(rates), 1),
+            "messages_per_second_min": round(min(rates), 1),
+            "messages_per_second_max": round(max(rates), 1),
+        }
+    return summary
+
+
+# -- latency ----------------------------------------------------------------------------
+
+
+def latency(
+    index: Index,
+    questions: Sequence[Question],
+    *,
+    budget: int = 1000,
+    progress: ProgressSink | None = None,
+) -> dict[str, Any]:
+    """``ask`` and ``query`` latency over two passes of the questions (see the module)."""
+    first: list[float] = []
+    asks: list[float] = []
+    queries: list[float] = []
+    failed = 0
+    seen: set[str] = set()
+    if progress:
+        progress.start(2 * len(questions), "latency")
+    for second_pass in (False, True):
+        for q in questions:
+            start = time.perf_counter()
+            answer = index.ask(q.question, conversation=q.conversation, budget=budget)
+            elapsed = time.perf_counter() - start
+            if second_pass:
+                asks.append(elapsed)
+            elif q.conversation not in seen:
+                first.append(elapsed)
+                seen.add(q.conversation)
+            if second_pass:
+                start = time.perf_counter()
+                try:
+                    index.query(answer.query, conversation=q.conversation, limit=20)
+                    queries.append(time.perf_counter() - start)
+                except Exception:  # a translation that does not round-trip is counted
+                    failed += 1
+            if progress:
+                progress.advance(1)
+    if progress:
+        progress.finish()
+    return {
+        "budget": budget,
+        "questions": len(questions),
+        "conversations": len(seen),
+        "ask": percentiles(asks),
+        "query": percentiles(queries),
+        "ask_first": percentiles(first),
+        "query_failures": failed,
+    }
+
+
+# -- size -------------------------------------------------------------------------------
+
+
+def _dir_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.exists() else 0
+
+
+def index_size(directory: Path) -> dict[str, Any]:
+    """Bytes of the DuckDB file and the Whoosh directory of an index."""
+    duck = _dir_bytes(directory) - _dir_bytes(directory / "whoosh")
+    whoosh = _dir_bytes(directory / "whoosh")
+    return {"duckdb_bytes": duck, "whoosh_bytes": whoosh, "total_bytes": duck + whoosh}
+
+
+def drop_vectors(directory: Path) -> int:
+    """Drop the index's embeddings table; returns the bytes of DuckDB blocks it freed.
+
+    Destructive: for a throwaway index at the end of a measurement.
+    """
+    import duckdb
+
+    con = duckdb.connect(str(directory / "structrag.duckdb"))
+    try:
+
+        def used() -> int:
+            row = con.execute(
+                "SELECT block_size, used_blocks FROM pragma_database_size()"
+            ).fetchone()
+            return int(row[0]) * int(row[1]) if row else 0
+
+        con.execute("CHECKPOINT")
+        before = used()
+        con.execute("DROP TABLE IF EXISTS embeddings")
+        con.execute("CHECKPOINT")
+        return max(0, before - used())
+    finally:
+        con.close()
+
+
+def vector_store_bytes(messages: int, dims: Sequence[int] = VECTOR_DIMS) -> dict[str, int]:
+    """A float32 vector store of ``messages`` vectors: raw bytes per dimension count."""
+    return {str(d): messages * d * 4 for d in dims}
+
+
+def text_bytes(index: Index) -> int:
+    return sum(len(s.message.text.encode("utf-8")) for s in index.messages())
+
+
+# -- one corpus, measured in a fresh process ----------------------------------------------
+
+
+def sample_questions(questions: Sequence[Question], count: int, seed: int = 0) -> list[Question]:
+    """A seeded random sample, in file order."""
+    if count >= len(questions):
+        return list(questions)
+    chosen = sorted(random.Random(seed).sample(range(len(questions)), count))
+    return [questions[i] for i in chosen]
+
+
+def measure_corpus(
+    paths: Sequence[Path],
+    directory: Path,
+    *,
+    workers: int = 2,
+    questions: int | None = 300,
+    budget: int = 1000,
+    seed: int = 0,
+    progress: ProgressSink | None = None,
+) -> dict[str, Any]:
+    """Ingest ``paths`` into a fresh index at ``directory`` and measure it.
+
+    Run it in a fresh process (:func:`measure_in_subprocess`) so peak memory is its own.
+    """
+    if directory.exists() and any(directory.iterdir()):
+        raise ConfigError(f"{directory} is not empty", hint="measure into a fresh directory")
+    all_questions = load_questions(paths)
+    chosen = (
+        all_questions if questions is None else sample_questions(all_questions, questions, seed)
+    )
+    with Index(directory) as index:
+        start = time.perf_counter()
+        reports = index.ingest(list(paths), workers=workers, progress=progress)
+        seconds = time.perf_counter() - start
+        stats = index.stats()
+        messages = int(stats["messages"])
+        embedder = index.embedder
+        lat = latency(index, chosen, budget=budget, progress=progress)
+        texts = text_bytes(index)
+    size = index_size(directory)
+    vectors = drop_vectors(directory)
+    no_vectors = size["total_bytes"] - vectors
+    return {
+        "messages": messages,
+        "conversations": int(stats["conversations"]),
+        "semantic_refs": sum(stats["semantic_refs"].values()),
+        "ingest": {
+            "seconds": round(seconds, 2),
+            "messages_per_second": round(messages / seconds, 1) if seconds else None,
+            "workers": workers,
+            "added": sum(r.messages_added for r in reports),
+        },
+        "latency": lat,
+        "size": {
+            **size,
+            "embedding_model": embedder.name if embedder else None,
+            "embedding_dim": embedder.dim if embedder else 0,
+            "vectors_bytes": vectors,
+            "total_bytes_without_vectors": no_vectors,
+            "bytes_per_message": round(size["total_bytes"] / messages, 1),
+            "bytes_per_message_without_vectors": round(no_vectors / messages, 1),
+            "duckdb_bytes_per_message": round(size["duckdb_bytes"] / messages, 1),
+            "whoosh_bytes_per_message": round(size["whoosh_bytes"] / messages, 1),
+            "text_bytes_per_message": round(texts / messages, 1),
+            "float32_store_bytes": vector_store_bytes(messages),
+            "float32_store_bytes_per_message": {str(d): d * 4 for d in VECTOR_DIMS},
+        },
+        "peak_rss_mb": peak_rss_mb(),
+    }
+
+
+def measure_in_subprocess(
+    paths: Sequence[Path],
+    directory: Path,
+    *,
+    workers: int = 2,
+    questions: int | None = 300,
+    budget: int = 1000,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """:func:`measure_corpus` in a fresh Python process (progress lines on stderr)."""
+    spec = {
+        "paths": [str(p) for p in paths],
+        "directory": str(directory),
+        "workers": workers,
+        "questions": questions,
+        "budget": budget,
+        "seed": seed,
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "structrag.bench.perf", json.dumps(spec)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    if proc.returncode != 0:
+        raise ConfigError(f"measuring {directory} failed (exit status {proc.returncode})")
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+class _LineProgress:
+    """Progress for a child process: a line on stderr every ~10%."""
+
+    def __init__(self) -> None:
+        self.total = 0
+        self.done = 0
+        self.label = ""
+        self.next = 0.0
+
+    def start(self, total: int, label: str) -> None:
+        self.total, self.done, self.label, self.next = total, 0, label, 0.1
+
+    def advance(self, n: int) -> None:
+        self.done += n
+        if self.total and self.done / self.total >= self.next:
+            print(f"  {self.label}: {self.done}/{self.total}", file=sys.stderr, flush=True)
+            self.next += 0.1
+
+    def finish(self) -> None:
+        return None
+
+
+def _child(argv: list[str]) -> int:
+    spec = json.loads(argv[0])
+    result = measure_corpus(
+        [Path(p) for p in spec["paths"]],
+        Path(spec["directory"]),
+        workers=int(spec["workers"]),
+        questions=spec["questions"],
+        budget=int(spec["budget"]),
+        seed=int(spec["seed"]),
+        progress=_LineProgress(),
+    )
+    print(json.dumps(result))
+    return 0
+
+
+# -- extrapolation ----------------------------------------------------------------------
+
+
+def _power_fit(xs: Sequence[float], ys: Sequence[float], x: float) -> float:
+    """y at x on the power law fitted through the points, anchored at the largest one
+    (a constant for a single point or a falling fit)."""
+    pairs = [(a, b) for a, b in zip(xs, ys, strict=True) if a > 0 and b > 0]
+    if not pairs:
+        return float("nan")
+    if len(pairs) == 1:
+        return pairs[0][1]
+    lx = np.log([a for a, _ in pairs])
+    ly = np.log([b for _, b in pairs])
+    slope, _ = np.polyfit(lx, ly, 1)
+    # Never extrapolate a decrease (noise between small sizes can fit a negative slope):
+    # grow from the largest measured point at the fitted rate, or hold it.
+    x0, y0 = max(pairs)
+    return float(y0 * math.exp(max(0.0, float(slope)) * (math.log(x) - math.log(x0))))
+
+
+def extrapolate(measured: Sequence[dict[str, Any]], size: int) -> dict[str, Any]:
+    """Figures for an unmeasured size: ingest time linear in messages at the rate of the
+    largest measured size; bytes per message as measured there; latency and peak memory
+    on the power law through the measured sizes."""
+    largest = max(measured, key=lambda m: m["messages"])
+    rate = largest["ingest"]["messages_per_second"]
+    sizes = [m["messages"] for m in measured]
+
+    def fit(getter: Any) -> float:
+        return round(_power_fit(sizes, [getter(m) for m in measured], size), 2)
+
+    per_message = largest["size"]["bytes_per_message"]
+    without = largest["size"]["bytes_per_message_without_vectors"]
+    return {
+        "messages": size,
+        "extrapolated": True,
+        "method": (
+            f"ingest at {rate:.0f} msg/s and bytes per message as measured at "
+            f"{largest['messages']:,} messages; latency and memory on a power law through "
+            f"the {len(measured)} measured size(s)"
+        ),
+        "ingest": {"seconds": round(size / rate, 1), "messages_per_second": rate},
+        "latency": {
+            "ask": {k: fit(lambda m, k=k: m["latency"]["ask"][k]) for k in ("p50", "p95", "p99")},
+            "query": {
+                k: fit(lambda m, k=k: m["latency"]["query"][k]) for k in ("p50", "p95", "p99")
+            },
+        },
+        "size": {
+            "bytes_per_message": per_message,
+            "bytes_per_message_without_vectors": without,
+            "total_bytes": round(per_message * size),
+            "total_bytes_without_vectors": round(without * size),
+            "float32_store_bytes": vector_store_bytes(size),
+            "float32_store_bytes_per_message": {str(d): d * 4 for d in VECTOR_DIMS},
+        },
+        "peak_rss_mb": {"process": fit(lambda m: m["peak_rss_mb"]["process"])},
+    }
+
+
+# -- the whole run ----------------------------------------------------------------------
+
+
+def run_perf(
+    data: Sequence[Path],
+    out: Path,
+    *,
+    sizes: Sequence[int] = DEFAULT_SIZES,
+    max_seconds: float = 3600.0,
+    repeat: int = 3,
+    workers: int = 2,
+    questions: int = 300,
+    budget: int = 1000,
+    keep: bool = False,
+    progress: ProgressSink | None = None,
+    command: str | None = None,
+    log: Any = None,
+) -> dict[str, Any]:
+    """Throughput, latency and size on the data, then the scaling sizes; writes
+    ``perf.json`` in ``out`` (rewritten after every step, so a long run can be watched)."""
+    if not data:
+        raise ConfigError("no data files", hint="pass LoCoMo files with --data")
+    out.mkdir(parents=True, exist_ok=True)
+    say = log or (lambda text: print(text, file=sys.stderr, flush=True))
+    result: dict[str, Any] = {
+        "meta": {
+            **environment(command),
+            "data": [str(p) for p in data],
+            "data_messages": turn_count(data),
+            "sizes": list(sizes),
+            "max_seconds": max_seconds,
+            "repeat": repeat,
+            "workers": workers,
+            "questions_per_size": questions,
+            "budget": budget,
+        }
+    }
+
+    def save() -> None:
+        (out / PERF).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+
+    work = out / "work"
+    work.mkdir(exist_ok=True)
+    if repeat > 0:
+        say(f"ingest throughput: {repeat} run(s) of cli, api-cold and api-warm")
+        result["throughput"] = ingest_throughput(
+            data, repeat=repeat, workers=workers, progress=progress
+        )
+        save()
+    say("the data itself: ingest, latency over all its questions, size")
+    result["locomo"] = _measure(data, work / "index-data", workers, None, budget, keep)
+    save()
+    measured: list[dict[str, Any]] = [result["locomo"]]
+    result["scaling"] = []
+    for size in sorted(sizes):
+        reference = max(measured, key=lambda m: m["messages"])
+        estimate = size / reference["ingest"]["messages_per_second"] * 1.1
+        if estimate > max_seconds:
+            say(
+                f"{size:,} messages: ~{estimate / 60:.0f} min estimated, over --max-seconds; "
+                "extrapolated"
+            )
+            entry = extrapolate(
+                [m for m in measured if m is not result["locomo"]] or measured, size
+            )
+            entry["estimated_seconds"] = round(estimate)
+            result["scaling"].append(entry)
+            save()
+            continue
+        say(f"{size:,} messages: writing the corpus, then ingest (~{estimate / 60:.0f} min)")
+        shards = write_corpus(data, size, work / f"corpus-{size}")
+        entry = _measure(shards, work / f"index-{size}", workers, questions, budget, keep)
+        entry["extrapolated"] = False
+        result["scaling"].append(entry)
+        measured.append(entry)
+        save()
+    return result
+
+
+def _measure(
+    paths: Sequence[Path],
+    directory: Path,
+    workers: int,
+    questions: int | None,
+    budget: int,
+    keep: bool,
+) -> dict[str, Any]:
+    import shutil
+
+    if directory.exists():
+        shutil.rmtree(directory)
+    try:
+        return measure_in_subprocess(
+            paths, directory, workers=workers, questions=questions, budget=budget
+        )
+    finally:
+        if not keep:
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(_child(sys.argv[1:]))

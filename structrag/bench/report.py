@@ -1,0 +1,462 @@
+"""The benchmark report: ``report.md`` with tables and targets, and three PNG plots.
+
+Reads a results directory holding ``recall.json`` (from ``structrag bench recall``)
+and/or ``perf.json`` (from ``structrag bench perf``) and writes, next to them:
+
+* ``report.md``: when, where (machine, cores, memory, load) and with which commit and
+  commands the figures were made; the recall table; throughput, latency, size and
+  memory; the scaling table with extrapolated sizes marked; the issue's targets;
+* ``recall_vs_budget.png``: overall and multi-hop recall against the budget per system;
+* ``latency_vs_size.png``: ``ask`` and ``query`` p50/p95 against corpus size;
+* ``size_vs_size.png``: bytes on disk against corpus size, structured index (with and
+  without its vectors) against float32 vector stores of 384 and 1,536 dimensions.
+
+A ``notes.md`` in the results directory (what was unusual about a run) is appended.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from structrag.bench.systems import require
+from structrag.errors import InputError
+
+PLOTS = ("recall_vs_budget.png", "latency_vs_size.png", "size_vs_size.png")
+#: Free text about a run (load on the machine, anything unusual), appended to the report.
+NOTES = "notes.md"
+SYSTEM_STYLE = {
+    "structured": ("tab:red", "o"),
+    "bm25": ("tab:blue", "s"),
+    "dense": ("tab:green", "^"),
+    "hybrid": ("tab:purple", "D"),
+}
+
+
+def load_results(directory: Path) -> dict[str, Any]:
+    """``recall`` and ``perf`` from a results directory (either may be missing)."""
+    found: dict[str, Any] = {}
+    for name in ("recall", "perf"):
+        path = directory / f"{name}.json"
+        if path.exists():
+            try:
+                found[name] = json.loads(path.read_text(encoding="utf-8"))
+            except json.JSONDecodeError as exc:
+                raise InputError(
+                    path, f"invalid JSON: {exc.msg}", line=exc.lineno, column=exc.colno
+                ) from None
+    if not found:
+        raise InputError(
+            directory,
+            "no recall.json or perf.json here",
+            hint="run `structrag bench recall` or `structrag bench perf` with --out DIR first",
+        )
+    return found
+
+
+def _pyplot() -> Any:
+    matplotlib = require("matplotlib", "plotting the report")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+# -- plots ----------------------------------------------------------------------------
+
+
+def plot_recall(recall: dict[str, Any], path: Path) -> Path:
+    """Recall against budget, per system: overall (solid) and multi-hop (dashed)."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
+    systems = list(dict.fromkeys(row["system"] for row in recall["rows"]))
+    for ax, key, title in (
+        (axes[0], "overall", "Evidence recall, all questions"),
+        (axes[1], "multi-hop", "Evidence recall, multi-hop questions"),
+    ):
+        for system in systems:
+            rows = sorted((r for r in recall["rows"] if r["system"] == system), key=_budget)
+            points = [(r["budget"], r["recall"][key]) for r in rows if key in r["recall"]]
+            if not points:
+                continue
+            color, marker = SYSTEM_STYLE.get(system, ("tab:gray", "x"))
+            ax.plot(*zip(*points, strict=True), marker=marker, color=color, label=system)
+        ax.set_xscale("log", base=2)
+        budgets = sorted({r["budget"] for r in recall["rows"]})
+        ax.set_xticks(budgets, [f"{b:,}" for b in budgets])
+        ax.minorticks_off()
+        ax.set_xlabel("context budget (tokens)")
+        ax.set_title(title)
+        ax.set_ylim(0, 1)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("recall")
+    axes[0].legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _budget(row: dict[str, Any]) -> int:
+    return int(row["budget"])
+
+
+def _series(perf: dict[str, Any]) -> list[dict[str, Any]]:
+    """The measured data corpus and the scaling sizes, by message count."""
+    items = [dict(perf["locomo"], extrapolated=False)] if "locomo" in perf else []
+    items += perf.get("scaling", [])
+    return sorted(items, key=lambda m: m["messages"])
+
+
+def _plot_split(
+    ax: Any,
+    series: Sequence[dict[str, Any]],
+    value: Callable[[dict[str, Any]], float],
+    label: str,
+    color: str,
+    marker: str,
+) -> None:
+    """Measured points solid; the line into extrapolated points dashed, markers hollow."""
+    measured = [m for m in series if not m.get("extrapolated")]
+    if measured:
+        ax.plot(
+            [m["messages"] for m in measured],
+            [value(m) for m in measured],
+            marker=marker,
+            color=color,
+            label=label,
+        )
+    guessed = [m for m in series if m.get("extrapolated")]
+    if guessed:
+        chain = measured[-1:] + guessed
+        ax.plot(
+            [m["messages"] for m in chain],
+            [value(m) for m in chain],
+            linestyle="--",
+            color=color,
+        )
+        ax.plot(
+            [m["messages"] for m in guessed],
+            [value(m) for m in guessed],
+            linestyle="none",
+            color=color,
+            marker=marker,
+            markerfacecolor="white",
+            label=f"{label} (extrapolated)" if not measured else None,
+        )
+
+
+def _getter(*keys: str, scale: float = 1.0) -> Callable[[dict[str, Any]], float]:
+    def get(item: dict[str, Any]) -> float:
+        value: Any = item
+        for key in keys:
+            value = value[key]
+        return float(value) * scale
+
+    return get
+
+
+def plot_latency(perf: dict[str, Any], path: Path) -> Path:
+    """``ask`` and ``query`` p50 and p95 latency against corpus size."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.4))
+    series = _series(perf)
+    for op, color in (("ask", "tab:red"), ("query", "tab:blue")):
+        for pct, marker in (("p50", "o"), ("p95", "^")):
+            _plot_split(
+                ax,
+                series,
+                _getter("latency", op, pct),
+                f"{op} {pct}",
+                color,
+                marker,
+            )
+    ax.set_xscale("log")
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("messages in the index")
+    ax.set_ylabel("latency (ms)")
+    ax.set_title("Latency against corpus size (hollow: extrapolated)")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8, ncols=2, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_size(perf: dict[str, Any], path: Path) -> Path:
+    """Bytes on disk against corpus size: structured index vs float32 vector stores."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.4))
+    series = _series(perf)
+    _plot_split(
+        ax,
+        series,
+        lambda m: m["size"]["total_bytes"] / 1e6,
+        "structured (DuckDB + Whoosh)",
+        "tab:red",
+        "o",
+    )
+    _plot_split(
+        ax,
+        series,
+        lambda m: m["size"]["total_bytes_without_vectors"] / 1e6,
+        "structured, vectors excluded",
+        "tab:orange",
+        "s",
+    )
+    for dim, color in (("384", "tab:green"), ("1536", "tab:purple")):
+        _plot_split(
+            ax,
+            series,
+            _getter("size", "float32_store_bytes", dim, scale=1e-6),
+            f"float32 vectors, {dim} dims (raw)",
+            color,
+            "^",
+        )
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("messages in the index")
+    ax.set_ylabel("size on disk (MB)")
+    ax.set_title("Size against corpus size (hollow: extrapolated)")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+# -- markdown -------------------------------------------------------------------------
+
+
+def _meta_lines(meta: dict[str, Any], what: str) -> list[str]:
+    machine = meta.get("machine", {})
+    load = machine.get("load_average") or []
+    return [
+        f"* **{what}**: `{meta.get('command', '?')}`",
+        f"  * date {meta.get('date', '?')}, commit `{meta.get('git_commit') or '?'}`, "
+        f"structrag {meta.get('structrag', '?')}",
+        f"  * machine: {machine.get('platform', '?')}, {machine.get('cores', '?')} cores, "
+        f"{machine.get('ram_gb', '?')} GB RAM, Python {machine.get('python', '?')}"
+        + (f", load average at start {load[0]:.1f}" if load else ""),
+    ]
+
+
+def _mark(ok: bool | None) -> str:
+    return "n/a" if ok is None else ("yes" if ok else "**no**")
+
+
+def recall_section(recall: dict[str, Any]) -> list[str]:
+    from structrag.bench.recall import Row, markdown_table
+
+    rows = [
+        Row(
+            r["system"],
+            r["budget"],
+            questions=r["questions"],
+            recall=r["recall"],
+            full=r["all_evidence"],
+            counts=r.get("questions_per_category", {}),
+            over_budget=r.get("over_budget", 0),
+        )
+        for r in recall["rows"]
+    ]
+    meta = recall.get("meta", {})
+    lines = [
+        "## Evidence recall",
+        "",
+        f"{meta.get('questions', '?')} questions with evidence from "
+        f"{', '.join(Path(p).name for p in meta.get('data', []))}; every system packs "
+        f"the same rendered turns with the same token counter ({meta.get('encoding', '?')}).",
+        "Recall: the share of a question's evidence messages in its context (0 over "
+        "budget), averaged per category and overall; all evidence: the share of "
+        "questions with every evidence message in context.",
+        "",
+        markdown_table(rows).rstrip(),
+        "",
+        "![recall against budget](recall_vs_budget.png)",
+        "",
+    ]
+    lines += recall_targets(recall["rows"])
+    return lines
+
+
+def recall_targets(rows: Sequence[dict[str, Any]]) -> list[str]:
+    def get(system: str, budget: int, key: str) -> float | None:
+        for r in rows:
+            if r["system"] == system and r["budget"] == budget:
+                value = r["recall"].get(key)
+                return None if value is None else float(value)
+        return None
+
+    overall = get("structured", 1000, "overall")
+    multi = get("structured", 1000, "multi-hop")
+    budgets = sorted({int(r["budget"]) for r in rows if r["system"] == "structured"})
+    above: bool | None = None
+    for base in ("bm25", "dense"):
+        for b in budgets:
+            mine, theirs = get("structured", b, "overall"), get(base, b, "overall")
+            if mine is not None and theirs is not None:
+                above = (above is not False) and mine > theirs
+    return [
+        "| recall target | measured | met |",
+        "|---|---:|---:|",
+        f"| structured overall at 1,000 tokens >= 0.85 | {_fmt(overall)} | "
+        f"{_mark(None if overall is None else overall >= 0.85)} |",
+        f"| structured multi-hop at 1,000 tokens >= 0.70 | {_fmt(multi)} | "
+        f"{_mark(None if multi is None else multi >= 0.70)} |",
+        f"| structured above BM25 and dense at every budget | | {_mark(above)} |",
+        "",
+    ]
+
+
+def duration(seconds: float) -> str:
+    """``40 s``, ``12 min``, ``1.5 h``."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _fmt(value: float | None, digits: int = 3) -> str:
+    return "" if value is None else f"{value:.{digits}f}"
+
+
+def perf_section(perf: dict[str, Any]) -> list[str]:
+    lines = ["## Speed, size and memory", ""]
+    throughput = perf.get("throughput")
+    data_name = ", ".join(Path(p).name for p in perf.get("meta", {}).get("data", []))
+    if throughput:
+        lines += [
+            f"Ingest of {data_name} into a fresh index ({throughput['cli']['messages']} "
+            f"messages, {throughput['cli']['workers']} workers), median of "
+            f"{throughput['cli']['runs']} runs (min-max):",
+            "",
+            "| path | messages/s | seconds |",
+            "|---|---:|---:|",
+        ]
+        for label, info in throughput.items():
+            lines.append(
+                f"| {label} | {info['messages_per_second_median']:.0f} "
+                f"({info['messages_per_second_min']:.0f}-{info['messages_per_second_max']:.0f})"
+                f" | {info['seconds_median']:.1f} |"
+            )
+        lines += [
+            "",
+            "`cli`: `structrag ingest` in a new process (start-up and model load included); "
+            "`api-cold`: `Index.ingest` in a fresh process; `api-warm`: `Index.ingest` with "
+            "the pipeline already loaded.",
+            "",
+        ]
+    series = _series(perf)
+    if series:
+        lines += [
+            "Per corpus: ingest into a fresh index, then `ask` (budget "
+            f"{perf.get('meta', {}).get('budget', 1000)}) and `query` (the expression `ask` "
+            "translated the question into) scoped to the question's conversation, second "
+            "pass over the questions (the first call per conversation, which builds its "
+            "caches, is `ask first`). Size: DuckDB file + Whoosh directory; the default "
+            "index stores a 64-dim static embedding per message, counted in `B/msg` and "
+            "left out of `B/msg w/o vectors`. float32 store: raw vectors only (no text, no "
+            "ANN index). Peak RSS: the measuring process (extraction workers apart).",
+            "",
+            "| messages | | ingest s | msg/s | ask p50 / p95 / p99 ms | query p50 / p95 / p99"
+            " ms | ask first p50 ms | B/msg | B/msg w/o vectors | float32 384 / 1536 B/msg"
+            " | peak RSS MB |",
+            "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for m in series:
+            lat = m["latency"]
+            first = lat.get("ask_first", {}).get("p50")
+            f32 = m["size"]["float32_store_bytes_per_message"]
+            rss = m.get("peak_rss_mb", {})
+            workers = f" (+{rss['workers']:.0f})" if rss.get("workers") else ""
+            lines.append(
+                f"| {m['messages']:,} | {'extrapolated' if m.get('extrapolated') else 'measured'}"
+                f" | {m['ingest']['seconds']:,.0f} | {m['ingest']['messages_per_second']:.0f} | "
+                + " / ".join(f"{lat['ask'][p]:.1f}" for p in ("p50", "p95", "p99"))
+                + " | "
+                + " / ".join(f"{lat['query'][p]:.1f}" for p in ("p50", "p95", "p99"))
+                + f" | {'' if first is None else f'{first:.0f}'}"
+                f" | {m['size']['bytes_per_message']:,.0f}"
+                f" | {m['size']['bytes_per_message_without_vectors']:,.0f}"
+                f" | {f32['384']:,} / {f32['1536']:,}"
+                f" | {rss.get('process', float('nan')):,.0f}{workers} |"
+            )
+        extrapolated = [m for m in series if m.get("extrapolated")]
+        for m in extrapolated:
+            lines += [
+                "",
+                f"{m['messages']:,} messages were not run: the estimate was "
+                f"{duration(m.get('estimated_seconds', 0))}, over the "
+                f"{duration(perf.get('meta', {}).get('max_seconds', 0))} budget (--max-seconds). "
+                f"Extrapolated: {m.get('method', '')}.",
+            ]
+        lines += [
+            "",
+            "![latency against corpus size](latency_vs_size.png)",
+            "![size against corpus size](size_vs_size.png)",
+            "",
+        ]
+        lines += perf_targets(perf, series)
+    return lines
+
+
+def perf_targets(perf: dict[str, Any], series: Sequence[dict[str, Any]]) -> list[str]:
+    rate = (perf.get("throughput") or {}).get("api-warm", {}).get("messages_per_second_median")
+    at = next((m for m in series if m["messages"] == 100_000), None)
+    largest = max((m for m in series if not m.get("extrapolated")), key=lambda m: m["messages"])
+    p50 = at["latency"]["ask"]["p50"] if at else None
+    p95 = at["latency"]["ask"]["p95"] if at else None
+    note = " (extrapolated)" if at and at.get("extrapolated") else ""
+    size = largest["size"]["bytes_per_message_without_vectors"]
+    return [
+        "| speed and size target | measured | met |",
+        "|---|---:|---:|",
+        f"| ingest >= 500 messages/s (api-warm) | {_fmt(rate, 0)} | "
+        f"{_mark(None if rate is None else rate >= 500)} |",
+        f"| `ask` p50 <= 20 ms at 100k messages | {_fmt(p50, 1)}{note} | "
+        f"{_mark(None if p50 is None else p50 <= 20)} |",
+        f"| `ask` p95 <= 100 ms at 100k messages | {_fmt(p95, 1)}{note} | "
+        f"{_mark(None if p95 is None else p95 <= 100)} |",
+        f"| index <= 1 KB per message, vectors excluded (at {largest['messages']:,}) | "
+        f"{size:,.0f} B | {_mark(size <= 1024)} |",
+        "",
+    ]
+
+
+def write_report(directory: Path, out: Path | None = None) -> list[Path]:
+    """Write ``report.md`` and the PNG plots for a results directory; returns the paths."""
+    results = load_results(directory)
+    out = out or directory
+    out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    lines = ["# structrag benchmark report", ""]
+    for name, what in (("recall", "recall"), ("perf", "speed, size, scaling")):
+        if name in results:
+            lines += _meta_lines(results[name].get("meta", {}), what)
+    lines += [
+        "",
+        "Data: LoCoMo-format files (github.com/snap-research/locomo, CC BY-NC 4.0; not "
+        "shipped with structrag). The per-question `recall.jsonl` holds LoCoMo text and is "
+        "not committed; `structrag bench rescore recall.jsonl` recomputes the table from it.",
+        "",
+    ]
+    if "recall" in results:
+        lines += recall_section(results["recall"])
+        written.append(plot_recall(results["recall"], out / PLOTS[0]))
+    if "perf" in results:
+        lines += perf_section(results["perf"])
+        if _series(results["perf"]):
+            written.append(plot_latency(results["perf"], out / PLOTS[1]))
+            written.append(plot_size(results["perf"], out / PLOTS[2]))
+    notes = directory / NOTES
+    if notes.exists():
+        lines += ["## Notes on this run", "", notes.read_text(encoding="utf-8").strip(), ""]
+    report = out / "report.md"
+    report.write_text("\n".join(lines).rstrip() + "\n", encoding="utf-8")
+    return [report, *written]
