@@ -45,6 +45,20 @@ class SourceRecord:
     warnings: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class FailureRecord:
+    """A message whose extraction failed: kept with its metadata knowledge, redone by
+    ``ingest --retry-failed``."""
+
+    mkey: int
+    conversation: str
+    message_id: str
+    extractor: str
+    model: str | None
+    error: str
+    attempts: int
+
+
 class StoreTransaction(Protocol):
     """One ingest's writes to the store; nothing is visible until :meth:`commit`."""
 
@@ -55,10 +69,12 @@ class StoreTransaction(Protocol):
         refs: Sequence[tuple[int, int, SemanticRef]],
         aliases: Sequence[tuple[str, str, str, float, str]] = (),
         embeddings: Sequence[tuple[int, str, list[float]]] = (),
+        failures: Sequence[FailureRecord] = (),
     ) -> None:
         """Add a chunk: new and changed messages, refs as ``(ref_id, mkey, ref)``, aliases
         as ``(conversation, term, related, weight, source)``, embeddings as
-        ``(mkey, model, vector)``."""
+        ``(mkey, model, vector)``, and extraction failures. A changed message loses its
+        old refs, embeddings and failures."""
         ...
 
     def commit(self) -> int:
@@ -104,6 +120,10 @@ class KnowledgeStore(Protocol):
 
     def begin(self, source: SourceRecord, conversations: list[Conversation]) -> StoreTransaction:
         """Start the transaction of one ingested source."""
+        ...
+
+    def failed_messages(self, extractors: Sequence[str]) -> list[StoredMessage]:
+        """Messages with a recorded extraction failure by one of ``extractors``."""
         ...
 
     def stats(self) -> StoreStats: ...
