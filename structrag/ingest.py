@@ -35,12 +35,12 @@ from structrag.extract.base import (
     Extractor,
     ReportsUsage,
     RetriesFailures,
-    failure_of,
+    outcome_of,
 )
 from structrag.importers import LoadOptions, ParsedSource, load_source
 from structrag.models import Action, Conversation, Entity, Message, SemanticRef, Tag, Topic
 from structrag.store.protocols import (
-    FailureRecord,
+    ExtractionRecord,
     IndexedMessage,
     KnowledgeStore,
     SourceRecord,
@@ -175,7 +175,7 @@ class _Chunk:
     new: list[StoredMessage] = field(default_factory=list)
     changed: list[StoredMessage] = field(default_factory=list)
     refs: list[tuple[int, int, SemanticRef]] = field(default_factory=list)
-    failures: list[FailureRecord] = field(default_factory=list)
+    outcomes: list[ExtractionRecord] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.new) + len(self.changed)
@@ -442,17 +442,17 @@ class Ingestor:
                 )
                 chunk.refs.extend((next_ref + i, mkey, r) for i, r in enumerate(refs))
                 next_ref += len(refs)
-                failure = failure_of(refs)
-                if failure is not None:
-                    chunk.failures.append(
-                        FailureRecord(
+                outcome = outcome_of(refs)
+                if outcome is not None:
+                    chunk.outcomes.append(
+                        ExtractionRecord(
                             mkey=mkey,
                             conversation=message.conversation,
                             message_id=message.id,
-                            extractor=failure.extractor,
-                            model=failure.model,
-                            error=failure.error,
-                            attempts=failure.attempts,
+                            extractor=outcome.extractor,
+                            model=outcome.model,
+                            error=outcome.error,
+                            attempts=outcome.attempts,
                         )
                     )
                 (chunk.new if is_new else chunk.changed).append(stored)
@@ -486,9 +486,9 @@ class Ingestor:
             chunk.refs,
             aliases=gather_aliases((s.message for s in touched), (r for _, _, r in chunk.refs)),
             embeddings=self.embedder(touched) if self.embedder else [],
-            failures=chunk.failures,
+            extractions=chunk.outcomes,
         )
-        report.messages_failed += len(chunk.failures)
+        report.messages_failed += sum(1 for o in chunk.outcomes if o.error is not None)
         report.messages_added += len(chunk.new)
         report.messages_updated += len(chunk.changed)
         report.refs_added += len(chunk.refs)

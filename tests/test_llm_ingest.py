@@ -230,7 +230,8 @@ def test_500s_are_recorded_and_retry_failed_picks_them_up(
         assert server.calls - before == 2
         assert retry.messages_updated == 2 and retry.messages_failed == 0
         assert _failures(index) == []
-        assert index.stats()["extractors"]["llm"]["failed"] == 0
+        llm_stats = index.stats()["extractors"]["llm"]
+        assert (llm_stats["extracted"], llm_stats["failed"]) == (len(CHAT), 0)
         assert any(k.get("name") == "Biscuit" for k in index.show("m5")["knowledge"])
         assert index.stats()["messages"] == len(CHAT)
         (nothing,) = index.ingest([], extractor="llm", llm=config(server), retry_failed=True)
@@ -409,3 +410,17 @@ def test_tokens_are_counted_when_the_server_sends_no_usage(tmp_path: Path, chat:
         (report,) = index.ingest([chat], extractor="llm", llm=config(srv))
     assert report.llm is not None and report.llm["estimated_calls"] == len(CHAT)
     assert report.llm["input_tokens"] > 100 * len(CHAT) and report.llm["output_tokens"] > 0
+
+
+def test_a_message_the_model_finds_nothing_in_still_counts_as_extracted(
+    tmp_path: Path, server: FakeOpenAIServer, chat: Path
+) -> None:
+    server.on("Bring photos", Reply(knowledge={"entities": [], "actions": [], "topics": []}))
+    with Index(tmp_path / "ix") as index:
+        index.ingest([chat], extractor="llm", llm=config(server))
+        llm = index.stats()["extractors"]["llm"]
+        assert (llm["extracted"], llm["failed"]) == (len(CHAT), 0)
+        assert not any(k["extractor"] == "llm/1" for k in index.show("m6")["knowledge"])
+        rows = index.store.sql("SELECT message_id, model, attempts FROM extractions ORDER BY 1")
+        assert [r[0] for r in rows] == [f"m{i}" for i in range(1, len(CHAT) + 1)]
+        assert {(r[1], r[2]) for r in rows} == {("test-model", 1)}

@@ -5,8 +5,9 @@ in order. It names itself and its version so every ref records where it came fro
 so a change of extractor settings is visible in the index.
 
 An extractor that can fail per message (the LLM) yields :class:`ExtractedRefs`: the refs it
-has for the message (at least its metadata knowledge) and the :class:`ExtractionFailure`,
-which the ingest records next to the message so ``ingest --retry-failed`` can redo it.
+has for the message (at least its metadata knowledge) and an :class:`ExtractionOutcome`,
+which the ingest records next to the message: a success (so a message the model found
+nothing in still counts as extracted), or a failure that ``ingest --retry-failed`` redoes.
 """
 
 from __future__ import annotations
@@ -42,28 +43,39 @@ class Extractor(Protocol):
 
 
 @dataclass(frozen=True)
-class ExtractionFailure:
-    """Why a message has no extracted knowledge (beyond its metadata knowledge)."""
+class ExtractionOutcome:
+    """How extraction went for one message; ``error`` is None when it succeeded, else says
+    why the message has no extracted knowledge (beyond its metadata knowledge)."""
 
     extractor: str
-    error: str
-    attempts: int = 1
     model: str | None = None
+    error: str | None = None
+    attempts: int = 1
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None
 
 
 class ExtractedRefs(list[SemanticRef]):
-    """The refs of one message, and the failure when extraction did not succeed."""
+    """The refs of one message, and how its extraction went."""
 
     def __init__(
-        self, refs: Iterable[SemanticRef] = (), failure: ExtractionFailure | None = None
+        self, refs: Iterable[SemanticRef] = (), outcome: ExtractionOutcome | None = None
     ) -> None:
         super().__init__(refs)
-        self.failure = failure
+        self.outcome = outcome
 
 
-def failure_of(refs: Sequence[SemanticRef]) -> ExtractionFailure | None:
-    """The failure recorded with a message's refs, if any."""
-    return refs.failure if isinstance(refs, ExtractedRefs) else None
+def outcome_of(refs: Sequence[SemanticRef]) -> ExtractionOutcome | None:
+    """The outcome recorded with a message's refs, if any."""
+    return refs.outcome if isinstance(refs, ExtractedRefs) else None
+
+
+def failure_of(refs: Sequence[SemanticRef]) -> ExtractionOutcome | None:
+    """The failed outcome of a message's extraction, if it failed."""
+    outcome = outcome_of(refs)
+    return outcome if outcome is not None and outcome.failed else None
 
 
 @runtime_checkable

@@ -13,8 +13,8 @@ adds the metadata knowledge every extractor gives.
 * **Bounded concurrency, in order**: up to ``concurrency`` requests run in a thread pool,
   a few windows ahead of the consumer; results are yielded in message order.
 * **Failures do not stop the ingest**: a message whose request fails after retries yields
-  its metadata knowledge and an :class:`~structrag.extract.base.ExtractionFailure`, which
-  the ingest records for ``--retry-failed``. Only an unusable endpoint
+  its metadata knowledge and a failed :class:`~structrag.extract.base.ExtractionOutcome`,
+  which the ingest records for ``--retry-failed``. Only an unusable endpoint
   (:class:`~structrag.llm.base.LLMEndpointError`) stops it.
 
 :class:`HybridExtractor` runs a base extractor (spaCy) on every message and merges the
@@ -37,11 +37,11 @@ from structrag.analysis import term_key
 from structrag.extract.base import (
     METADATA_EXTRACTOR,
     ExtractedRefs,
-    ExtractionFailure,
+    ExtractionOutcome,
     Extractor,
     Progress,
-    failure_of,
     metadata_knowledge,
+    outcome_of,
 )
 from structrag.extract.grounding import ground
 from structrag.llm.base import LLMCallFailed, LLMEndpointError, StructuredLLM
@@ -66,11 +66,12 @@ LOOKAHEAD_WINDOWS = 4
 @dataclass(frozen=True)
 class _Answered:
     answer: MessageKnowledge
+    attempts: int = 0  # 0: from the cache
 
 
 @dataclass(frozen=True)
 class _Failed:
-    failure: ExtractionFailure
+    failure: ExtractionOutcome
 
 
 _Outcome = _Answered | _Failed
@@ -183,17 +184,17 @@ class LLMExtractor:
             raise
         except LLMCallFailed as exc:
             self.meter.add_call(exc.stats, failed=True)
-            failure = ExtractionFailure(
+            failure = ExtractionOutcome(
                 extractor=self.name,
+                model=self.llm.model,
                 error=exc.message,
                 attempts=max(1, exc.stats.calls),
-                model=self.llm.model,
             )
             return _Failed(failure)
         except Exception as exc:  # a request must not take the whole ingest down
             self.meter.add(failures=1)
-            failure = ExtractionFailure(
-                extractor=self.name, error=f"{type(exc).__name__}: {exc}", model=self.llm.model
+            failure = ExtractionOutcome(
+                extractor=self.name, model=self.llm.model, error=f"{type(exc).__name__}: {exc}"
             )
             return _Failed(failure)
         stats = completion.stats
@@ -203,17 +204,18 @@ class LLMExtractor:
                 completion.value.model_dump_json(), stats.input_tokens, stats.output_tokens
             )
             self.cache.put(self.llm.model, PROMPT_VERSION, digest, answer)
-        return _Answered(completion.value)
+        return _Answered(completion.value, completion.stats.calls)
 
     def _refs(self, message: Message, outcome: _Outcome | None) -> ExtractedRefs:
         refs = ExtractedRefs(metadata_knowledge(message) if self.include_metadata else ())
         if outcome is None:
             return refs
         if isinstance(outcome, _Failed):
-            refs.failure = outcome.failure
+            refs.outcome = outcome.failure
             return refs
         grounded = ground(message, outcome.answer, extractor=self.name, version=self.version)
         refs.extend(grounded.refs)
+        refs.outcome = ExtractionOutcome(self.name, self.llm.model, attempts=outcome.attempts)
         self.meter.add(messages=1, invented_dropped=len(grounded.invented))
         return refs
 
@@ -298,4 +300,4 @@ def merge(base: Sequence[SemanticRef], llm: Sequence[SemanticRef]) -> ExtractedR
     also names is left out (the LLM's has types and facets). Metadata refs stay."""
     named = {key for key in map(_key, llm) if key is not None}
     kept = [r for r in base if r.extractor == METADATA_EXTRACTOR or _key(r) not in named]
-    return ExtractedRefs([*kept, *llm], failure=failure_of(llm))
+    return ExtractedRefs([*kept, *llm], outcome=outcome_of(llm))

@@ -11,8 +11,9 @@ time index column), ``semantic_refs`` (provenance) and the typed knowledge table
 ``entities``, ``actions``, ``topics``, ``tags`` and ``facets`` (entity facets and action
 params), ``properties`` (name/value -> ref, as in KnowPro's property index), ``aliases``,
 ``embeddings``, ``sources`` (the ingest log with file hashes), ``extraction_failures``
-(messages whose extraction failed, written with the message) and ``llm_cache`` (LLM answers,
-see :mod:`structrag.store.duckdb_llm_cache`).
+(messages whose extraction failed, written with the message), ``extractions`` (messages an
+extractor that records outcomes, the LLM, answered) and ``llm_cache`` (LLM answers, see
+:mod:`structrag.store.duckdb_llm_cache`).
 """
 
 from __future__ import annotations
@@ -40,7 +41,12 @@ from structrag.models import (
     Tag,
     Topic,
 )
-from structrag.store.protocols import FailureRecord, SourceRecord, StoredMessage, StoreStats
+from structrag.store.protocols import (
+    ExtractionRecord,
+    SourceRecord,
+    StoredMessage,
+    StoreStats,
+)
 
 SCHEMA_VERSION = "1"
 DB_FILENAME = "structrag.duckdb"
@@ -93,6 +99,10 @@ CREATE TABLE IF NOT EXISTS sources (
     fingerprint VARCHAR, extractor VARCHAR, settings JSON, started_at TIMESTAMP,
     finished_at TIMESTAMP, messages_added INTEGER, messages_updated INTEGER,
     messages_unchanged INTEGER, refs_added INTEGER, warnings JSON
+);
+CREATE TABLE IF NOT EXISTS extractions (
+    mkey BIGINT, conversation VARCHAR, message_id VARCHAR, extractor VARCHAR, model VARCHAR,
+    attempts INTEGER, extracted_at TIMESTAMP
 );
 CREATE TABLE IF NOT EXISTS extraction_failures (
     mkey BIGINT, conversation VARCHAR, message_id VARCHAR, extractor VARCHAR, model VARCHAR,
@@ -295,10 +305,17 @@ class DuckDBStore:
         ).fetchall():
             extractors[str(name)] = {"extracted": int(messages), "refs": int(refs), "failed": 0}
         with suppress(duckdb.CatalogException):  # an old index opened read-only
-            for name, failed in con.execute(
-                "SELECT extractor, count(*) FROM extraction_failures GROUP BY extractor"
+            # Extractors that record outcomes count the messages they answered, including
+            # those in which they found nothing.
+            for name, answered in con.execute(
+                "SELECT extractor, count(DISTINCT mkey) FROM extractions GROUP BY extractor"
             ).fetchall():
-                entry = extractors.setdefault(str(name), {"extracted": 0, "refs": 0})
+                entry = extractors.setdefault(str(name), {"extracted": 0, "refs": 0, "failed": 0})
+                entry["extracted"] = int(answered)
+            for name, failed in con.execute(
+                "SELECT extractor, count(DISTINCT mkey) FROM extraction_failures GROUP BY extractor"
+            ).fetchall():
+                entry = extractors.setdefault(str(name), {"extracted": 0, "refs": 0, "failed": 0})
                 entry["failed"] = int(failed)
         return StoreStats(
             conversations=scalar("SELECT count(*) FROM conversations"),
@@ -455,15 +472,15 @@ class DuckDBTransaction:
         refs: Sequence[tuple[int, int, SemanticRef]],
         aliases: Sequence[tuple[str, str, str, float, str]] = (),
         embeddings: Sequence[tuple[int, str, list[float]]] = (),
-        failures: Sequence[FailureRecord] = (),
+        extractions: Sequence[ExtractionRecord] = (),
     ) -> None:
         try:
             if changed:
                 self._replace(changed)
             _insert_messages(self.con, new, self.source_id)
             _insert_refs(self.con, refs)
-            if failures:
-                _insert_failures(self.con, failures)
+            if extractions:
+                _insert_extractions(self.con, extractions)
             if aliases:
                 _bulk(self.con, "aliases", _ALIAS_COLUMNS, _columns(aliases))
             if embeddings:
@@ -481,7 +498,7 @@ class DuckDBTransaction:
                 "WHERE mkey IN (SELECT unnest($1::BIGINT[])))",
                 [keys],
             )
-        for table in ("semantic_refs", "embeddings", "extraction_failures"):
+        for table in ("semantic_refs", "embeddings", "extractions", "extraction_failures"):
             con.execute(f"DELETE FROM {table} WHERE mkey IN (SELECT unnest($1::BIGINT[]))", [keys])
         for stored in changed:
             m = stored.message
@@ -601,6 +618,15 @@ def _insert_messages(
     _bulk(con, "messages", list(_MESSAGE_TYPES.items()), _columns(rows))
 
 
+_EXTRACTION_COLUMNS = [
+    ("mkey", "BIGINT"),
+    ("conversation", "VARCHAR"),
+    ("message_id", "VARCHAR"),
+    ("extractor", "VARCHAR"),
+    ("model", "VARCHAR"),
+    ("attempts", "INTEGER"),
+    ("extracted_at", "TIMESTAMP"),
+]
 _FAILURE_COLUMNS = [
     ("mkey", "BIGINT"),
     ("conversation", "VARCHAR"),
@@ -613,13 +639,25 @@ _FAILURE_COLUMNS = [
 ]
 
 
-def _insert_failures(con: duckdb.DuckDBPyConnection, failures: Sequence[FailureRecord]) -> None:
+def _insert_extractions(
+    con: duckdb.DuckDBPyConnection, records: Sequence[ExtractionRecord]
+) -> None:
+    """Successes into ``extractions``, failures into ``extraction_failures``."""
     now = datetime.now(UTC).replace(tzinfo=None)
-    rows = [
-        (f.mkey, f.conversation, f.message_id, f.extractor, f.model, f.error, f.attempts, now)
-        for f in failures
+    ok = [
+        (r.mkey, r.conversation, r.message_id, r.extractor, r.model, r.attempts, now)
+        for r in records
+        if r.error is None
     ]
-    _bulk(con, "extraction_failures", _FAILURE_COLUMNS, _columns(rows))
+    failed = [
+        (r.mkey, r.conversation, r.message_id, r.extractor, r.model, r.error, r.attempts, now)
+        for r in records
+        if r.error is not None
+    ]
+    if ok:
+        _bulk(con, "extractions", _EXTRACTION_COLUMNS, _columns(ok))
+    if failed:
+        _bulk(con, "extraction_failures", _FAILURE_COLUMNS, _columns(failed))
 
 
 _REF_TABLES: dict[str, list[tuple[str, str]]] = {

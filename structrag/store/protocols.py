@@ -46,16 +46,17 @@ class SourceRecord:
 
 
 @dataclass(frozen=True)
-class FailureRecord:
-    """A message whose extraction failed: kept with its metadata knowledge, redone by
-    ``ingest --retry-failed``."""
+class ExtractionRecord:
+    """How one message's extraction went, for extractors that say (the LLM): a success
+    (``error`` None), or a failure, kept with the message's metadata knowledge and redone
+    by ``ingest --retry-failed``."""
 
     mkey: int
     conversation: str
     message_id: str
     extractor: str
     model: str | None
-    error: str
+    error: str | None
     attempts: int
 
 
@@ -69,12 +70,12 @@ class StoreTransaction(Protocol):
         refs: Sequence[tuple[int, int, SemanticRef]],
         aliases: Sequence[tuple[str, str, str, float, str]] = (),
         embeddings: Sequence[tuple[int, str, list[float]]] = (),
-        failures: Sequence[FailureRecord] = (),
+        extractions: Sequence[ExtractionRecord] = (),
     ) -> None:
         """Add a chunk: new and changed messages, refs as ``(ref_id, mkey, ref)``, aliases
         as ``(conversation, term, related, weight, source)``, embeddings as
-        ``(mkey, model, vector)``, and extraction failures. A changed message loses its
-        old refs, embeddings and failures."""
+        ``(mkey, model, vector)``, and extraction outcomes. A changed message loses its
+        old refs, embeddings and outcomes."""
         ...
 
     def commit(self) -> int:
