@@ -111,6 +111,13 @@ def llm_options(func: F) -> F:
             "Retries per message on 429/5xx/timeouts, and re-asks on invalid output "
             "[default: 3]. Env: STRUCTRAG_LLM_MAX_RETRIES.",
         ),
+        (
+            "--llm-max-tokens",
+            "max_tokens",
+            click.IntRange(16),
+            "Longest answer, in tokens; requests ask for less on short messages "
+            "[default: 4096]. Env: STRUCTRAG_LLM_MAX_TOKENS.",
+        ),
     ]
 
     @functools.wraps(func)

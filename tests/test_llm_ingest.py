@@ -424,3 +424,17 @@ def test_a_message_the_model_finds_nothing_in_still_counts_as_extracted(
         rows = index.store.sql("SELECT message_id, model, attempts FROM extractions ORDER BY 1")
         assert [r[0] for r in rows] == [f"m{i}" for i in range(1, len(CHAT) + 1)]
         assert {(r[1], r[2]) for r in rows} == {("test-model", 1)}
+
+
+def test_an_answer_cut_off_at_the_token_limit_is_not_reasked(
+    tmp_path: Path, server: FakeOpenAIServer, chat: Path
+) -> None:
+    looping = '{"actions": [' + '{"verbs": ["loaf"]}, ' * 200  # never closes
+    server.on("Ghibli", Reply(raw=looping))
+    with Index(tmp_path / "ix") as index:
+        (report,) = index.ingest([chat], extractor="llm", llm=config(server, max_retries=3))
+        ((message_id, error, attempts),) = _failures(index)
+    assert message_id == "m4" and "cut off" in error and attempts == 1
+    assert report.llm is not None and report.llm["calls"] == len(CHAT)
+    (request,) = server.calls_for("Ghibli")
+    assert 256 < request.body["max_tokens"] < 400  # sized to the message, not the 4096 cap

@@ -54,7 +54,7 @@ from structrag.llm.prompt import (
     render_message,
 )
 from structrag.llm.schema import MessageKnowledge, extraction_json_schema
-from structrag.llm.usage import UsageMeter, estimate_tokens
+from structrag.llm.usage import UsageMeter, estimate_tokens, output_budget
 from structrag.models import Entity, Message, SemanticRef, Topic
 from structrag.tokens import TokenCounter, get_counter
 
@@ -178,7 +178,11 @@ class LLMExtractor:
         if self._broken is not None:
             raise self._broken  # queued requests do not knock on a door known to be shut
         try:
-            completion = self.llm.complete(prompt_messages(message), MessageKnowledge)
+            completion = self.llm.complete(
+                prompt_messages(message),
+                MessageKnowledge,
+                max_tokens=output_budget(self.counter.count(message.text)),
+            )
         except LLMEndpointError as exc:
             self._broken = exc
             raise

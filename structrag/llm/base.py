@@ -31,6 +31,7 @@ class CallStats:
     calls: int = 0
     retries: int = 0
     invalid_outputs: int = 0
+    truncated: bool = False  # the last answer stopped at the token limit
     input_tokens: int = 0
     output_tokens: int = 0
     estimated_calls: int = 0
@@ -72,9 +73,16 @@ class StructuredLLM(Protocol):
         """What changes the answers (model, mode, temperature); no secrets."""
         ...
 
-    def complete(self, messages: list[dict[str, str]], response_model: type[T]) -> Completion[T]:
-        """One structured answer. Raises :class:`LLMCallFailed` when this request failed
-        after retries, :class:`LLMEndpointError` when no request can succeed."""
+    def complete(
+        self,
+        messages: list[dict[str, str]],
+        response_model: type[T],
+        *,
+        max_tokens: int | None = None,
+    ) -> Completion[T]:
+        """One structured answer of at most ``max_tokens`` (capped by the client's own
+        limit). Raises :class:`LLMCallFailed` when this request failed after retries,
+        :class:`LLMEndpointError` when no request can succeed."""
         ...
 
 
@@ -97,7 +105,13 @@ class OfflineLLM:
     def settings(self) -> dict[str, object]:
         return dict(self._settings)
 
-    def complete(self, messages: list[dict[str, str]], response_model: type[T]) -> Completion[T]:
+    def complete(
+        self,
+        messages: list[dict[str, str]],
+        response_model: type[T],
+        *,
+        max_tokens: int | None = None,
+    ) -> Completion[T]:
         raise LLMEndpointError(
             "no LLM endpoint configured: this extractor only reads cached answers",
             hint="set --llm-base-url or STRUCTRAG_LLM_BASE_URL",

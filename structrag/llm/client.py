@@ -4,7 +4,8 @@
 
 * **Structured output** through instructor, in tool-calling mode (default), JSON mode or
   markdown-JSON mode (:data:`~structrag.llm.config.MODES`). Output that does not validate
-  is re-asked with the validation error, up to ``max_retries`` times (instructor's loop).
+  is re-asked with the validation error, up to ``max_retries`` times (instructor's loop),
+  unless it was cut off at the token limit: a model that loops would loop again.
 * **Retries with backoff** on 429, 5xx, 408/409 and timeouts: exponential delays with
   jitter, or the server's ``Retry-After`` / ``retry-after-ms`` when it sends one, capped by
   ``max_backoff``. The openai client's own retries are off so every call is counted here.
@@ -34,6 +35,7 @@ import openai
 from instructor.core.exceptions import IncompleteOutputException, InstructorRetryException
 from instructor.core.hooks import Hooks
 from pydantic import ValidationError
+from tenacity import Retrying, retry_if_exception, stop_after_attempt
 
 from structrag.llm.base import CallStats, Completion, LLMCallFailed, LLMEndpointError, T
 from structrag.llm.config import LLMConfig
@@ -174,31 +176,57 @@ class InstructorLLM:
         delay = min(cap, self.config.backoff * 2.0 ** (retry - 1))
         return delay * (0.5 + random.random() / 2)  # jitter: spread retries of parallel calls
 
-    def complete(self, messages: list[dict[str, str]], response_model: type[T]) -> Completion[T]:
+    def complete(
+        self,
+        messages: list[dict[str, str]],
+        response_model: type[T],
+        *,
+        max_tokens: int | None = None,
+    ) -> Completion[T]:
         stats = CallStats()
+        limit = min(max_tokens or self.config.max_tokens, self.config.max_tokens)
         transport_retries = 0
         while True:
-            hooks = self._hooks(stats, messages)
+            hooks = self._hooks(stats, messages, limit)
+            # Re-ask output that does not validate, but not output cut off at the limit.
+            reasks = Retrying(
+                stop=stop_after_attempt(self.config.max_retries + 1),
+                retry=retry_if_exception(
+                    lambda e: (
+                        isinstance(e, ValidationError | json.JSONDecodeError)
+                        and not stats.truncated
+                    )
+                ),
+                reraise=True,
+            )
             try:
                 with self._slots:
                     value = self._client.chat.completions.create(
                         model=self.config.model,
                         messages=messages,  # type: ignore[arg-type]
                         response_model=response_model,
-                        max_retries=self.config.max_retries,
+                        max_retries=reasks,
+                        max_tokens=limit,
                         temperature=self.config.temperature,
                         hooks=hooks,
                     )
             except (InstructorRetryException, IncompleteOutputException) as exc:
                 cause: BaseException = exc.__cause__ or exc
+                if stats.truncated or isinstance(cause, IncompleteOutputException):
+                    stats.retries = max(0, stats.calls - 1)
+                    raise LLMCallFailed(
+                        f"output cut off at the {limit}-token limit (after {stats.calls} attempts)",
+                        stats,
+                        hint="the model may be looping; a larger --llm-max-tokens or a "
+                        "stronger model may help",
+                    ) from cause
                 if _is_fatal(cause):
                     raise LLMEndpointError(
                         f"the LLM endpoint {self.config.base_url} refused the request "
                         f"({_describe(cause)})",
                         hint="check --llm-base-url, --llm-model and --llm-api-key",
                     ) from cause
-                retryable = _is_transient(cause) or isinstance(exc, IncompleteOutputException)
-                if retryable and transport_retries < self.config.max_retries:
+                if _is_transient(cause) and transport_retries < self.config.max_retries:
                     transport_retries += 1
                     headers = getattr(getattr(cause, "response", None), "headers", None)
                     self._sleep(self.backoff(transport_retries, retry_after_seconds(headers)))
@@ -218,8 +246,9 @@ class InstructorLLM:
             stats.retries = stats.calls - 1
             return Completion(value=value, stats=stats)
 
-    def _hooks(self, stats: CallStats, messages: list[dict[str, str]]) -> Hooks:
-        """Per-request hooks that count calls, invalid outputs and tokens."""
+    def _hooks(self, stats: CallStats, messages: list[dict[str, str]], limit: int) -> Hooks:
+        """Per-request hooks that count calls, invalid outputs and tokens, and notice an
+        answer that stopped at the token limit."""
         hooks = Hooks()
         request: dict[str, Any] = {}
 
@@ -232,13 +261,16 @@ class InstructorLLM:
             usage = getattr(response, "usage", None)
             prompt = getattr(usage, "prompt_tokens", None)
             output = getattr(usage, "completion_tokens", None)
-            if isinstance(prompt, int) and isinstance(output, int):
-                stats.input_tokens += prompt
-                stats.output_tokens += output
-                return
-            stats.estimated_calls += 1
-            stats.input_tokens += self._count_request(request or {"messages": messages})
-            stats.output_tokens += self._count_response(response)
+            if not (isinstance(prompt, int) and isinstance(output, int)):
+                stats.estimated_calls += 1
+                prompt = self._count_request(request or {"messages": messages})
+                output = self._count_response(response)
+            stats.input_tokens += prompt
+            stats.output_tokens += output
+            choices = getattr(response, "choices", None) or []
+            finish = getattr(choices[0], "finish_reason", None) if choices else None
+            # Some servers say "tool_calls" even when they stopped at the limit.
+            stats.truncated = finish == "length" or output >= limit
 
         def on_parse_error(error: Exception, **kwargs: Any) -> None:
             stats.invalid_outputs += 1

@@ -37,6 +37,7 @@ ENV_CONCURRENCY = "STRUCTRAG_LLM_CONCURRENCY"
 ENV_TIMEOUT = "STRUCTRAG_LLM_TIMEOUT"
 ENV_MODE = "STRUCTRAG_LLM_MODE"
 ENV_MAX_RETRIES = "STRUCTRAG_LLM_MAX_RETRIES"
+ENV_MAX_TOKENS = "STRUCTRAG_LLM_MAX_TOKENS"
 
 # setting -> (flag, environment variable), for error messages.
 _SOURCES = {
@@ -47,6 +48,7 @@ _SOURCES = {
     "timeout": ("--llm-timeout", ENV_TIMEOUT),
     "mode": ("--llm-mode", ENV_MODE),
     "max_retries": ("--llm-max-retries", ENV_MAX_RETRIES),
+    "max_tokens": ("--llm-max-tokens", ENV_MAX_TOKENS),
 }
 
 
@@ -61,7 +63,8 @@ class LLMConfig:
 
     ``backoff`` is the first retry delay in seconds (doubled per retry, with jitter, capped
     by ``max_backoff``); a ``Retry-After`` header from the server takes precedence, up to
-    ``max_backoff``.
+    ``max_backoff``. ``max_tokens`` caps the answer's length: a small model that loops
+    stops there instead of running into the timeout (callers may ask for less).
     """
 
     base_url: str
@@ -71,6 +74,7 @@ class LLMConfig:
     timeout: float = 60.0
     mode: Mode = "tools"
     max_retries: int = 3
+    max_tokens: int = 4096
     backoff: float = 1.0
     max_backoff: float = 30.0
     temperature: float = 0.0
@@ -105,6 +109,11 @@ class LLMConfig:
                 f"LLM max retries must be between 0 and 20, got {self.max_retries}",
                 hint=_where("max_retries"),
             )
+        if not 16 <= self.max_tokens <= 1_000_000:
+            raise ConfigError(
+                f"LLM max tokens must be between 16 and 1000000, got {self.max_tokens}",
+                hint=_where("max_tokens"),
+            )
         if self.backoff < 0 or self.max_backoff < 0:
             raise ConfigError("LLM backoff delays must not be negative")
 
@@ -119,6 +128,7 @@ class LLMConfig:
         timeout: float | None = None,
         mode: str | None = None,
         max_retries: int | None = None,
+        max_tokens: int | None = None,
         backoff: float = 1.0,
         max_backoff: float = 30.0,
         temperature: float = 0.0,
@@ -160,6 +170,7 @@ class LLMConfig:
             timeout=_number(pick(timeout, "timeout"), "timeout", float, 60.0),
             mode=cast(Mode, (pick(mode, "mode") or "tools").lower()),
             max_retries=_number(pick(max_retries, "max_retries"), "max_retries", int, 3),
+            max_tokens=_number(pick(max_tokens, "max_tokens"), "max_tokens", int, 4096),
             backoff=backoff,
             max_backoff=max_backoff,
             temperature=temperature,

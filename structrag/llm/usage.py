@@ -22,6 +22,15 @@ MESSAGE_OVERHEAD_TOKENS = 4
 #: Rough size of an extraction answer: a fixed part plus a share per message token.
 OUTPUT_TOKENS_BASE = 60
 OUTPUT_TOKENS_PER_INPUT_TOKEN = 1.5
+#: The most an extraction answer may take: generous for real answers, short enough that a
+#: small model that loops stops soon (the client's ``max_tokens`` caps it further).
+OUTPUT_BUDGET_BASE = 256
+OUTPUT_BUDGET_PER_INPUT_TOKEN = 3
+
+
+def output_budget(message_tokens: int) -> int:
+    """The ``max_tokens`` of an extraction request for a message of this many tokens."""
+    return OUTPUT_BUDGET_BASE + OUTPUT_BUDGET_PER_INPUT_TOKEN * message_tokens
 
 
 @dataclass
