@@ -8,6 +8,7 @@ notes go to stderr.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -66,6 +67,69 @@ def db_option(func: F) -> F:
     )(func)
 
 
+def llm_options(func: F) -> F:
+    """The LLM endpoint flags, gathered into one ``llm_settings`` argument; unset flags
+    fall back to the STRUCTRAG_LLM_* environment variables (see structrag.llm.config)."""
+    specs = [
+        (
+            "--llm-base-url",
+            "base_url",
+            str,
+            "OpenAI-compatible base URL, e.g. "
+            "http://127.0.0.1:8080/v1. Env: STRUCTRAG_LLM_BASE_URL.",
+        ),
+        ("--llm-model", "model", str, "Model name. Env: STRUCTRAG_LLM_MODEL."),
+        (
+            "--llm-api-key",
+            "api_key",
+            str,
+            "API key (local servers need none). Env: STRUCTRAG_LLM_API_KEY.",
+        ),
+        (
+            "--llm-concurrency",
+            "concurrency",
+            click.IntRange(1, 256),
+            "Requests in flight [default: 4]. Env: STRUCTRAG_LLM_CONCURRENCY.",
+        ),
+        (
+            "--llm-timeout",
+            "timeout",
+            click.FloatRange(0, 3600, min_open=True),
+            "Seconds per request [default: 60]. Env: STRUCTRAG_LLM_TIMEOUT.",
+        ),
+        (
+            "--llm-mode",
+            "mode",
+            click.Choice(["tools", "json", "md_json"]),
+            "Structured output: tool calling, JSON mode, or JSON in markdown "
+            "[default: tools]. Env: STRUCTRAG_LLM_MODE.",
+        ),
+        (
+            "--llm-max-retries",
+            "max_retries",
+            click.IntRange(0, 20),
+            "Retries per message on 429/5xx/timeouts, and re-asks on invalid output "
+            "[default: 3]. Env: STRUCTRAG_LLM_MAX_RETRIES.",
+        ),
+        (
+            "--llm-max-tokens",
+            "max_tokens",
+            click.IntRange(16),
+            "Longest answer, in tokens; requests ask for less on short messages "
+            "[default: 4096]. Env: STRUCTRAG_LLM_MAX_TOKENS.",
+        ),
+    ]
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        kwargs["llm_settings"] = {key: kwargs.pop(f"llm_{key}") for _, key, _, _ in specs}
+        return func(*args, **kwargs)
+
+    for flag, key, kind, text in reversed(specs):
+        wrapper = click.option(flag, f"llm_{key}", type=kind, help=text)(wrapper)
+    return wrapper  # type: ignore[return-value]
+
+
 def json_option(func: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout.")(func)
 
@@ -107,7 +171,7 @@ def cli() -> None:
 
 
 @cli.command()
-@click.argument("paths", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("paths", nargs=-1, type=click.Path(dir_okay=False))
 @db_option
 @click.option(
     "--format",
@@ -121,8 +185,8 @@ def cli() -> None:
     "--extractor",
     default="spacy",
     show_default=True,
-    type=click.Choice(["spacy"]),
-    help="Knowledge extractor.",
+    type=click.Choice(["spacy", "llm", "hybrid"]),
+    help="Knowledge extractor: spaCy (offline), an LLM, or both (LLM merged into spaCy).",
 )
 @click.option("--ner", is_flag=True, help="Also run spaCy's NER for entity types (slower).")
 @click.option(
@@ -139,6 +203,18 @@ def cli() -> None:
     help="Extraction processes.",
 )
 @click.option("--force", is_flag=True, help="Re-read files even if ingested before.")
+@llm_options
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Say what would be extracted and the LLM calls and tokens it would take; send "
+    "nothing, write nothing.",
+)
+@click.option(
+    "--retry-failed",
+    is_flag=True,
+    help="Re-extract the messages whose LLM extraction failed before (FILES optional).",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @json_option
 def ingest(
@@ -152,6 +228,9 @@ def ingest(
     embeddings: str | None,
     workers: int,
     force: bool,
+    llm_settings: dict[str, Any],
+    dry_run: bool,
+    retry_failed: bool,
     quiet: bool,
     as_json: bool,
 ) -> None:
@@ -161,7 +240,42 @@ def ingest(
     typeagent (a KnowPro index: its LLM-extracted knowledge is imported). A file is
     checked completely before anything is written; re-ingesting an unchanged file does
     nothing, and only new or edited messages are extracted.
+
+    With --extractor llm or hybrid, the LLM endpoint comes from --llm-* flags or
+    STRUCTRAG_LLM_* variables; answers are cached in the index, failed messages are
+    recorded (see --retry-failed), and the calls and tokens spent are reported.
     """
+    if not paths and not retry_failed:
+        raise click.UsageError(
+            "Missing argument 'PATHS...': give files to ingest, or --retry-failed"
+        )
+    if retry_failed and extractor == "spacy":
+        raise click.UsageError("--retry-failed redoes failed LLM extractions: pass --extractor llm")
+    config = None
+    if extractor in ("llm", "hybrid"):
+        from structrag.llm.config import LLMConfig
+
+        config = LLMConfig.resolve(**llm_settings, require_endpoint=not dry_run)
+    if dry_run:
+        from structrag.index import estimate_ingest
+
+        if not paths:
+            raise click.UsageError("--dry-run needs the FILES that would be ingested")
+        estimate = estimate_ingest(
+            db,
+            list(paths),
+            format=fmt,
+            conversation=conversation,
+            encoding=encoding,
+            extractor=extractor,
+            llm=config,
+            force=force,
+        )
+        if as_json:
+            emit_json(estimate)
+        else:
+            _print_estimate(estimate)
+        return
     progress = ClickProgress(enabled=not quiet and sys.stderr.isatty())
     with open_for(db, write=True) as index:
         reports = index.ingest(
@@ -175,6 +289,8 @@ def ingest(
             embeddings=embeddings,
             progress=progress,
             force=force,
+            llm=config,
+            retry_failed=retry_failed,
         )
     if as_json:
         emit_json([r.as_dict() for r in reports])
@@ -195,6 +311,45 @@ def ingest(
             f"{report.messages_updated} updated, {report.messages_unchanged} unchanged "
             f"messages; {report.refs_added} semantic refs in {report.seconds:.1f}s{rate}"
         )
+        if report.llm is not None:
+            click.echo(f"  llm: {_usage_line(report.llm)}")
+    failed = sum(r.messages_failed for r in reports)
+    if failed:
+        note(
+            f"warning: extraction failed for {failed} messages (kept with their metadata); "
+            f"redo them with `structrag ingest --retry-failed --extractor {extractor} "
+            f"--db {db}`"
+        )
+
+
+def _usage_line(u: dict[str, Any]) -> str:
+    return (
+        f"{u.get('calls', 0)} calls, {u.get('cache_hits', 0)} cached, "
+        f"{u.get('input_tokens', 0):,} input + {u.get('output_tokens', 0):,} output tokens, "
+        f"{u.get('failures', 0)} failed, {u.get('retries', 0)} retries, "
+        f"{u.get('invented_dropped', 0)} invented items dropped, {u.get('seconds', 0):.1f}s"
+    )
+
+
+def _print_estimate(estimate: dict[str, Any]) -> None:
+    for source in estimate["sources"]:
+        if source["skipped"]:
+            click.echo(f"{source['path']}: would skip, {source['skipped']}")
+        else:
+            click.echo(
+                f"{source['path']} ({source['format']}): {source['messages_added']} new, "
+                f"{source['messages_updated']} updated, {source['messages_unchanged']} "
+                "unchanged messages"
+            )
+    click.echo(f"messages to extract: {estimate['messages_to_extract']}")
+    llm = estimate.get("llm")
+    if llm:
+        click.echo(
+            f"LLM ({llm['model']}): {llm['calls']} calls ({llm['cache_hits']} answers cached), "
+            f"~{llm['input_tokens']:,} input tokens, ~{llm['output_tokens_estimate']:,} output "
+            f"tokens (rough), counted with {llm['token_encoding']}"
+        )
+    click.echo("dry run: nothing was sent or written")
 
 
 @cli.command()

@@ -11,6 +11,7 @@ and an extractor together. The core modules (ingest, query) only know the protoc
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -21,23 +22,53 @@ from structrag.errors import ConfigError, IndexStateError, NotFoundError
 from structrag.extract.base import Extractor
 from structrag.importers import LoadOptions
 from structrag.ingest import Ingestor, IngestReport, ProgressSink, indexed_message
+from structrag.llm.base import OfflineLLM, StructuredLLM
+from structrag.llm.config import LLMConfig
 from structrag.models import Conversation, SemanticRef
 from structrag.query.engine import Answer, QueryEngine, QueryResult
 from structrag.query.settings import DEFAULT_SETTINGS, RankingSettings
-from structrag.store.duckdb_store import DuckDBStore
+from structrag.store.duckdb_llm_cache import DuckDBAnswerCache
+from structrag.store.duckdb_store import DB_FILENAME, DuckDBStore
 from structrag.store.protocols import IndexedMessage, StoredMessage
 from structrag.store.whoosh_index import WhooshTextIndex
 
-EXTRACTORS = ("spacy",)
+EXTRACTORS = ("spacy", "llm", "hybrid")
 
 
 def make_extractor(name: str = "spacy", **options: Any) -> Extractor:
-    """An extractor by name: ``spacy`` (offline default)."""
+    """An extractor by name: ``spacy`` (offline default), ``llm`` or ``hybrid``.
+
+    Options: ``ner`` and ``workers`` (spaCy); ``llm`` (an :class:`LLMConfig`, a
+    :class:`~structrag.llm.base.StructuredLLM`, or None to read ``STRUCTRAG_LLM_*``) and
+    ``cache`` (an :class:`~structrag.llm.cache.AnswerCache`) for the LLM.
+    """
     if name == "spacy":
         from structrag.extract.spacy_extractor import SpacyExtractor
 
         return SpacyExtractor(ner=bool(options.get("ner", False)), workers=options.get("workers"))
+    if name in ("llm", "hybrid"):
+        from structrag.extract.llm_extractor import HybridExtractor, LLMExtractor
+
+        llm = LLMExtractor(make_llm(options.get("llm")), cache=options.get("cache"))
+        if name == "llm":
+            return llm
+        return HybridExtractor(make_extractor("spacy", **options), llm)
     raise ConfigError(f"unknown extractor {name!r}", hint=f"choose one of: {', '.join(EXTRACTORS)}")
+
+
+def make_llm(llm: LLMConfig | StructuredLLM | None = None) -> StructuredLLM:
+    """A structured-output LLM client from settings (``None``: from the environment).
+
+    Settings without a base URL give a client that sends nothing (for dry runs)."""
+    if llm is None:
+        llm = LLMConfig.resolve()
+    if not isinstance(llm, LLMConfig):
+        return llm
+    if not llm.base_url:
+        return OfflineLLM(llm.model, llm.public_settings())
+    from structrag.llm.client import InstructorLLM
+
+    return InstructorLLM(llm)
 
 
 class Index:
@@ -121,33 +152,89 @@ class Index:
         embeddings: str | None = None,
         progress: ProgressSink | None = None,
         force: bool = False,
+        llm: LLMConfig | StructuredLLM | None = None,
+        retry_failed: bool = False,
     ) -> list[IngestReport]:
         """Ingest files; returns one report per file. See :mod:`structrag.ingest`.
 
         ``workers > 1`` extracts in worker processes; a script doing that must guard its
         entry point with ``if __name__ == "__main__":`` (as for any multiprocessing).
+
+        ``extractor="llm"`` or ``"hybrid"`` asks the LLM that ``llm`` describes (default:
+        the ``STRUCTRAG_LLM_*`` environment variables); answers are cached in the index.
+        ``retry_failed`` then re-extracts the messages whose extraction failed before
+        (``paths`` may be empty); its report comes last.
         """
         if self.read_only:
             raise IndexStateError("the index was opened read-only; open it for writing")
-        chosen = (
-            make_extractor(extractor, ner=ner, workers=workers)
-            if isinstance(extractor, str)
-            else extractor
-        )
-        embedder = self._ingest_embedder(embeddings)
-        ingestor = Ingestor(
-            self.store,
-            self.text_index,
-            chosen,
-            embedder=_embedding_rows(embedder) if embedder is not None else None,
-        )
-        return ingestor.ingest(
-            paths,
-            format=format,
-            options=LoadOptions(conversation=conversation, encoding=encoding),
-            progress=progress,
-            force=force,
-        )
+        if retry_failed and extractor == "spacy":
+            raise ConfigError(
+                "--retry-failed redoes failed LLM extractions",
+                hint="pass --extractor llm (or hybrid) with the LLM settings",
+            )
+        cache = DuckDBAnswerCache(self.store)
+        try:
+            chosen = (
+                make_extractor(extractor, ner=ner, workers=workers, llm=llm, cache=cache)
+                if isinstance(extractor, str)
+                else extractor
+            )
+            embedder = self._ingest_embedder(embeddings)
+            ingestor = Ingestor(
+                self.store,
+                self.text_index,
+                chosen,
+                embedder=_embedding_rows(embedder) if embedder is not None else None,
+            )
+            reports = []
+            if paths or not retry_failed:
+                reports = ingestor.ingest(
+                    paths,
+                    format=format,
+                    options=LoadOptions(conversation=conversation, encoding=encoding),
+                    progress=progress,
+                    force=force,
+                )
+            if retry_failed:
+                reports.append(ingestor.retry_failed(progress))
+            return reports
+        finally:
+            cache.close()
+
+    def estimate(
+        self,
+        paths: Sequence[str | Path],
+        *,
+        format: str | None = None,
+        conversation: str | None = None,
+        encoding: str = "utf-8",
+        extractor: str | Extractor = "spacy",
+        llm: LLMConfig | StructuredLLM | None = None,
+        force: bool = False,
+    ) -> dict[str, Any]:
+        """A dry run of :meth:`ingest`: which messages would be extracted and, for the LLM,
+        how many calls and tokens that would take (answers in the cache cost nothing).
+        Sends no request and writes nothing."""
+        cache = DuckDBAnswerCache(self.store)
+        try:
+            chosen = (
+                make_extractor(
+                    extractor,
+                    workers=1,
+                    llm=_offline(llm) if extractor in ("llm", "hybrid") else None,
+                    cache=cache,
+                )
+                if isinstance(extractor, str)
+                else extractor
+            )
+            return Ingestor(self.store, self.text_index, chosen).estimate(
+                paths,
+                format=format,
+                options=LoadOptions(conversation=conversation, encoding=encoding),
+                force=force,
+            )
+        finally:
+            cache.close()
 
     def _ingest_embedder(self, requested: str | None) -> Embedder | None:
         """The index's embedding model: fixed by its first ingest (default ``static``)."""
@@ -344,6 +431,36 @@ def _embedding_rows(
 
 def _dir_size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def _offline(llm: LLMConfig | StructuredLLM | None) -> LLMConfig | StructuredLLM:
+    """The same LLM settings, without the endpoint: a dry run must not send anything."""
+    if llm is None:
+        llm = LLMConfig.resolve(require_endpoint=False)
+    if isinstance(llm, LLMConfig):
+        return OfflineLLM(llm.model, llm.public_settings())
+    return OfflineLLM(llm.model, llm.settings())
+
+
+def estimate_ingest(
+    directory: str | Path, paths: Sequence[str | Path], **options: Any
+) -> dict[str, Any]:
+    """:meth:`Index.estimate` for an index directory that may not exist yet: an existing
+    index is opened read-only, a missing one is stood in for by an empty temporary index
+    (nothing is created at ``directory``)."""
+    directory = Path(directory)
+    if (directory / DB_FILENAME).exists():
+        with Index(directory, read_only=True) as index:
+            estimate: dict[str, Any] = index.estimate(paths, **options)
+            return estimate
+    with (
+        tempfile.TemporaryDirectory(prefix="structrag-dry-run-") as scratch,
+        Index(Path(scratch) / "index") as index,
+    ):
+        result = index.estimate(paths, **options)
+        for source in result["sources"]:
+            source["note"] = f"no index at {directory} yet: every message is new"
+        return result
 
 
 def open_index(directory: str | Path, *, read_only: bool = False) -> Index:

@@ -11,6 +11,9 @@ Guarantees:
   text index is derived from the store and carries the store generation it reflects, so
   a process killed between the two commits leaves a mismatch that the next open repairs
   by rebuilding the text index from the store.
+* **Failures are kept, not fatal.** A message whose extraction failed (an LLM request that
+  failed after retries) is stored with the knowledge it has and a failure row, in the same
+  transaction; :meth:`Ingestor.retry_failed` re-extracts exactly those messages.
 """
 
 from __future__ import annotations
@@ -27,10 +30,18 @@ from typing import Any, Protocol
 
 from structrag.analysis import stems, term_key
 from structrag.errors import InputError
-from structrag.extract.base import METADATA_EXTRACTOR, Extractor
+from structrag.extract.base import (
+    METADATA_EXTRACTOR,
+    Estimates,
+    Extractor,
+    ReportsUsage,
+    RetriesFailures,
+    outcome_of,
+)
 from structrag.importers import LoadOptions, ParsedSource, load_source
-from structrag.models import Action, Entity, Message, SemanticRef, Tag, Topic
+from structrag.models import Action, Conversation, Entity, Message, SemanticRef, Tag, Topic
 from structrag.store.protocols import (
+    ExtractionRecord,
     IndexedMessage,
     KnowledgeStore,
     SourceRecord,
@@ -61,9 +72,11 @@ class IngestReport:
     messages_updated: int = 0
     messages_unchanged: int = 0
     refs_added: int = 0
+    messages_failed: int = 0
     skipped: str | None = None
     warnings: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    llm: dict[str, int | float] | None = None  # LLM work: calls, tokens, failures ...
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -74,9 +87,11 @@ class IngestReport:
             "messages_updated": self.messages_updated,
             "messages_unchanged": self.messages_unchanged,
             "semantic_refs_added": self.refs_added,
+            "messages_failed": self.messages_failed,
             "skipped": self.skipped,
             "warnings": self.warnings,
             "seconds": round(self.seconds, 3),
+            "llm": self.llm,
         }
 
 
@@ -170,6 +185,7 @@ class _Chunk:
     new: list[StoredMessage] = field(default_factory=list)
     changed: list[StoredMessage] = field(default_factory=list)
     refs: list[tuple[int, int, SemanticRef]] = field(default_factory=list)
+    outcomes: list[ExtractionRecord] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.new) + len(self.changed)
@@ -215,7 +231,22 @@ class Ingestor:
         progress: ProgressSink | None = None,
         force: bool = False,
     ) -> list[IngestReport]:
-        options = options or LoadOptions()
+        reports, plans = self._sources(paths, format, options or LoadOptions(), force)
+        total = sum(len(p[3].messages) for p in plans)
+        if progress and total:
+            progress.start(total, "extracting")
+        try:
+            for path, digest, fingerprint, source, report in plans:
+                self._ingest_one(path, digest, fingerprint, source, report, progress)
+        finally:
+            if progress and total:
+                progress.finish()
+        return reports
+
+    def _sources(
+        self, paths: Sequence[str | Path], format: str | None, options: LoadOptions, force: bool
+    ) -> tuple[list[IngestReport], list[tuple[Path, str, str, ParsedSource, IngestReport]]]:
+        """Parse and check every input; the reports, and the sources that need work."""
         if not paths:
             raise InputError("(no input)", "no input files given", hint="pass one or more files")
         # 1. Read and check every input before writing anything.
@@ -240,16 +271,35 @@ class Ingestor:
                 report.messages_unchanged = len(source.messages)
                 continue
             plans.append((path, digest, fingerprint, source, report))
-        total = sum(len(p[3].messages) for p in plans)
-        if progress and total:
-            progress.start(total, "extracting")
-        try:
-            for path, digest, fingerprint, source, report in plans:
-                self._ingest_one(path, digest, fingerprint, source, report, progress)
-        finally:
-            if progress and total:
-                progress.finish()
-        return reports
+        return reports, plans
+
+    def estimate(
+        self,
+        paths: Sequence[str | Path],
+        *,
+        format: str | None = None,
+        options: LoadOptions | None = None,
+        force: bool = False,
+    ) -> dict[str, Any]:
+        """What an ingest of ``paths`` would extract and, for an extractor that can say,
+        what it would cost (calls, tokens). Reads the store; writes nothing, calls nothing.
+        """
+        reports, plans = self._sources(paths, format, options or LoadOptions(), force)
+        messages: list[Message] = []
+        for _, _, _, source, report in plans:
+            todo = self._pending(source, report, None)
+            report.messages_added = sum(1 for _, _, is_new in todo if is_new)
+            report.messages_updated = len(todo) - report.messages_added
+            if not source.knowledge:
+                messages.extend(m for _, m, _ in todo)
+        out: dict[str, Any] = {
+            "sources": [r.as_dict() for r in reports],
+            "messages_to_extract": len(messages),
+            "extractor": self.extractor.name,
+        }
+        if isinstance(self.extractor, Estimates):
+            out["llm"] = self.extractor.estimate(messages)
+        return out
 
     def _ingest_one(
         self,
@@ -261,28 +311,8 @@ class Ingestor:
         progress: ProgressSink | None,
     ) -> None:
         started = time.perf_counter()
-        existing = self.store.message_hashes(c.id for c in source.conversations)
-        next_mkey, next_ref = self.store.next_ids()
-        max_ordinal: dict[str, int] = {}
-        for (conv, _), (_, _, ordinal) in existing.items():
-            max_ordinal[conv] = max(ordinal, max_ordinal.get(conv, -1))
-        todo: list[tuple[int, Message, bool]] = []  # (mkey, message, is_new)
-        for message in source.messages:
-            found = existing.get((message.conversation, message.id))
-            if found is None:
-                ordinal = message.ordinal
-                if message.conversation in max_ordinal:
-                    max_ordinal[message.conversation] += 1
-                    ordinal = max_ordinal[message.conversation]
-                    message = message.model_copy(update={"ordinal": ordinal})
-                todo.append((next_mkey, message, True))
-                next_mkey += 1
-            elif found[1] != message.content_hash():
-                todo.append((found[0], message.model_copy(update={"ordinal": found[2]}), False))
-            else:
-                report.messages_unchanged += 1
-                if progress:
-                    progress.advance(1)
+        usage_before = self._usage()
+        todo = self._pending(source, report, progress)
         # 2. Knowledge (imported with the file, or extracted), streamed into the text
         #    index writer as it arrives; nothing is visible until both commits.
         if source.knowledge:
@@ -311,7 +341,108 @@ class Ingestor:
             messages_unchanged=report.messages_unchanged,
             warnings=report.warnings,
         )
-        transaction = self.store.begin(record, source.conversations)
+        self._write(todo, knowledge, record, source.conversations, report)
+        report.seconds = time.perf_counter() - started
+        if not source.knowledge:
+            report.llm = self._usage_since(usage_before, report.seconds)
+
+    def retry_failed(self, progress: ProgressSink | None = None) -> IngestReport:
+        """Re-extract the messages whose extraction failed before (by this extractor, or
+        the ones it redoes); a success replaces the message's knowledge and clears its
+        failure, a new failure is recorded again."""
+        names = (
+            self.extractor.failure_extractors
+            if isinstance(self.extractor, RetriesFailures)
+            else (self.extractor.name,)
+        )
+        started = time.perf_counter()
+        usage_before = self._usage()
+        failed = self.store.failed_messages(names)
+        report = IngestReport(path="(retry-failed)", format="retry", conversations=[])
+        report.conversations = sorted({s.message.conversation for s in failed})
+        if not failed:
+            report.skipped = "no failed extractions to retry"
+            report.llm = self._usage_since(usage_before, 0.0)
+            return report
+        if progress:
+            progress.start(len(failed), "retrying")
+        try:
+            todo = [(s.mkey, s.message, False) for s in failed]
+            knowledge = self.extractor.extract(
+                [s.message for s in failed], progress.advance if progress else None
+            )
+            record = SourceRecord(
+                path="(retry-failed)",
+                sha256="",
+                format="retry",
+                fingerprint="retry-failed",
+                extractor=self.extractor.name,
+                settings=self.extractor.settings(),
+                started_at=datetime.now(UTC).replace(tzinfo=None),
+            )
+            self._write(todo, knowledge, record, [], report)
+        finally:
+            if progress:
+                progress.finish()
+        report.seconds = time.perf_counter() - started
+        report.llm = self._usage_since(usage_before, report.seconds)
+        return report
+
+    def _usage(self) -> dict[str, int | float] | None:
+        if isinstance(self.extractor, ReportsUsage):
+            return self.extractor.usage_report()
+        return None
+
+    def _usage_since(
+        self, before: dict[str, int | float] | None, seconds: float
+    ) -> dict[str, int | float] | None:
+        after = self._usage()
+        if before is None or after is None:
+            return None
+        spent = {k: v - before.get(k, 0) for k, v in after.items()}
+        spent["seconds"] = round(seconds, 3)
+        return spent
+
+    def _pending(
+        self, source: ParsedSource, report: IngestReport, progress: ProgressSink | None
+    ) -> list[tuple[int, Message, bool]]:
+        """The messages of ``source`` to write: ``(mkey, message, is_new)`` for new and
+        edited ones; unchanged ones are counted in ``report``."""
+        existing = self.store.message_hashes(c.id for c in source.conversations)
+        next_mkey, _ = self.store.next_ids()
+        max_ordinal: dict[str, int] = {}
+        for (conv, _), (_, _, ordinal) in existing.items():
+            max_ordinal[conv] = max(ordinal, max_ordinal.get(conv, -1))
+        todo: list[tuple[int, Message, bool]] = []  # (mkey, message, is_new)
+        for message in source.messages:
+            found = existing.get((message.conversation, message.id))
+            if found is None:
+                ordinal = message.ordinal
+                if message.conversation in max_ordinal:
+                    max_ordinal[message.conversation] += 1
+                    ordinal = max_ordinal[message.conversation]
+                    message = message.model_copy(update={"ordinal": ordinal})
+                todo.append((next_mkey, message, True))
+                next_mkey += 1
+            elif found[1] != message.content_hash():
+                todo.append((found[0], message.model_copy(update={"ordinal": found[2]}), False))
+            else:
+                report.messages_unchanged += 1
+                if progress:
+                    progress.advance(1)
+        return todo
+
+    def _write(
+        self,
+        todo: list[tuple[int, Message, bool]],
+        knowledge: Iterable[list[SemanticRef]],
+        record: SourceRecord,
+        conversations: list[Conversation],
+        report: IngestReport,
+    ) -> None:
+        """Store the messages and their knowledge in one transaction, then the text index."""
+        _, next_ref = self.store.next_ids()
+        transaction = self.store.begin(record, conversations)
         writer = self.text_index.writer()
         chunk = _Chunk()
         try:
@@ -325,6 +456,19 @@ class Ingestor:
                 )
                 chunk.refs.extend((next_ref + i, mkey, r) for i, r in enumerate(refs))
                 next_ref += len(refs)
+                outcome = outcome_of(refs)
+                if outcome is not None:
+                    chunk.outcomes.append(
+                        ExtractionRecord(
+                            mkey=mkey,
+                            conversation=message.conversation,
+                            message_id=message.id,
+                            extractor=outcome.extractor,
+                            model=outcome.model,
+                            error=outcome.error,
+                            attempts=outcome.attempts,
+                        )
+                    )
                 (chunk.new if is_new else chunk.changed).append(stored)
                 writer.add(indexed_message(stored, refs))
                 if len(chunk) >= CHUNK_MESSAGES:
@@ -339,9 +483,12 @@ class Ingestor:
         except BaseException:
             transaction.rollback()
             writer.cancel()
+            # Stop the extractor now (its workers, its requests in flight), not at GC time.
+            close = getattr(knowledge, "close", None)
+            if callable(close):
+                close()
             raise
         writer.commit(generation)
-        report.seconds = time.perf_counter() - started
 
     def _flush(self, transaction: StoreTransaction, chunk: _Chunk, report: IngestReport) -> None:
         touched = chunk.new + chunk.changed
@@ -353,7 +500,9 @@ class Ingestor:
             chunk.refs,
             aliases=gather_aliases((s.message for s in touched), (r for _, _, r in chunk.refs)),
             embeddings=self.embedder(touched) if self.embedder else [],
+            extractions=chunk.outcomes,
         )
+        report.messages_failed += sum(1 for o in chunk.outcomes if o.error is not None)
         report.messages_added += len(chunk.new)
         report.messages_updated += len(chunk.changed)
         report.refs_added += len(chunk.refs)

@@ -3,12 +3,18 @@
 An extractor turns messages into semantic refs (knowledge + span), one list per message,
 in order. It names itself and its version so every ref records where it came from, and
 so a change of extractor settings is visible in the index.
+
+An extractor that can fail per message (the LLM) yields :class:`ExtractedRefs`: the refs it
+has for the message (at least its metadata knowledge) and an :class:`ExtractionOutcome`,
+which the ingest records next to the message: a success (so a message the model found
+nothing in still counts as extracted), or a failure that ``ingest --retry-failed`` redoes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from typing import Protocol, runtime_checkable
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
 
 from structrag.models import Action, Entity, Message, SemanticRef, Span
 
@@ -34,6 +40,70 @@ class Extractor(Protocol):
     def settings(self) -> dict[str, object]:
         """The settings that change what is extracted (recorded in the ingest log)."""
         ...
+
+
+@dataclass(frozen=True)
+class ExtractionOutcome:
+    """How extraction went for one message; ``error`` is None when it succeeded, else says
+    why the message has no extracted knowledge (beyond its metadata knowledge)."""
+
+    extractor: str
+    model: str | None = None
+    error: str | None = None
+    attempts: int = 1
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None
+
+
+class ExtractedRefs(list[SemanticRef]):
+    """The refs of one message, and how its extraction went."""
+
+    def __init__(
+        self, refs: Iterable[SemanticRef] = (), outcome: ExtractionOutcome | None = None
+    ) -> None:
+        super().__init__(refs)
+        self.outcome = outcome
+
+
+def outcome_of(refs: Sequence[SemanticRef]) -> ExtractionOutcome | None:
+    """The outcome recorded with a message's refs, if any."""
+    return refs.outcome if isinstance(refs, ExtractedRefs) else None
+
+
+def failure_of(refs: Sequence[SemanticRef]) -> ExtractionOutcome | None:
+    """The failed outcome of a message's extraction, if it failed."""
+    outcome = outcome_of(refs)
+    return outcome if outcome is not None and outcome.failed else None
+
+
+@runtime_checkable
+class ReportsUsage(Protocol):
+    """An extractor that spends something per call (tokens, requests) and says how much.
+
+    ``usage_report`` returns running totals (numbers only); the ingest reports the
+    difference over each source.
+    """
+
+    def usage_report(self) -> dict[str, int | float]: ...
+
+
+@runtime_checkable
+class RetriesFailures(Protocol):
+    """An extractor that can redo the messages whose extraction failed earlier.
+
+    ``failure_extractors`` names the extractors whose recorded failures it redoes (the
+    hybrid extractor redoes the LLM's)."""
+
+    failure_extractors: tuple[str, ...]
+
+
+@runtime_checkable
+class Estimates(Protocol):
+    """An extractor that can say what extracting some messages would cost, without doing it."""
+
+    def estimate(self, messages: Sequence[Message]) -> dict[str, Any]: ...
 
 
 def metadata_knowledge(message: Message) -> list[SemanticRef]:

@@ -10,7 +10,10 @@ Tables (see :data:`SCHEMA`): ``meta``, ``conversations``, ``messages`` (with the
 time index column), ``semantic_refs`` (provenance) and the typed knowledge tables
 ``entities``, ``actions``, ``topics``, ``tags`` and ``facets`` (entity facets and action
 params), ``properties`` (name/value -> ref, as in KnowPro's property index), ``aliases``,
-``embeddings``, ``sources`` (the ingest log with file hashes).
+``embeddings``, ``sources`` (the ingest log with file hashes), ``extraction_failures``
+(messages whose extraction failed, written with the message), ``extractions`` (messages an
+extractor that records outcomes, the LLM, answered) and ``llm_cache`` (LLM answers, see
+:mod:`structrag.store.duckdb_llm_cache`).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from structrag.models import (
     Topic,
 )
 from structrag.store.protocols import (
+    ExtractionRecord,
     MessageFilter,
     MessageFrame,
     SourceRecord,
@@ -98,6 +102,19 @@ CREATE TABLE IF NOT EXISTS sources (
     fingerprint VARCHAR, extractor VARCHAR, settings JSON, started_at TIMESTAMP,
     finished_at TIMESTAMP, messages_added INTEGER, messages_updated INTEGER,
     messages_unchanged INTEGER, refs_added INTEGER, warnings JSON
+);
+CREATE TABLE IF NOT EXISTS extractions (
+    mkey BIGINT, conversation VARCHAR, message_id VARCHAR, extractor VARCHAR, model VARCHAR,
+    attempts INTEGER, extracted_at TIMESTAMP
+);
+CREATE TABLE IF NOT EXISTS extraction_failures (
+    mkey BIGINT, conversation VARCHAR, message_id VARCHAR, extractor VARCHAR, model VARCHAR,
+    error VARCHAR, attempts INTEGER, failed_at TIMESTAMP
+);
+CREATE TABLE IF NOT EXISTS llm_cache (
+    model VARCHAR, prompt_version VARCHAR, message_hash VARCHAR, response JSON,
+    input_tokens INTEGER, output_tokens INTEGER, created_at TIMESTAMP,
+    PRIMARY KEY (model, prompt_version, message_hash)
 );
 """
 
@@ -281,6 +298,17 @@ class DuckDBStore:
             raise IndexStateError("the index was opened read-only")
         return DuckDBTransaction(self, source, conversations)
 
+    def failed_messages(self, extractors: Sequence[str]) -> list[StoredMessage]:
+        """Messages with a recorded extraction failure by one of ``extractors``."""
+        try:
+            return self._messages(
+                "mkey IN (SELECT mkey FROM extraction_failures "
+                "WHERE extractor IN (SELECT unnest($1::VARCHAR[])))",
+                [list(extractors)],
+            )
+        except duckdb.CatalogException:
+            return []
+
     # -- reads --------------------------------------------------------------------------
 
     def stats(self) -> StoreStats:
@@ -300,7 +328,20 @@ class DuckDBStore:
             "SELECT extractor, count(DISTINCT mkey), count(*) FROM semantic_refs "
             "GROUP BY extractor ORDER BY extractor"
         ).fetchall():
-            extractors[str(name)] = {"extracted": int(messages), "refs": int(refs)}
+            extractors[str(name)] = {"extracted": int(messages), "refs": int(refs), "failed": 0}
+        with suppress(duckdb.CatalogException):  # an old index opened read-only
+            # Extractors that record outcomes count the messages they answered, including
+            # those in which they found nothing.
+            for name, answered in con.execute(
+                "SELECT extractor, count(DISTINCT mkey) FROM extractions GROUP BY extractor"
+            ).fetchall():
+                entry = extractors.setdefault(str(name), {"extracted": 0, "refs": 0, "failed": 0})
+                entry["extracted"] = int(answered)
+            for name, failed in con.execute(
+                "SELECT extractor, count(DISTINCT mkey) FROM extraction_failures GROUP BY extractor"
+            ).fetchall():
+                entry = extractors.setdefault(str(name), {"extracted": 0, "refs": 0, "failed": 0})
+                entry["failed"] = int(failed)
         return StoreStats(
             conversations=scalar("SELECT count(*) FROM conversations"),
             messages=scalar("SELECT count(*) FROM messages"),
@@ -620,12 +661,15 @@ class DuckDBTransaction:
         refs: Sequence[tuple[int, int, SemanticRef]],
         aliases: Sequence[tuple[str, str, str, float, str]] = (),
         embeddings: Sequence[tuple[int, str, list[float]]] = (),
+        extractions: Sequence[ExtractionRecord] = (),
     ) -> None:
         try:
             if changed:
                 self._replace(changed)
             _insert_messages(self.con, new, self.source_id)
             _insert_refs(self.con, refs)
+            if extractions:
+                _insert_extractions(self.con, extractions)
             if aliases:
                 _bulk(self.con, "aliases", _ALIAS_COLUMNS, _columns(aliases))
             if embeddings:
@@ -643,7 +687,7 @@ class DuckDBTransaction:
                 "WHERE mkey IN (SELECT unnest($1::BIGINT[])))",
                 [keys],
             )
-        for table in ("semantic_refs", "embeddings"):
+        for table in ("semantic_refs", "embeddings", "extractions", "extraction_failures"):
             con.execute(f"DELETE FROM {table} WHERE mkey IN (SELECT unnest($1::BIGINT[]))", [keys])
         for stored in changed:
             m = stored.message
@@ -764,6 +808,48 @@ def _insert_messages(
         for s in messages
     ]
     _bulk(con, "messages", list(_MESSAGE_TYPES.items()), _columns(rows))
+
+
+_EXTRACTION_COLUMNS = [
+    ("mkey", "BIGINT"),
+    ("conversation", "VARCHAR"),
+    ("message_id", "VARCHAR"),
+    ("extractor", "VARCHAR"),
+    ("model", "VARCHAR"),
+    ("attempts", "INTEGER"),
+    ("extracted_at", "TIMESTAMP"),
+]
+_FAILURE_COLUMNS = [
+    ("mkey", "BIGINT"),
+    ("conversation", "VARCHAR"),
+    ("message_id", "VARCHAR"),
+    ("extractor", "VARCHAR"),
+    ("model", "VARCHAR"),
+    ("error", "VARCHAR"),
+    ("attempts", "INTEGER"),
+    ("failed_at", "TIMESTAMP"),
+]
+
+
+def _insert_extractions(
+    con: duckdb.DuckDBPyConnection, records: Sequence[ExtractionRecord]
+) -> None:
+    """Successes into ``extractions``, failures into ``extraction_failures``."""
+    now = datetime.now(UTC).replace(tzinfo=None)
+    ok = [
+        (r.mkey, r.conversation, r.message_id, r.extractor, r.model, r.attempts, now)
+        for r in records
+        if r.error is None
+    ]
+    failed = [
+        (r.mkey, r.conversation, r.message_id, r.extractor, r.model, r.error, r.attempts, now)
+        for r in records
+        if r.error is not None
+    ]
+    if ok:
+        _bulk(con, "extractions", _EXTRACTION_COLUMNS, _columns(ok))
+    if failed:
+        _bulk(con, "extraction_failures", _FAILURE_COLUMNS, _columns(failed))
 
 
 _REF_TABLES: dict[str, list[tuple[str, str]]] = {

@@ -48,6 +48,21 @@ class SourceRecord:
     warnings: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class ExtractionRecord:
+    """How one message's extraction went, for extractors that say (the LLM): a success
+    (``error`` None), or a failure, kept with the message's metadata knowledge and redone
+    by ``ingest --retry-failed``."""
+
+    mkey: int
+    conversation: str
+    message_id: str
+    extractor: str
+    model: str | None
+    error: str | None
+    attempts: int
+
+
 class StoreTransaction(Protocol):
     """One ingest's writes to the store; nothing is visible until :meth:`commit`."""
 
@@ -58,10 +73,12 @@ class StoreTransaction(Protocol):
         refs: Sequence[tuple[int, int, SemanticRef]],
         aliases: Sequence[tuple[str, str, str, float, str]] = (),
         embeddings: Sequence[tuple[int, str, list[float]]] = (),
+        extractions: Sequence[ExtractionRecord] = (),
     ) -> None:
         """Add a chunk: new and changed messages, refs as ``(ref_id, mkey, ref)``, aliases
         as ``(conversation, term, related, weight, source)``, embeddings as
-        ``(mkey, model, vector)``."""
+        ``(mkey, model, vector)``, and extraction outcomes. A changed message loses its
+        old refs, embeddings and outcomes."""
         ...
 
     def commit(self) -> int:
@@ -164,6 +181,10 @@ class KnowledgeStore(Protocol):
 
     def begin(self, source: SourceRecord, conversations: list[Conversation]) -> StoreTransaction:
         """Start the transaction of one ingested source."""
+        ...
+
+    def failed_messages(self, extractors: Sequence[str]) -> list[StoredMessage]:
+        """Messages with a recorded extraction failure by one of ``extractors``."""
         ...
 
     def stats(self) -> StoreStats: ...

@@ -1,0 +1,298 @@
+"""The OpenAI-compatible client: instructor over ``openai``, with retries and accounting.
+
+:class:`InstructorLLM` implements :class:`~structrag.llm.base.StructuredLLM`:
+
+* **Structured output** through instructor, in tool-calling mode (default), JSON mode or
+  markdown-JSON mode (:data:`~structrag.llm.config.MODES`). Output that does not validate
+  is re-asked with the validation error, up to ``max_retries`` times (instructor's loop),
+  unless it was cut off at the token limit: a model that loops would loop again.
+* **Retries with backoff** on 429, 5xx, 408/409 and timeouts: exponential delays with
+  jitter, or the server's ``Retry-After`` / ``retry-after-ms`` when it sends one, capped by
+  ``max_backoff``. The openai client's own retries are off so every call is counted here.
+* **Bounded concurrency**: at most ``concurrency`` requests in flight per client, across
+  threads (a semaphore; sleeping between retries does not hold it).
+* **Accounting**: calls, retries, invalid outputs, input and output tokens from the API's
+  ``usage``, or counted with tiktoken when a server sends none.
+* **Fatal endpoint errors** (unreachable after retries, 401/403, unknown model) raise
+  :class:`~structrag.llm.base.LLMEndpointError` instead of failing every request.
+
+This module is an adapter: it is the only one importing ``openai`` and ``instructor``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import instructor
+import openai
+from instructor.core.exceptions import IncompleteOutputException, InstructorRetryException
+from instructor.core.hooks import Hooks
+from pydantic import ValidationError
+from tenacity import Retrying, retry_if_exception, stop_after_attempt
+
+from structrag.llm.base import CallStats, Completion, LLMCallFailed, LLMEndpointError, T
+from structrag.llm.config import LLMConfig
+from structrag.llm.usage import MESSAGE_OVERHEAD_TOKENS
+from structrag.tokens import TokenCounter, get_counter
+
+# instructor logs every failed attempt at ERROR level; structrag reports failures itself.
+logging.getLogger("instructor").addHandler(logging.NullHandler())
+logging.getLogger("instructor").propagate = False
+
+_MODES = {
+    "tools": instructor.Mode.TOOLS,
+    "json": instructor.Mode.JSON,
+    "md_json": instructor.Mode.MD_JSON,
+}
+
+
+def retry_after_seconds(headers: Any) -> float | None:
+    """The delay a response asks for: ``retry-after-ms``, or ``Retry-After`` in seconds
+    or as an HTTP date. ``None`` when absent or unreadable."""
+    if headers is None:
+        return None
+    value = headers.get("retry-after-ms")
+    if value:
+        try:
+            return max(0.0, float(value) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _status(error: BaseException) -> int | None:
+    return error.status_code if isinstance(error, openai.APIStatusError) else None
+
+
+def _is_transient(error: BaseException) -> bool:
+    """Worth another try: rate limits, server errors, timeouts, dropped connections."""
+    if isinstance(error, openai.APITimeoutError | openai.APIConnectionError):
+        return True
+    status = _status(error)
+    return status is not None and (status in (408, 409, 429) or status >= 500)
+
+
+def _is_fatal(error: BaseException) -> bool:
+    """No request to this endpoint can succeed: bad key, no permission, unknown model/path."""
+    return _status(error) in (401, 403, 404)
+
+
+def _describe(error: BaseException) -> str:
+    status = _status(error)
+    if isinstance(error, openai.APIStatusError):
+        body = error.body
+        detail = body.get("message") if isinstance(body, dict) else None
+        if isinstance(body, dict) and isinstance(body.get("error"), dict):
+            detail = body["error"].get("message", detail)
+        return f"HTTP {status}: {detail or error.message}"
+    if isinstance(error, openai.APITimeoutError):
+        return "request timed out"
+    if isinstance(error, openai.APIConnectionError):
+        cause = error.__cause__
+        return f"connection failed: {cause or error}"
+    if isinstance(error, ValidationError):
+        details = error.errors()
+        if not details:
+            return f"invalid output: {error}"
+        where = ".".join(str(p) for p in details[0]["loc"])
+        return f"invalid output: {details[0]['msg']}" + (f" at {where}" if where else "")
+    if isinstance(error, json.JSONDecodeError):
+        return f"invalid JSON output: {error}"
+    if isinstance(error, IncompleteOutputException):
+        return "output cut off at the token limit"
+    return f"{type(error).__name__}: {error}"
+
+
+class InstructorLLM:
+    """A :class:`~structrag.llm.base.StructuredLLM` on an OpenAI-compatible endpoint."""
+
+    def __init__(
+        self,
+        config: LLMConfig,
+        *,
+        counter: TokenCounter | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if not config.base_url:
+            raise LLMEndpointError(
+                "no LLM endpoint configured",
+                hint="set --llm-base-url or STRUCTRAG_LLM_BASE_URL",
+            )
+        self.config = config
+        self._counter = counter
+        self._sleep = sleep
+        self._slots = threading.BoundedSemaphore(config.concurrency)
+        self._openai = openai.OpenAI(
+            base_url=config.base_url,
+            api_key=config.api_key,
+            timeout=config.timeout,
+            max_retries=0,
+        )
+        self._client = instructor.from_openai(self._openai, mode=_MODES[config.mode])
+
+    @property
+    def model(self) -> str:
+        return self.config.model
+
+    @property
+    def concurrency(self) -> int:
+        return self.config.concurrency
+
+    def settings(self) -> dict[str, object]:
+        return self.config.public_settings()
+
+    def close(self) -> None:
+        self._openai.close()
+
+    @property
+    def counter(self) -> TokenCounter:
+        if self._counter is None:
+            self._counter = get_counter()
+        return self._counter
+
+    def backoff(self, retry: int, retry_after: float | None = None) -> float:
+        """Seconds to wait before retry number ``retry`` (1-based)."""
+        cap = self.config.max_backoff
+        if retry_after is not None:
+            return min(cap, retry_after)
+        delay = min(cap, self.config.backoff * 2.0 ** (retry - 1))
+        return delay * (0.5 + random.random() / 2)  # jitter: spread retries of parallel calls
+
+    def complete(
+        self,
+        messages: list[dict[str, str]],
+        response_model: type[T],
+        *,
+        max_tokens: int | None = None,
+    ) -> Completion[T]:
+        stats = CallStats()
+        limit = min(max_tokens or self.config.max_tokens, self.config.max_tokens)
+        transport_retries = 0
+        while True:
+            hooks = self._hooks(stats, messages, limit)
+            # Re-ask output that does not validate, but not output cut off at the limit.
+            reasks = Retrying(
+                stop=stop_after_attempt(self.config.max_retries + 1),
+                retry=retry_if_exception(
+                    lambda e: (
+                        isinstance(e, ValidationError | json.JSONDecodeError)
+                        and not stats.truncated
+                    )
+                ),
+                reraise=True,
+            )
+            try:
+                with self._slots:
+                    value = self._client.chat.completions.create(
+                        model=self.config.model,
+                        messages=messages,  # type: ignore[arg-type]
+                        response_model=response_model,
+                        max_retries=reasks,
+                        max_tokens=limit,
+                        temperature=self.config.temperature,
+                        hooks=hooks,
+                    )
+            except (InstructorRetryException, IncompleteOutputException) as exc:
+                cause: BaseException = exc.__cause__ or exc
+                if stats.truncated or isinstance(cause, IncompleteOutputException):
+                    stats.retries = max(0, stats.calls - 1)
+                    raise LLMCallFailed(
+                        f"output cut off at the {limit}-token limit (after {stats.calls} attempts)",
+                        stats,
+                        hint="the model may be looping; a larger --llm-max-tokens or a "
+                        "stronger model may help",
+                    ) from cause
+                if _is_fatal(cause):
+                    raise LLMEndpointError(
+                        f"the LLM endpoint {self.config.base_url} refused the request "
+                        f"({_describe(cause)})",
+                        hint="check --llm-base-url, --llm-model and --llm-api-key",
+                    ) from cause
+                if _is_transient(cause) and transport_retries < self.config.max_retries:
+                    transport_retries += 1
+                    headers = getattr(getattr(cause, "response", None), "headers", None)
+                    self._sleep(self.backoff(transport_retries, retry_after_seconds(headers)))
+                    continue
+                stats.retries = max(0, stats.calls - 1)
+                if isinstance(cause, openai.APIConnectionError) and not isinstance(
+                    cause, openai.APITimeoutError
+                ):
+                    raise LLMEndpointError(
+                        f"cannot reach the LLM endpoint {self.config.base_url} after "
+                        f"{stats.calls} attempts ({_describe(cause)})",
+                        hint="is the server running? check --llm-base-url",
+                    ) from cause
+                raise LLMCallFailed(
+                    f"{_describe(cause)} (after {stats.calls} attempts)", stats
+                ) from cause
+            stats.retries = stats.calls - 1
+            return Completion(value=value, stats=stats)
+
+    def _hooks(self, stats: CallStats, messages: list[dict[str, str]], limit: int) -> Hooks:
+        """Per-request hooks that count calls, invalid outputs and tokens, and notice an
+        answer that stopped at the token limit."""
+        hooks = Hooks()
+        request: dict[str, Any] = {}
+
+        def on_kwargs(*args: Any, **kwargs: Any) -> None:
+            stats.calls += 1
+            request.clear()
+            request.update(kwargs)
+
+        def on_response(response: Any) -> None:
+            usage = getattr(response, "usage", None)
+            prompt = getattr(usage, "prompt_tokens", None)
+            output = getattr(usage, "completion_tokens", None)
+            if not (isinstance(prompt, int) and isinstance(output, int)):
+                stats.estimated_calls += 1
+                prompt = self._count_request(request or {"messages": messages})
+                output = self._count_response(response)
+            stats.input_tokens += prompt
+            stats.output_tokens += output
+            choices = getattr(response, "choices", None) or []
+            finish = getattr(choices[0], "finish_reason", None) if choices else None
+            # Some servers say "tool_calls" even when they stopped at the limit.
+            stats.truncated = finish == "length" or output >= limit
+
+        def on_parse_error(error: Exception, **kwargs: Any) -> None:
+            stats.invalid_outputs += 1
+
+        hooks.on("completion:kwargs", on_kwargs)
+        hooks.on("completion:response", on_response)
+        hooks.on("parse:error", on_parse_error)
+        return hooks
+
+    def _count_request(self, request: dict[str, Any]) -> int:
+        total = 3
+        for message in request.get("messages", []):
+            total += MESSAGE_OVERHEAD_TOKENS + self.counter.count(str(message.get("content", "")))
+        if request.get("tools"):
+            total += self.counter.count(json.dumps(request["tools"]))
+        return total
+
+    def _count_response(self, response: Any) -> int:
+        total = 0
+        for choice in getattr(response, "choices", None) or []:
+            message = getattr(choice, "message", None)
+            total += self.counter.count(str(getattr(message, "content", None) or ""))
+            for call in getattr(message, "tool_calls", None) or []:
+                total += self.counter.count(str(call.function.arguments or ""))
+        return total

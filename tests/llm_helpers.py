@@ -1,0 +1,44 @@
+"""Helpers for the LLM tests: conversation files and settings for the local server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from structrag.llm.config import LLMConfig
+from tests.openai_server import FakeOpenAIServer
+
+CHAT = [
+    ("Kim", "I booked the flights to Tokyo for April."),
+    ("Lee", "Great! Do you need a hotel near Shibuya?"),
+    ("Kim", "Yes, and my sister Mina is coming with me."),
+    ("Lee", "Mina will love the Ghibli Museum."),
+    ("Kim", "She adopted a beagle named Biscuit last year."),
+    ("Lee", "Bring photos of Biscuit then."),
+]
+
+
+def write_chat(path: Path, rows: list[tuple[str, str]] | None = None, **extra: Any) -> Path:
+    """A JSON Lines chat ``friends`` with ids m1, m2 ... (``extra`` keys on every row)."""
+    lines = [
+        json.dumps({"id": f"m{i}", "conversation": "friends", "speaker": s, "text": t, **extra})
+        for i, (s, t) in enumerate(rows or CHAT, start=1)
+    ]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def config(server: FakeOpenAIServer, **overrides: Any) -> LLMConfig:
+    """Settings for the test server: fast backoff, short timeout, no environment."""
+    settings: dict[str, Any] = {
+        "base_url": server.url,
+        "model": "test-model",
+        "backoff": 0.01,
+        "max_backoff": 2.0,
+        "timeout": 5.0,
+        "max_retries": 2,
+        "env": {},
+    }
+    settings.update(overrides)
+    return LLMConfig.resolve(**settings)

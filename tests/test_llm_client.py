@@ -1,0 +1,178 @@
+"""The LLM building blocks: settings from flags and environment, retry timing, the
+extraction schema (and its committed copy), and the core/adapter split."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
+from pathlib import Path
+
+import pytest
+
+from structrag.errors import ConfigError
+from structrag.llm.config import LLMConfig
+from structrag.llm.schema import MessageKnowledge, extraction_json_schema_text
+from tests.test_architecture import ADAPTERS, PACKAGE, _imports
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# -- settings ------------------------------------------------------------------------------
+
+
+def test_settings_come_from_flags_then_environment() -> None:
+    env = {
+        "STRUCTRAG_LLM_BASE_URL": "http://127.0.0.1:8080/v1/",
+        "STRUCTRAG_LLM_MODEL": "env-model",
+        "STRUCTRAG_LLM_API_KEY": "sk-secret",
+        "STRUCTRAG_LLM_CONCURRENCY": "8",
+        "STRUCTRAG_LLM_TIMEOUT": "12.5",
+        "STRUCTRAG_LLM_MODE": "JSON",
+    }
+    config = LLMConfig.resolve(model="flag-model", env=env)
+    assert config.base_url == "http://127.0.0.1:8080/v1"
+    assert config.model == "flag-model"
+    assert (config.concurrency, config.timeout, config.mode) == (8, 12.5, "json")
+    assert config.api_key == "sk-secret"
+    assert "sk-secret" not in repr(config)
+    assert "sk-secret" not in json.dumps(config.public_settings())
+    local = LLMConfig.resolve(base_url="http://localhost:11434/v1", model="llama3.2", env={})
+    assert local.api_key == "not-needed" and local.mode == "tools" and local.concurrency == 4
+
+
+@pytest.mark.parametrize(
+    ("settings", "names"),
+    [
+        ({"model": "m"}, ["--llm-base-url", "STRUCTRAG_LLM_BASE_URL"]),
+        ({"base_url": "http://x/v1"}, ["--llm-model", "STRUCTRAG_LLM_MODEL"]),
+        ({"base_url": "localhost:8080", "model": "m"}, ["--llm-base-url"]),
+        ({"base_url": "http://x/v1", "model": "m", "concurrency": 0}, ["--llm-concurrency"]),
+        ({"base_url": "http://x/v1", "model": "m", "timeout": -1}, ["--llm-timeout"]),
+        ({"base_url": "http://x/v1", "model": "m", "mode": "grammar"}, ["--llm-mode"]),
+        ({"base_url": "http://x/v1", "model": "m", "max_retries": 99}, ["--llm-max-retries"]),
+    ],
+)
+def test_bad_settings_say_which_flag_or_variable_to_set(
+    settings: dict[str, object], names: list[str]
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        LLMConfig.resolve(env={}, **settings)  # type: ignore[arg-type]
+    for name in names:
+        assert name in str(info.value)
+
+
+def test_a_non_number_in_the_environment_is_a_config_error() -> None:
+    env = {"STRUCTRAG_LLM_CONCURRENCY": "many"}
+    with pytest.raises(ConfigError, match="STRUCTRAG_LLM_CONCURRENCY"):
+        LLMConfig.resolve(base_url="http://x/v1", model="m", env=env)
+
+
+# -- retry timing --------------------------------------------------------------------------
+
+
+def test_retry_after_headers() -> None:
+    from structrag.llm.client import retry_after_seconds
+
+    assert retry_after_seconds({"retry-after-ms": "250"}) == 0.25
+    assert retry_after_seconds({"retry-after": "3"}) == 3.0
+    when = format_datetime(datetime.now(UTC) + timedelta(seconds=30), usegmt=True)
+    assert 25 < (retry_after_seconds({"retry-after": when}) or 0) <= 30
+    assert retry_after_seconds({"retry-after": "soon"}) is None
+    assert retry_after_seconds({}) is None
+
+
+def test_backoff_grows_with_jitter_and_is_capped() -> None:
+    from structrag.llm.client import InstructorLLM
+
+    llm = InstructorLLM(
+        LLMConfig.resolve(base_url="http://127.0.0.1:9/v1", model="m", backoff=1, env={})
+    )
+    try:
+        for retry in range(1, 5):
+            assert 2 ** (retry - 1) / 2 <= llm.backoff(retry) <= 2 ** (retry - 1)
+        assert llm.backoff(20) <= 30
+        assert llm.backoff(1, retry_after=7) == 7 and llm.backoff(1, retry_after=300) == 30
+    finally:
+        llm.close()
+
+
+# -- schema and architecture ---------------------------------------------------------------
+
+
+def test_the_committed_json_schema_is_the_generated_one() -> None:
+    committed = (ROOT / "grammars" / "llm_extraction.schema.json").read_text(encoding="utf-8")
+    assert committed == extraction_json_schema_text(), (
+        "regenerate it: python -m structrag.llm.schema > grammars/llm_extraction.schema.json"
+    )
+
+
+def test_the_schema_is_lenient_where_small_models_are_sloppy() -> None:
+    answer = MessageKnowledge.model_validate(
+        {
+            "entities": [{"name": " Bob ", "types": "person", "extra": 1}],
+            "actions": [{"verbs": "sign up", "tense": "Past tense"}],
+            "topics": "cats",
+        }
+    )
+    assert answer.entities[0].name == "Bob" and answer.entities[0].types == ["person"]
+    assert answer.actions[0].tense == "past" and answer.topics == ["cats"]
+    with pytest.raises(ValueError, match="tense"):
+        MessageKnowledge.model_validate({"actions": [{"verbs": ["go"], "tense": "someday"}]})
+
+
+LLM_CORE = [
+    "llm/__init__.py",
+    "llm/base.py",
+    "llm/cache.py",
+    "llm/config.py",
+    "llm/prompt.py",
+    "llm/schema.py",
+    "llm/usage.py",
+]
+
+
+@pytest.mark.parametrize("module", LLM_CORE)
+def test_llm_core_imports_no_adapter(module: str) -> None:
+    adapters = (*ADAPTERS, "structrag.llm.client", "structrag.store.duckdb_llm_cache")
+    imported = _imports(PACKAGE / module)
+    offending = {n for n in imported if any(n == a or n.startswith(a + ".") for a in adapters)}
+    assert not offending, f"{module} imports {offending}"
+
+
+# -- the client against the local server -----------------------------------------------------
+
+
+def test_the_client_retries_and_counts() -> None:
+    from structrag.llm.base import Completion, LLMCallFailed
+    from structrag.llm.client import InstructorLLM
+    from structrag.llm.prompt import SYSTEM_PROMPT
+    from tests.openai_server import Reply, serve
+
+    rules = [
+        ("rate", [Reply(status=429, headers={"retry-after-ms": "20"}), Reply(knowledge={})]),
+        ("junk", [Reply(raw="[1, 2"), Reply(knowledge={"topics": ["junk"]})]),
+        ("down", [Reply(status=502)]),
+    ]
+    with serve(rules) as server:
+        llm = InstructorLLM(
+            LLMConfig.resolve(base_url=server.url, model="m", backoff=0.01, max_retries=2, env={})
+        )
+        try:
+
+            def ask(text: str) -> Completion[MessageKnowledge]:
+                messages = [
+                    {"role": "system", "content": SYSTEM_PROMPT},
+                    {"role": "user", "content": text},
+                ]
+                return llm.complete(messages, MessageKnowledge)
+
+            rate = ask("rate")
+            assert rate.stats.calls == 2 and rate.stats.retries == 1
+            junk = ask("junk")
+            assert junk.value.topics == ["junk"]
+            assert junk.stats.invalid_outputs == 1 and junk.stats.input_tokens > 0
+            with pytest.raises(LLMCallFailed, match="HTTP 502") as info:
+                ask("down")
+            assert info.value.stats.calls == 3 and info.value.stats.retries == 2
+        finally:
+            llm.close()

@@ -1,0 +1,129 @@
+"""Grounding an LLM's answer in its message: spans, pronouns, inflections, invented items."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from structrag.extract.grounding import ground
+from structrag.llm.schema import MessageKnowledge
+from structrag.models import Action, Entity, Message, Topic
+from tests.test_architecture import ADAPTERS, PACKAGE, _imports
+
+
+def _message(text: str, speaker: str = "Kim", recipients: tuple[str, ...] = ("Lee",)) -> Message:
+    return Message(
+        conversation="c", id="1", ordinal=0, speaker=speaker, recipients=recipients, text=text
+    )
+
+
+def _answer(**fields: object) -> MessageKnowledge:
+    return MessageKnowledge.model_validate(fields)
+
+
+def test_names_are_located_as_written_or_by_stem() -> None:
+    message = _message("We visited two adoption agencies in Boston; you would love it.")
+    answer = _answer(
+        entities=[
+            {"name": "boston", "types": ["City", "place", "city"]},
+            {"name": "adoption agency"},
+            {"name": "Lee"},
+            {"name": "we"},
+        ],
+        actions=[{"subject": "I", "verbs": ["visit"], "object": "adoption agencies"}],
+        topics=["adoption", "agencies in Boston"],
+    )
+    grounded = ground(message, answer, extractor="llm", version="1")
+    assert grounded.invented == []
+    spans = {
+        (
+            r.knowledge.kind,
+            getattr(r.knowledge, "name", None) or getattr(r.knowledge, "text", ""),
+        ): message.text[r.span.start : r.span.end]
+        for r in grounded.refs
+        if not isinstance(r.knowledge, Action)
+    }
+    assert spans[("entity", "boston")] == "Boston"
+    assert spans[("entity", "adoption agency")] == "adoption agencies"
+    assert spans[("entity", "Lee")] == "you"  # the recipient, implied by "you"
+    assert spans[("topic", "agencies in Boston")] == "agencies in Boston"
+    assert ("entity", "we") not in spans  # pronouns are the metadata's speaker
+    boston = next(
+        r.knowledge for r in grounded.refs if getattr(r.knowledge, "name", "") == "boston"
+    )
+    assert isinstance(boston, Entity) and boston.types == ("city", "place")
+    (action,) = [r for r in grounded.refs if isinstance(r.knowledge, Action)]
+    assert isinstance(action.knowledge, Action)
+    assert action.knowledge.subject == "Kim"
+    assert message.text[action.span.start : action.span.end] == "visited"
+
+
+def test_invented_names_are_dropped_and_listed() -> None:
+    message = _message("I went to the lake with Pepper.")
+    answer = _answer(
+        entities=[{"name": "Pepper"}, {"name": "Lake Geneva"}, {"name": "Switzerland"}],
+        actions=[
+            {"subject": "me", "verbs": ["go"], "params": [{"name": "place", "value": "lake"}]},
+            {"subject": "Pepper", "verbs": ["swim"], "object": "ocean"},
+            {"verbs": []},
+        ],
+        topics=["lake trip", "stock market"],
+    )
+    grounded = ground(message, answer, extractor="llm", version="1")
+    assert len(grounded.invented) == 5
+    assert any("Switzerland" in item for item in grounded.invented)
+    assert any("ocean" in item for item in grounded.invented)
+    kept = [r.knowledge for r in grounded.refs]
+    assert Entity(name="Pepper") in kept
+    go = next(k for k in kept if isinstance(k, Action))
+    assert go.subject == "Kim" and go.verbs == ("go",)
+    went = next(r for r in grounded.refs if isinstance(r.knowledge, Action))
+    assert message.text[went.span.start : went.span.end] == "went"  # irregular form
+    assert Topic(text="lake trip") in kept
+    # "Lake Geneva": "Geneva" is not in the message
+    assert not any(isinstance(k, Entity) and k.name == "Lake Geneva" for k in kept)
+
+
+def test_the_speaker_is_implied_without_a_pronoun() -> None:
+    message = _message("Sounds great, see you at noon!", speaker="Priya Shah")
+    answer = _answer(actions=[{"subject": "Priya", "verbs": ["meet"], "object": "Lee"}])
+    grounded = ground(message, answer, extractor="llm", version="1")
+    assert grounded.invented == []
+    (ref,) = grounded.refs
+    assert ref.span.start == 0 and ref.span.end == len(message.text)
+
+
+_words = st.sampled_from(
+    ["Kim", "Lee", "dog", "dogs", "walked", "walk", "the", "I", "you", "Boston", "café", "x"]
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    text=st.lists(_words, min_size=0, max_size=12).map(" ".join),
+    names=st.lists(st.lists(_words, min_size=1, max_size=3).map(" ".join), max_size=4),
+)
+def test_every_kept_item_has_a_span_in_its_message(text: str, names: list[str]) -> None:
+    message = _message(text)
+    answer = _answer(
+        entities=[{"name": n} for n in names],
+        actions=[{"subject": n, "verbs": ["walk"]} for n in names],
+        topics=names,
+    )
+    grounded = ground(message, answer, extractor="llm", version="1")
+    assert len(grounded.refs) + len(grounded.invented) <= 3 * len(names)
+    for ref in grounded.refs:
+        assert 0 <= ref.span.start <= ref.span.end <= len(text)
+        name = getattr(ref.knowledge, "name", None)
+        covered = text[ref.span.start : ref.span.end].lower()
+        if name is not None and (ref.span.start, ref.span.end) != (0, len(text)):
+            assert covered == name.lower() or covered in {"i", "you"} or covered.split()
+
+
+@pytest.mark.parametrize("module", ["extract/grounding.py", "extract/llm_extractor.py"])
+def test_the_llm_extractor_imports_no_adapter(module: str) -> None:
+    adapters = (*ADAPTERS, "structrag.llm.client", "structrag.store.duckdb_llm_cache")
+    imported = _imports(PACKAGE / module)
+    offending = {n for n in imported if any(n == a or n.startswith(a + ".") for a in adapters)}
+    assert not offending, f"{module} imports {offending}"
