@@ -143,7 +143,7 @@ class Message(_Frozen):
     tags: tuple[str, ...] = ()
     metadata: dict[str, Any] = Field(default_factory=dict)
 
-    def content_hash(self) -> str:
+    def content_hash(self) -> int:
         """A hash of what the message says: speaker, time, text, tags and metadata.
 
         A re-ingest compares it to find edited messages. The ordinal and the recipients are
@@ -162,7 +162,8 @@ class Message(_Frozen):
             ensure_ascii=False,
             default=str,
         )
-        return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:32]
+        digest = hashlib.sha256(payload.encode("utf-8")).digest()
+        return int.from_bytes(digest[:8], "big", signed=True)  # 64 bits: a BIGINT column
 
 
 class Conversation(_Frozen):

@@ -120,15 +120,15 @@ def _turn(path: Path, turn: Any, where: str, session: int, session_time: Any) ->
     metadata: dict[str, Any] = {"session": session}
     caption = turn.get("blip_caption")
     if isinstance(caption, str) and caption.strip():
+        # The caption joins the text (so it can be found); it is not repeated in metadata.
         caption = caption.strip()
-        metadata["image_caption"] = caption
         text = f"{text} [shares {caption}]" if text else f"[shares {caption}]"
     urls = turn.get("img_url")
     if urls:
         metadata["image_url"] = urls
+    # The date becomes the message timestamp; a date that does not parse is kept as
+    # metadata "time_text" (see importers.base.finish).
     timestamp = turn.get("date_time") or session_time
-    if isinstance(timestamp, str):
-        metadata["date_time"] = timestamp
     return RawMessage(
         text=text,
         location=where,

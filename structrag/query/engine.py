@@ -163,6 +163,10 @@ class QueryEngine:
         self._related: dict[tuple[str | None, str], list[tuple[str, float]]] = {}
         self._speakers: dict[str | None, list[str]] = {}
         self._lines: dict[tuple[str, int], Line] = {}
+        self._ref_tables: dict[
+            str | None,
+            tuple[dict[int, list[tuple[str, str]]], dict[int, tuple[str, str, list[str]]]] | None,
+        ] = {}
 
     # -- caches ----------------------------------------------------------------------------
 
@@ -179,6 +183,7 @@ class QueryEngine:
                 self._related,
                 self._speakers,
                 self._lines,
+                self._ref_tables,
             ):
                 cache.clear()
 
@@ -229,6 +234,43 @@ class QueryEngine:
 
     def verb_lemma(self, verb: str) -> str:
         return self._lemmatize(verb) if self._lemmatize else verb.lower()
+
+    def _scope_tables(
+        self, scope: ScopeData
+    ) -> tuple[dict[int, list[tuple[str, str]]], dict[int, tuple[str, str, list[str]]]] | None:
+        """A conversation's property rows and knowledge texts, loaded once: its refs are
+        one id range when it was ingested in one go (else the range is too wide: None)."""
+        if scope.conversation is None or not len(scope):
+            return None
+        if scope.conversation not in self._ref_tables:
+            frame = scope.frame
+            counts = np.array([len(k) for k in frame.ref_kinds])
+            low = int(frame.first_refs.min())
+            high = int((frame.first_refs + counts).max()) - 1
+            tables = None
+            if high - low + 1 <= 4 * max(int(counts.sum()), 1):
+                tables = (
+                    self.store.ref_properties_between(low, high),
+                    self.store.knowledge_texts_between(low, high),
+                )
+            self._ref_tables[scope.conversation] = tables
+        return self._ref_tables[scope.conversation]
+
+    def ref_properties(
+        self, scope: ScopeData, ref_ids: Sequence[int]
+    ) -> dict[int, list[tuple[str, str]]]:
+        tables = self._scope_tables(scope)
+        if tables is None:
+            return self.store.ref_properties(ref_ids)
+        return {r: tables[0][r] for r in ref_ids if r in tables[0]}
+
+    def knowledge_texts(
+        self, scope: ScopeData, ref_ids: Sequence[int]
+    ) -> dict[int, tuple[str, str, list[str]]]:
+        tables = self._scope_tables(scope)
+        if tables is None:
+            return self.store.knowledge_texts(ref_ids)
+        return {r: tables[1][r] for r in ref_ids if r in tables[1]}
 
     def ref_names(self, ref_ids: list[int]) -> set[str]:
         """Normalised names of the entities (or topic texts) among some refs."""
@@ -516,7 +558,9 @@ class QueryEngine:
             ranked,
             fill,
             budget,
-            knowledge=self._knowledge_lines(match.refs) if self.settings.knowledge_share else [],
+            knowledge=(
+                self._knowledge_lines(scope, match.refs) if self.settings.knowledge_share else []
+            ),
             knowledge_share=self.settings.knowledge_share,
         )
         return Answer(
@@ -533,12 +577,12 @@ class QueryEngine:
             tree=ast.dump(translation.query),
         )
 
-    def _knowledge_lines(self, refs: dict[int, float]) -> list[str]:
+    def _knowledge_lines(self, scope: ScopeData, refs: dict[int, float]) -> list[str]:
         """The best entities and topics hit by the query, one short line each."""
         if not refs:
             return []
         best = sorted(refs.items(), key=lambda kv: -kv[1])[:40]
-        found = self.store.knowledge_texts([r for r, _ in best])
+        found = self.knowledge_texts(scope, [r for r, _ in best])
         entities: dict[str, set[str]] = {}
         topics: list[str] = []
         for ref_id, _ in best:

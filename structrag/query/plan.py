@@ -192,7 +192,7 @@ class PatternMatch(PlanNode):
             if not candidates:
                 return Match.empty(ctx.n)
         assert candidates is not None
-        properties = ctx.engine.store.ref_properties(sorted(candidates))
+        properties = ctx.engine.ref_properties(ctx.scope, sorted(candidates))
         hits = [
             ref
             for ref, rows in properties.items()

@@ -50,7 +50,7 @@ from structrag.store.protocols import (
     StoreStats,
 )
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
 DB_FILENAME = "structrag.duckdb"
 
 SCHEMA = """
@@ -69,7 +69,7 @@ CREATE TABLE IF NOT EXISTS messages (
     text VARCHAR NOT NULL,
     tags VARCHAR[],
     metadata JSON,
-    content_hash VARCHAR NOT NULL,
+    content_hash BIGINT NOT NULL,
     first_ref BIGINT NOT NULL,
     ref_count INTEGER NOT NULL,
     ref_kinds VARCHAR NOT NULL,
@@ -271,7 +271,7 @@ class DuckDBStore:
 
     def message_hashes(
         self, conversations: Iterable[str]
-    ) -> dict[tuple[str, str], tuple[int, str, int]]:
+    ) -> dict[tuple[str, str], tuple[int, int, int]]:
         convs = sorted(set(conversations))
         if not convs:
             return {}
@@ -280,7 +280,7 @@ class DuckDBStore:
             "WHERE conversation IN (SELECT unnest($1::VARCHAR[]))",
             [convs],
         ).fetchall()
-        return {(c, i): (int(k), str(h), int(o)) for c, i, k, h, o in rows}
+        return {(c, i): (int(k), int(h), int(o)) for c, i, k, h, o in rows}
 
     def next_ids(self) -> tuple[int, int]:
         row = _first_row(
@@ -528,6 +528,16 @@ class DuckDBStore:
             out.setdefault(int(ref_id), []).append((str(name), str(value)))
         return out
 
+    def ref_properties_between(self, low: int, high: int) -> dict[int, list[tuple[str, str]]]:
+        out: dict[int, list[tuple[str, str]]] = {}
+        rows = self.con.execute(
+            "SELECT ref_id, name, value FROM properties WHERE ref_id BETWEEN ? AND ?",
+            [low, high],
+        ).fetchall()
+        for ref_id, name, value in rows:
+            out.setdefault(int(ref_id), []).append((str(name), str(value)))
+        return out
+
     def filter_messages(self, condition: MessageFilter) -> list[int]:
         clauses: list[str] = []
         params: list[Any] = []
@@ -589,6 +599,15 @@ class DuckDBStore:
             "UNION ALL SELECT g.ref_id, 'tag', g.text, [] FROM tags g JOIN wanted USING (ref_id) "
             "WHERE g.ref_id BETWEEN ? AND ?",
             [list(ref_ids), low, high, low, high, low, high],
+        ).fetchall()
+        return {int(r[0]): (str(r[1]), str(r[2]), list(r[3] or [])) for r in rows}
+
+    def knowledge_texts_between(self, low: int, high: int) -> dict[int, tuple[str, str, list[str]]]:
+        rows = self.con.execute(
+            "SELECT ref_id, 'entity', name, types FROM entities WHERE ref_id BETWEEN ? AND ? "
+            "UNION ALL SELECT ref_id, 'topic', text, [] FROM topics WHERE ref_id BETWEEN ? AND ? "
+            "UNION ALL SELECT ref_id, 'tag', text, [] FROM tags WHERE ref_id BETWEEN ? AND ?",
+            [low, high, low, high, low, high],
         ).fetchall()
         return {int(r[0]): (str(r[1]), str(r[2]), list(r[3] or [])) for r in rows}
 
@@ -774,7 +793,7 @@ _MESSAGE_TYPES = {
     "text": "VARCHAR",
     "tags": "VARCHAR[]",
     "metadata": "JSON",
-    "content_hash": "VARCHAR",
+    "content_hash": "BIGINT",
     "first_ref": "BIGINT",
     "ref_count": "INTEGER",
     "ref_kinds": "VARCHAR",

@@ -171,7 +171,7 @@ class KnowledgeStore(Protocol):
 
     def message_hashes(
         self, conversations: Iterable[str]
-    ) -> dict[tuple[str, str], tuple[int, str, int]]:
+    ) -> dict[tuple[str, str], tuple[int, int, int]]:
         """``(conversation, message id) -> (mkey, content hash, ordinal)``, existing messages."""
         ...
 
@@ -231,6 +231,14 @@ class KnowledgeStore(Protocol):
 
     def ref_properties(self, ref_ids: Sequence[int]) -> dict[int, list[tuple[str, str]]]:
         """The property-index rows ``(name, normalised value)`` of some refs."""
+        ...
+
+    def ref_properties_between(self, low: int, high: int) -> dict[int, list[tuple[str, str]]]:
+        """Property-index rows of every ref with ``low <= ref_id <= high``."""
+        ...
+
+    def knowledge_texts_between(self, low: int, high: int) -> dict[int, tuple[str, str, list[str]]]:
+        """:meth:`knowledge_texts` of every ref with ``low <= ref_id <= high``."""
         ...
 
     def filter_messages(self, condition: MessageFilter) -> list[int]:
