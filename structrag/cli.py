@@ -572,6 +572,21 @@ def _render(stored: Any) -> str:
     "per line on stdout.",
 )
 @click.option("--explain", is_flag=True, help="Print the AST and the plan.")
+@click.option(
+    "--translator",
+    type=click.Choice(["offline", "llm"]),
+    default="offline",
+    show_default=True,
+    help="How the question becomes a query: spaCy (offline) or the LLM (which falls back "
+    "to offline, with a note, when it is not configured or fails).",
+)
+@click.option(
+    "--answer",
+    "write",
+    is_flag=True,
+    help="Have the LLM write an answer from the context, citing message ids.",
+)
+@llm_options
 @json_option
 def ask(
     question: str | None,
@@ -581,6 +596,9 @@ def ask(
     encoding: str,
     batch: str | None,
     explain: bool,
+    translator: str,
+    write: bool,
+    llm_settings: dict[str, Any],
     as_json: bool,
 ) -> None:
     """Answer context for a question, within a token budget.
@@ -593,9 +611,13 @@ def ask(
     Examples:
       structrag ask "What did Kevin tell Satya about AI models last May?" --db idx
       structrag ask --batch questions.jsonl --db idx --budget 1000 > answers.jsonl
+      structrag ask "Where did Marco sail?" --db idx --answer --llm-base-url \\
+          http://127.0.0.1:8080/v1 --llm-model local
     """
     if (question is None) == (batch is None):
         raise click.UsageError("give a QUESTION or --batch FILE (not both)")
+    llm = _question_llm_config(llm_settings, translator, write)
+    options: dict[str, Any] = {"translator": translator, "llm": llm, "answer": write}
     with open_for(db) as index:
         if batch is not None:
             for lineno, item in _batch_questions(Path(batch)):
@@ -604,6 +626,7 @@ def ask(
                     conversation=item.get("conversation") or conversation,
                     budget=int(item.get("budget") or budget),
                     encoding=encoding,
+                    **options,
                 )
                 data = answer.as_dict(explain=explain)
                 if "id" in item:
@@ -612,7 +635,9 @@ def ask(
                 click.echo(json.dumps(data, ensure_ascii=False))
             return
         assert question is not None
-        answer = index.ask(question, conversation=conversation, budget=budget, encoding=encoding)
+        answer = index.ask(
+            question, conversation=conversation, budget=budget, encoding=encoding, **options
+        )
     if as_json:
         emit_json(answer.as_dict(explain=explain))
         return
@@ -630,6 +655,28 @@ def ask(
         f"{answer.context.tokens}/{answer.budget} tokens, {len(answer.context.messages)} messages "
         f"({vector} from vector fill), {answer.seconds * 1000:.0f} ms"
     )
+    if answer.written is not None:
+        click.echo("")
+        if "error" in answer.written:
+            note(f"note: {answer.written['error']}")
+        else:
+            cited = ", ".join(answer.written["citations"]) or "none"
+            click.echo(f"answer ({answer.written['model']}): {answer.written['text']}")
+            click.echo(f"cited: {cited}")
+
+
+def _question_llm_config(settings: dict[str, Any], translator: str, write: bool) -> Any:
+    """LLM settings for ask, or None when none are configured (the translator then falls
+    back to offline and --answer says why there is no answer)."""
+    if translator == "offline" and not write:
+        return None
+    from structrag.errors import ConfigError
+    from structrag.llm.config import LLMConfig
+
+    try:
+        return LLMConfig.resolve(**settings)
+    except ConfigError:
+        return None
 
 
 def _batch_questions(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:

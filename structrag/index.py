@@ -87,6 +87,8 @@ class Index:
         self.settings = settings
         self.notes: list[str] = []
         self._engine: QueryEngine | None = None
+        self._llm_client: StructuredLLM | None = None
+        self._llm_key: tuple[str, str, str] | None = None
         if self.directory.exists() and not self.directory.is_dir():
             raise IndexStateError(
                 f"{self.directory} is a file, not an index directory",
@@ -290,15 +292,75 @@ class Index:
         conversation: str | None = None,
         budget: int = 1000,
         encoding: str = "cl100k_base",
+        translator: str = "offline",
+        llm: LLMConfig | StructuredLLM | None = None,
+        answer: bool = False,
     ) -> Answer:
-        """Answer context for a natural-language question, within ``budget`` tokens."""
+        """Answer context for a natural-language question, within ``budget`` tokens.
+
+        ``translator``: ``offline`` (spaCy) or ``llm`` (the LLM, falling back to offline,
+        with a note, when no LLM is configured or the request fails). With
+        ``answer=True`` an LLM writes an answer from the context, citing message ids
+        (``Answer.written``); without an LLM, ``written`` says why there is none.
+        """
         if budget < 1:
             raise ConfigError(f"budget must be a positive number of tokens, not {budget}")
         from structrag.tokens import get_counter
 
         engine = self.engine
         engine.counter = get_counter(encoding)
-        return engine.ask(question, conversation=conversation, budget=budget)
+        client = self._question_llm(translator, llm, needed=answer)
+        chosen = None
+        if translator == "llm":
+            from structrag.llm.translate import LLMTranslator
+
+            chosen = LLMTranslator(client)
+        elif translator != "offline":
+            raise ConfigError(f"unknown translator {translator!r}", hint="choose offline or llm")
+        result = engine.ask(question, conversation=conversation, budget=budget, translator=chosen)
+        if answer:
+            result.written = self._write_answer(client, question, result)
+        return result
+
+    def _question_llm(
+        self, translator: str, llm: LLMConfig | StructuredLLM | None, *, needed: bool
+    ) -> StructuredLLM | None:
+        """The LLM for translating or answering: ``None`` when it is optional and missing."""
+        if translator != "llm" and not needed:
+            return None
+        if llm is not None and not isinstance(llm, LLMConfig):
+            return llm
+        try:
+            config = llm if isinstance(llm, LLMConfig) else LLMConfig.resolve()
+        except ConfigError:
+            return None
+        if not config.base_url:
+            return None
+        key = (config.base_url, config.model, config.mode)
+        if self._llm_key != key:
+            self._llm_client = make_llm(config)
+            self._llm_key = key
+        return self._llm_client
+
+    def _write_answer(
+        self, client: StructuredLLM | None, question: str, result: Answer
+    ) -> dict[str, Any]:
+        if client is None:
+            return {
+                "error": "no LLM configured: set --llm-base-url and --llm-model (or "
+                "STRUCTRAG_LLM_BASE_URL and STRUCTRAG_LLM_MODEL); the context is the answer",
+            }
+        from structrag.errors import LLMError
+        from structrag.llm.answer import write_answer
+
+        lines = self.engine.lines([m.mkey for m in result.context.messages])
+        try:
+            written = write_answer(
+                client, question, result.context, {k: v.text for k, v in lines.items()}
+            )
+        except LLMError as exc:
+            return {"error": f"the LLM did not answer: {exc.message}"}
+        return written.as_dict()
 
     def reindex(self, progress: ProgressSink | None = None) -> int:
         """Rebuild the Whoosh index from the store; returns the number of messages."""

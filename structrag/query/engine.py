@@ -41,6 +41,7 @@ class Translation(Protocol):
     people: list[str]
     kind: str
     relations: list[tuple[str, str]]
+    notes: list[str]
 
 
 class Translator(Protocol):
@@ -100,6 +101,8 @@ class Answer:
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
     tree: str = ""
+    #: An answer written by an LLM from the context (``ask --answer``), or why there is none.
+    written: dict[str, Any] | None = None
 
     @property
     def message_ids(self) -> list[str]:
@@ -132,6 +135,8 @@ class Answer:
         if explain:
             data["ast"] = self.tree
             data["plan"] = self.plan
+        if self.written is not None:
+            data["answer"] = self.written
         return data
 
 
@@ -490,18 +495,20 @@ class QueryEngine:
         *,
         conversation: str | None = None,
         budget: int = 1000,
+        translator: Translator | None = None,
     ) -> Answer:
         """Translate a question, rank messages, and pack an answer context."""
         started = time.perf_counter()
-        if self.translator is None or self.counter is None:
+        translator = translator or self.translator
+        if translator is None or self.counter is None:
             raise RuntimeError("ask needs a translator and a token counter")
         self._fresh()
         scope = self.scope(conversation)
-        translation = self.translator.translate(question, self.speakers(conversation))
+        translation = translator.translate(question, self.speakers(conversation))
         people: list[str] = []
         for person in translation.people:
             people.extend(p for p in self.people_named(person, conversation) if p not in people)
-        notes: list[str] = []
+        notes: list[str] = list(translation.notes)
         related: dict[str, float] = {}
         for owner, noun in translation.relations:
             names = self.expand_relation(owner, noun, conversation)

@@ -76,6 +76,8 @@ class Translation:
     time_phrases: list[str] = field(default_factory=list)
     #: Possessive relations, (owner, noun): "Caroline's friend" -> ("Caroline", "friend").
     relations: list[tuple[str, str]] = field(default_factory=list)
+    #: What the translator wants the user to know (fallbacks, dropped names).
+    notes: list[str] = field(default_factory=list)
 
 
 def question_kind(words: Sequence[str]) -> str:
