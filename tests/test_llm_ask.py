@@ -103,9 +103,7 @@ def test_to_translation_keeps_speakers_and_drops_unknown_times() -> None:
     query = QuestionQuery(
         question_type="what",
         people=["Mel"],
-        actions=[
-            {"subject": "Melanie", "verb": "paint", "object": "*"}
-        ],
+        actions=[{"subject": "Melanie", "verb": "paint", "object": "*"}],
         time="during the great flood",
     )
     found = to_translation(query, "What did Mel paint?", ["Melanie", "Caroline"])
