@@ -452,6 +452,20 @@ def extrapolate(measured: Sequence[dict[str, Any]], size: int) -> dict[str, Any]
     }
 
 
+def parser_rate(paths: Sequence[Path], limit: int = 1000) -> float:
+    """spaCy pipeline messages per CPU-second on this machine, one process: the speed of
+    the cores during the run (on a shared machine it moves, and ingest moves with it)."""
+    from structrag.extract.spacy_extractor import DEFAULT_MODEL, load_pipeline
+    from structrag.importers import load_source
+
+    texts = [m.text for p in paths for m in load_source(p).messages][:limit]
+    nlp = load_pipeline(DEFAULT_MODEL, ner=False)
+    list(nlp.pipe(texts[:50]))
+    started = time.process_time()
+    count = sum(1 for _ in nlp.pipe(texts, batch_size=256))
+    return round(count / max(time.process_time() - started, 1e-9), 1)
+
+
 # -- the whole run ----------------------------------------------------------------------
 
 
@@ -495,6 +509,7 @@ def run_perf(
 
     work = out / "work"
     work.mkdir(exist_ok=True)
+    result["meta"]["parser_messages_per_cpu_second"] = parser_rate(data)
     if repeat > 0:
         say(f"ingest throughput: {repeat} run(s) of cli, api-cold and api-warm")
         result["throughput"] = ingest_throughput(

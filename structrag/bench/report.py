@@ -339,6 +339,12 @@ def perf_section(perf: dict[str, Any]) -> list[str]:
             "| path | messages/s | seconds |",
             "|---|---:|---:|",
         ]
+        rate = perf.get("meta", {}).get("parser_messages_per_cpu_second")
+        if rate:
+            lines[-4] += (
+                f" (machine speed during the run: spaCy parsed {rate:.0f} messages per "
+                "CPU-second in one process)"
+            )
         for label, info in throughput.items():
             lines.append(
                 f"| {label} | {info['messages_per_second_median']:.0f} "

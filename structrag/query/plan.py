@@ -720,6 +720,12 @@ def compile_ask(
             bag.setdefault(stem, 1.0)
     for stem, weight in (related or {}).items():
         bag.setdefault(stem, weight)
+    if not drop_scopes:
+        # A time phrase the scopes apply needs no words in messages ("in July 2024").
+        for scope in scopes:
+            if isinstance(scope, ast.TimeScope):
+                for stem in stems(scope.text):
+                    bag.pop(stem, None)
     text: PlanNode = TextMatch(bag)
     if people and settings.speaker_boost:
         text = SpeakerBoost(text, people, settings.speaker_boost)
