@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import os
 from functools import lru_cache
-from typing import Protocol
+from pathlib import Path
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -48,17 +49,41 @@ class StaticEmbedder:
     name = "static-64"
     dim = 64
 
+    def __init__(self) -> None:
+        self._encode: Any = None
+
     def encode(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), np.float32)
-        try:
-            from static_model import get_embeddings
-        except ImportError as exc:  # pragma: no cover - a dependency
-            raise ConfigError(
-                "the static embedding model is not installed",
-                hint="pip install tokenlearn-static-model, or use --embeddings none",
-            ) from exc
-        return _normalise(np.asarray(get_embeddings(list(texts)), dtype=np.float32))
+        if self._encode is None:
+            self._encode = _static_encoder()
+        return _normalise(np.asarray(self._encode(list(texts)), dtype=np.float32))
+
+
+def _static_encoder() -> Any:
+    """The package's batch encoder, with its model directory checked once (its public
+    ``get_embeddings`` checks the files on every call, which costs more than encoding a
+    question)."""
+    try:
+        import static_model
+    except ImportError as exc:  # pragma: no cover - a dependency
+        raise ConfigError(
+            "the static embedding model is not installed",
+            hint="pip install tokenlearn-static-model, or use --embeddings none",
+        ) from exc
+    try:
+        from static_model._static_model import encode_batch
+
+        model_dir = str(
+            static_model.ensure_model_ready(Path(static_model.__file__).parent / "model")
+        )
+    except (ImportError, AttributeError, FileNotFoundError):  # pragma: no cover - API drift
+        return static_model.get_embeddings
+
+    def encode(texts: list[str]) -> Any:
+        return encode_batch(model_dir, texts, 512)
+
+    return encode
 
 
 class MiniLMEmbedder:

@@ -34,6 +34,16 @@ DERIVATIONAL_SUFFIXES = frozenset(
 )
 
 
+def _by_name(rows: dict[int, list[tuple[str, str]]]) -> dict[int, dict[str, list[str]]]:
+    out: dict[int, dict[str, list[str]]] = {}
+    for ref, pairs in rows.items():
+        grouped: dict[str, list[str]] = {}
+        for name, value in pairs:
+            grouped.setdefault(name, []).append(value)
+        out[ref] = grouped
+    return out
+
+
 class Translation(Protocol):
     """What a question translator returns."""
 
@@ -170,7 +180,7 @@ class QueryEngine:
         self._lines: dict[tuple[str, int], Line] = {}
         self._ref_tables: dict[
             str | None,
-            tuple[dict[int, list[tuple[str, str]]], dict[int, tuple[str, str, list[str]]]] | None,
+            tuple[dict[int, dict[str, list[str]]], dict[int, tuple[str, str, list[str]]]] | None,
         ] = {}
 
     # -- caches ----------------------------------------------------------------------------
@@ -242,7 +252,7 @@ class QueryEngine:
 
     def _scope_tables(
         self, scope: ScopeData
-    ) -> tuple[dict[int, list[tuple[str, str]]], dict[int, tuple[str, str, list[str]]]] | None:
+    ) -> tuple[dict[int, dict[str, list[str]]], dict[int, tuple[str, str, list[str]]]] | None:
         """A conversation's property rows and knowledge texts, loaded once: its refs are
         one id range when it was ingested in one go (else the range is too wide: None)."""
         if scope.conversation is None or not len(scope):
@@ -255,7 +265,7 @@ class QueryEngine:
             tables = None
             if high - low + 1 <= 4 * max(int(counts.sum()), 1):
                 tables = (
-                    self.store.ref_properties_between(low, high),
+                    _by_name(self.store.ref_properties_between(low, high)),
                     self.store.knowledge_texts_between(low, high),
                 )
             self._ref_tables[scope.conversation] = tables
@@ -263,10 +273,11 @@ class QueryEngine:
 
     def ref_properties(
         self, scope: ScopeData, ref_ids: Sequence[int]
-    ) -> dict[int, list[tuple[str, str]]]:
+    ) -> dict[int, dict[str, list[str]]]:
+        """Property-index values of some refs, by property name."""
         tables = self._scope_tables(scope)
         if tables is None:
-            return self.store.ref_properties(ref_ids)
+            return _by_name(self.store.ref_properties(ref_ids))
         return {r: tables[0][r] for r in ref_ids if r in tables[0]}
 
     def knowledge_texts(
@@ -547,7 +558,9 @@ class QueryEngine:
         vector = self.vector_scores(question, scope)
         chosen = {r.mkey for r in ranked}
         if vector is not None:
-            order = np.argsort(-vector, kind="stable")
+            # Enough candidates to fill any budget (messages cost at least a few tokens).
+            reach = min(len(vector), budget // 4 + 64 + len(chosen))
+            order = np.argsort(-vector, kind="stable")[:reach]
             fill = [
                 RankedMessage(
                     int(scope.frame.mkeys[i]),

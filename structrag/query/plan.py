@@ -195,10 +195,8 @@ class PatternMatch(PlanNode):
         properties = ctx.engine.ref_properties(ctx.scope, sorted(candidates))
         hits = [
             ref
-            for ref, rows in properties.items()
-            if all(
-                any(name == c.name and c.accepts(value) for name, value in rows) for c in conditions
-            )
+            for ref, values in properties.items()
+            if all(any(c.accepts(v) for v in values.get(c.name, ())) for c in conditions)
         ]
         if not hits:
             return Match.empty(ctx.n)

@@ -194,6 +194,7 @@ class DuckDBStore:
         self.directory = Path(directory)
         self.path = self.directory / DB_FILENAME
         self.read_only = read_only
+        self._generation: int | None = None
         if not self.path.exists():
             if read_only or not create:
                 raise IndexStateError(
@@ -251,7 +252,11 @@ class DuckDBStore:
         )
 
     def generation(self) -> int:
-        return int(self.get_setting("generation") or 0)
+        """The number of committed ingests. Cached: only this connection can write (DuckDB
+        locks the file), so it changes only through :meth:`DuckDBTransaction.commit`."""
+        if self._generation is None:
+            self._generation = int(self.get_setting("generation") or 0)
+        return self._generation
 
     def sql(
         self, query: str, params: Sequence[Any] | Mapping[str, Any] = ()
@@ -758,6 +763,7 @@ class DuckDBTransaction:
             self.store.set_setting("generation", str(generation))
             self.con.execute("COMMIT")
             self._open = False
+            self.store._generation = generation
         except BaseException:
             self.rollback()
             raise
