@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shutil
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -20,7 +21,7 @@ from typing import Any, TypeVar
 import click
 
 from structrag import __version__
-from structrag.errors import StructragError
+from structrag.errors import InputError, NotFoundError, StructragError
 from structrag.importers import FORMATS
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -277,21 +278,33 @@ def ingest(
             _print_estimate(estimate)
         return
     progress = ClickProgress(enabled=not quiet and sys.stderr.isatty())
-    with open_for(db, write=True) as index:
-        reports = index.ingest(
-            list(paths),
-            format=fmt,
-            conversation=conversation,
-            encoding=encoding,
-            extractor=extractor,
-            workers=workers,
-            ner=ner,
-            embeddings=embeddings,
-            progress=progress,
-            force=force,
-            llm=config,
-            retry_failed=retry_failed,
-        )
+    created = not Path(db).exists()
+    empty = False
+    try:
+        with open_for(db, write=True) as index:
+            try:
+                reports = index.ingest(
+                    list(paths),
+                    format=fmt,
+                    conversation=conversation,
+                    encoding=encoding,
+                    extractor=extractor,
+                    workers=workers,
+                    ner=ner,
+                    embeddings=embeddings,
+                    progress=progress,
+                    force=force,
+                    llm=config,
+                    retry_failed=retry_failed,
+                )
+            except BaseException:
+                empty = index.store.generation() == 0
+                raise
+    except BaseException:
+        if created and empty:
+            # This command made the directory and wrote nothing into it: leave no trace.
+            shutil.rmtree(db, ignore_errors=True)
+        raise
     if as_json:
         emit_json([r.as_dict() for r in reports])
         return
@@ -303,7 +316,7 @@ def ingest(
             continue
         rate = (
             f", {report.messages_added / report.seconds:.0f} messages/s"
-            if report.seconds and report.messages_added
+            if report.seconds >= 0.5 and report.messages_added
             else ""
         )
         click.echo(
@@ -621,13 +634,16 @@ def ask(
     with open_for(db) as index:
         if batch is not None:
             for lineno, item in _batch_questions(Path(batch)):
-                answer = index.ask(
-                    item["question"],
-                    conversation=item.get("conversation") or conversation,
-                    budget=int(item.get("budget") or budget),
-                    encoding=encoding,
-                    **options,
-                )
+                try:
+                    answer = index.ask(
+                        item["question"],
+                        conversation=item.get("conversation") or conversation,
+                        budget=item["budget"] if item.get("budget") is not None else budget,
+                        encoding=encoding,
+                        **options,
+                    )
+                except NotFoundError as exc:
+                    raise InputError(Path(batch), exc.message, line=lineno, hint=exc.hint) from None
                 data = answer.as_dict(explain=explain)
                 if "id" in item:
                     data["id"] = item["id"]
@@ -680,26 +696,31 @@ def _question_llm_config(settings: dict[str, Any], translator: str, write: bool)
 
 
 def _batch_questions(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The questions of an ``ask --batch`` file, checked line by line."""
     from structrag.errors import InputError
+    from structrag.importers.base import read_json_lines
 
-    with path.open(encoding="utf-8") as handle:
-        for lineno, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                item = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(
-                    path, f"invalid JSON: {exc.msg}", line=lineno, column=exc.colno
-                ) from None
-            if not isinstance(item, dict) or not isinstance(item.get("question"), str):
-                raise InputError(
-                    path,
-                    'each line must be an object with a "question" string',
-                    line=lineno,
-                    hint='e.g. {"question": "Where did Ann go?", "conversation": "c1"}',
-                )
-            yield lineno, item
+    example = 'e.g. {"question": "Where did Ann go?", "conversation": "c1", "budget": 500}'
+    for lineno, item in read_json_lines(path, 'an object with a "question"'):
+        question = item.get("question")
+        if not isinstance(question, str) or not question.strip():
+            raise InputError(
+                path, '"question" must be a non-empty string', line=lineno, hint=example
+            )
+        conversation = item.get("conversation")
+        if conversation is not None and not isinstance(conversation, str):
+            raise InputError(path, '"conversation" must be a string', line=lineno, hint=example)
+        budget = item.get("budget")
+        if budget is not None and (
+            isinstance(budget, bool) or not isinstance(budget, int) or budget < 1
+        ):
+            raise InputError(
+                path,
+                '"budget" must be a positive whole number of tokens',
+                line=lineno,
+                hint=example,
+            )
+        yield lineno, item
 
 
 @cli.command()

@@ -181,12 +181,13 @@ class Index:
                 if isinstance(extractor, str)
                 else extractor
             )
-            embedder = self._ingest_embedder(embeddings)
+            setting, embedder = self._ingest_embedder(embeddings)
             ingestor = Ingestor(
                 self.store,
                 self.text_index,
                 chosen,
                 embedder=_embedding_rows(embedder) if embedder is not None else None,
+                settings={"embeddings": setting},
             )
             reports = []
             if paths or not retry_failed:
@@ -238,24 +239,24 @@ class Index:
         finally:
             cache.close()
 
-    def _ingest_embedder(self, requested: str | None) -> Embedder | None:
-        """The index's embedding model: fixed by its first ingest (default ``static``)."""
+    def _ingest_embedder(self, requested: str | None) -> tuple[str, Embedder | None]:
+        """The index's embedding model: fixed by its first ingest (default ``static``).
+
+        Returns the setting to record and the embedder; the setting is written in the
+        ingest's own transaction, so a failed ingest leaves no trace of it.
+        """
         current = self.store.get_setting("embeddings")
         if requested is not None and requested not in EMBEDDERS:
             raise ConfigError(
                 f"unknown embedding model {requested!r}", hint=f"choose: {', '.join(EMBEDDERS)}"
             )
-        if current is None:
-            current = requested or "static"
-            if self.store.stats().messages:
-                current = requested or "none"
-            self.store.set_setting("embeddings", current)
-        elif requested is not None and requested != current:
+        if current is not None and requested is not None and requested != current:
             raise ConfigError(
                 f"this index embeds messages with {current!r}, not {requested!r}",
                 hint="drop --embeddings, or build a new index with the other model",
             )
-        return get_embedder(current)
+        chosen = current or requested or "static"
+        return chosen, get_embedder(chosen)
 
     @property
     def embedder(self) -> Embedder | None:

@@ -48,6 +48,7 @@ from structrag.store.protocols import (
     StoredMessage,
     StoreTransaction,
     TextIndex,
+    TextIndexWriter,
 )
 
 
@@ -201,11 +202,14 @@ class Ingestor:
         extractor: Extractor,
         *,
         embedder: Callable[[list[StoredMessage]], list[tuple[int, str, list[float]]]] | None = None,
+        settings: dict[str, str] | None = None,
     ) -> None:
         self.store = store
         self.text_index = text_index
         self.extractor = extractor
         self.embedder = embedder
+        #: Index settings written with the first source (in its transaction).
+        self.settings = dict(settings or {})
 
     def fingerprint(self, fmt: str, options: LoadOptions) -> str:
         payload = json.dumps(
@@ -443,9 +447,12 @@ class Ingestor:
         """Store the messages and their knowledge in one transaction, then the text index."""
         _, next_ref = self.store.next_ids()
         transaction = self.store.begin(record, conversations)
-        writer = self.text_index.writer()
+        writer: TextIndexWriter | None = None
         chunk = _Chunk()
         try:
+            writer = self.text_index.writer()
+            for key, value in self.settings.items():
+                self.store.set_setting(key, value)  # inside the transaction
             for (mkey, message, is_new), refs in zip(todo, knowledge, strict=True):
                 stored = StoredMessage(
                     mkey=mkey,
@@ -482,12 +489,14 @@ class Ingestor:
             generation = transaction.commit()
         except BaseException:
             transaction.rollback()
-            writer.cancel()
+            if writer is not None:
+                writer.cancel()
             # Stop the extractor now (its workers, its requests in flight), not at GC time.
             close = getattr(knowledge, "close", None)
             if callable(close):
                 close()
             raise
+        assert writer is not None
         writer.commit(generation)
 
     def _flush(self, transaction: StoreTransaction, chunk: _Chunk, report: IngestReport) -> None:

@@ -34,7 +34,10 @@ _DATE_FORMATS = (
 
 def _to_naive_utc(value: datetime) -> datetime:
     if value.tzinfo is not None:
-        value = value.astimezone(UTC).replace(tzinfo=None)
+        try:
+            value = value.astimezone(UTC).replace(tzinfo=None)
+        except OverflowError:  # an offset that pushes the time out of the calendar
+            value = value.replace(tzinfo=None)
     return value
 
 

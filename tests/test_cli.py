@@ -84,3 +84,29 @@ def test_main_turns_structrag_errors_into_exit_1(
         main(["show", "x", "--db", str(tmp_path / "missing")])
     assert info.value.code == 1
     assert "error: no index" in capsys.readouterr().err
+
+
+def test_a_failed_first_ingest_leaves_no_index_behind(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"speaker": "Ann", "text": "hi"}\n{"speaker": ', encoding="utf-8")
+    db = tmp_path / "db"
+    code, _, err = run("ingest", str(bad), "--db", str(db))
+    assert code == 1 and "line 2" in err
+    assert not db.exists()
+
+
+def test_batch_lines_are_checked(example_index: Path, tmp_path: Path) -> None:
+    batch = tmp_path / "questions.jsonl"
+    cases = {
+        '{"question": "Who?", "budget": "lots"}': '"budget" must be a positive whole number',
+        '{"question": "   "}': '"question" must be a non-empty string',
+        '{"question": "Who?", "conversation": 3}': '"conversation" must be a string',
+        '{"question": "Who?", "conversation": "nope"}': "nope",
+        "[1, 2]": "each line must be",
+    }
+    for line, message in cases.items():
+        batch.write_text('{"question": "Who adopted Biscuit?"}\n' + line + "\n", encoding="utf-8")
+        code, _, err = run("ask", "--batch", str(batch), "--db", str(example_index))
+        assert code == 1, line
+        assert message in err and f"{batch}" in err and "line 2" in err, err
+        assert "Traceback" not in err

@@ -283,3 +283,32 @@ def test_any_bytes_give_a_source_or_an_input_error(
     else:
         assert source.messages
         assert all(m.conversation == source.conversations[0].id for m in source.messages[:1])
+
+
+def test_unpaired_surrogates_are_rejected_with_the_position(tmp_path: Path) -> None:
+    path = tmp_path / "chat.jsonl"
+    path.write_text(
+        '{"id": "1", "speaker": "Kim", "text": "fine"}\n'
+        '{"id": "2", "speaker": "Kim", "text": "broken \\ud800 escape"}\n',
+        encoding="utf-8",
+    )
+    with pytest.raises(InputError) as info:
+        load_source(path)
+    assert "unpaired surrogate" in str(info.value) and "line 2" in str(info.value)
+
+
+def test_typeagent_shapes_are_checked(tmp_path: Path) -> None:
+    path = tmp_path / "index_data.json"
+    path.write_text(
+        json.dumps(
+            {
+                "fileHeader": ["not", "an", "object"],
+                "messages": [{"textChunks": ["Hello there."], "metadata": {"speaker": "Ann"}}],
+                "semanticRefs": [],
+            }
+        ),
+        encoding="utf-8",
+    )
+    with pytest.raises(InputError) as info:
+        load_source(path, format="typeagent")
+    assert "fileHeader" in str(info.value)

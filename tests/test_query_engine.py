@@ -213,3 +213,27 @@ def test_conversation_summaries(ix: Index) -> None:
     assert summary["messages"] == 46
     assert summary["speakers"] == ["Marco", "Priya", "Sam"]
     assert summary["first"].startswith("2024-05-03") and summary["last"].startswith("2024-07-20")
+
+
+def test_knowledge_hits_belong_to_the_messages_kept(ix: Index) -> None:
+    result = ix.query("entity:Biscuit AND speaker:Marco", limit=None)
+    kept = {m.mkey for m in result.messages}
+    assert kept and result.refs
+    owners = ix.store.refs_by_ids([r for r, _ in result.refs])
+    assert {mkey for mkey, _ in owners.values()} <= kept
+
+
+def test_an_empty_index_answers_with_nothing(tmp_path: Path) -> None:
+    with Index(tmp_path / "empty") as index:
+        assert index.query("entity:Biscuit OR dog").messages == []
+        answer = index.ask("Where does Marco work?", budget=100)
+        assert answer.message_ids == [] and answer.context.tokens == 0
+
+
+def test_dates_at_the_end_of_the_calendar_do_not_overflow(ix: Index) -> None:
+    end = datetime(9999, 12, 31, 12)
+    for phrase in ("tomorrow", "next week", "next month", "next year", "this year"):
+        found = relative_range(phrase, end)
+        assert found is None or found.start <= found.end
+    assert ids(ix, "when:9999") == []
+    assert ids(ix, "when:9999-12-31..9999-12-31") == []

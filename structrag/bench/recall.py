@@ -31,6 +31,7 @@ from structrag.bench.locomo import CATEGORIES, Question, category_name, load_que
 from structrag.bench.machine import environment
 from structrag.bench.systems import SYSTEMS, make_systems
 from structrag.errors import ConfigError, InputError
+from structrag.importers.base import read_json_lines
 from structrag.index import Index
 from structrag.ingest import ProgressSink
 
@@ -108,28 +109,15 @@ def score_records(records: Iterable[Mapping[str, Any]]) -> list[Row]:
 def read_records(path: Path) -> Iterator[dict[str, Any]]:
     """The records of a recall JSONL file, with positioned errors."""
     required = ("system", "budget", "tokens", "message_ids", "evidence", "category")
-    try:
-        handle = path.open(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(
-            path, "file not found", hint="run `structrag bench recall` first"
-        ) from None
-    with handle:
-        for lineno, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(
-                    path, f"invalid JSON: {exc.msg}", line=lineno, column=exc.colno
-                ) from None
-            missing = [k for k in required if k not in record]
-            if missing:
-                raise InputError(
-                    path, f"record lacks {', '.join(missing)}", line=lineno, hint=RECORD_HINT
-                )
-            yield record
+    if not path.exists():
+        raise InputError(path, "file not found", hint="run `structrag bench recall` first")
+    for lineno, record in read_json_lines(path, "a recall record (a JSON object)"):
+        missing = [k for k in required if k not in record]
+        if missing:
+            raise InputError(
+                path, f"record lacks {', '.join(missing)}", line=lineno, hint=RECORD_HINT
+            )
+        yield record
 
 
 RECORD_HINT = (

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -90,6 +90,25 @@ def read_text(path: Path, encoding: str = "utf-8") -> str:
             hint="convert it to UTF-8 text, or pass --encoding utf-16",
         )
     return text
+
+
+def read_json_lines(
+    path: Path, what: str = "a JSON object"
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The objects of a JSON Lines file with their line numbers; blank lines are skipped.
+    Bad bytes, bad JSON and lines that are not objects raise :class:`InputError`."""
+    for lineno, line in enumerate(read_text(path).splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(
+                path, f"invalid JSON: {exc.msg}", line=lineno, column=exc.colno
+            ) from None
+        if not isinstance(item, dict):
+            raise InputError(path, f"each line must be {what}", line=lineno)
+        yield lineno, item
 
 
 def parse_json(path: Path, text: str) -> Any:
@@ -180,6 +199,7 @@ def finish(
     empty: list[str] = []
     unparsed_times: list[str] = []
     for raw in raws:
+        _check_encodable(path, raw)
         msg_id = raw.id if raw.id is not None else str(len(messages) + 1)
         recipients = raw.recipients
         if not recipients and default_recipients and raw.speaker and len(speakers) > 1:
@@ -240,6 +260,20 @@ def finish(
         locations=locations,
         warnings=warnings,
     )
+
+
+def _check_encodable(path: Path, raw: RawMessage) -> None:
+    """Reject text that cannot be stored as UTF-8 (a JSON ``\\ud800`` escape with no pair)."""
+    for what, value in (("text", raw.text), ("speaker", raw.speaker or ""), ("id", raw.id or "")):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InputError(
+                path,
+                f"at {raw.location}: the {what} holds an unpaired surrogate "
+                f"(\\u{ord(value[exc.start]):04x}) at character {exc.start + 1}",
+                hint="the file has a broken \\u escape; fix or remove it",
+            ) from None
 
 
 def merge_sources(path: Path, fmt: str, parts: list[ParsedSource]) -> ParsedSource:

@@ -92,7 +92,8 @@ def load_typeagent(path: Path, text: str, options: LoadOptions, data: Any = None
             )
         )
         chunk_starts.append(starts)
-    version = str((data.get("fileHeader") or {}).get("version", "0"))
+    header = expect(path, data.get("fileHeader") or {}, dict, "fileHeader", "fileHeader")
+    version = str(header.get("version", "0"))
     conversation = Conversation(
         id=conv_id,
         name=str(data.get("nameTag")) if data.get("nameTag") else None,
@@ -113,7 +114,10 @@ def load_typeagent(path: Path, text: str, options: LoadOptions, data: Any = None
     for r, ref in enumerate(refs):
         where = f"semanticRefs[{r}]"
         expect(path, ref, dict, where, "a semantic ref")
-        start = ((ref.get("range") or {}).get("start")) or {}
+        text_range = expect(path, ref.get("range") or {}, dict, f"{where}.range", "a range")
+        start = expect(
+            path, text_range.get("start") or {}, dict, f"{where}.range.start", "a location"
+        )
         ordinal = start.get("messageOrdinal")
         chunk = start.get("chunkOrdinal", 0) or 0
         if not isinstance(ordinal, int) or not 0 <= ordinal < len(texts):

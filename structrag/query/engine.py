@@ -437,6 +437,16 @@ class QueryEngine:
 
     # -- running ---------------------------------------------------------------------------
 
+    @staticmethod
+    def _refs_in(match: Match, scope: ScopeData) -> dict[int, float]:
+        """The knowledge hits that belong to messages the match kept."""
+        if not match.refs:
+            return {}
+        ids = np.fromiter(match.refs, dtype=np.int64, count=len(match.refs))
+        positions, found = scope.ref_positions(ids)
+        kept = ids[found][match.mask[positions]]
+        return {int(r): match.refs[int(r)] for r in kept.tolist()}
+
     def _rank(self, match: Match, scope: ScopeData, limit: int | None) -> list[RankedMessage]:
         frame = scope.frame
         candidates = np.flatnonzero(match.mask)
@@ -489,7 +499,7 @@ class QueryEngine:
         ctx = Context(self, scope, self.settings)
         match = plan.eval(ctx)
         ranked = self._rank(match, scope, limit)
-        refs = sorted(match.refs.items(), key=lambda kv: (-kv[1], kv[0]))
+        refs = sorted(self._refs_in(match, scope).items(), key=lambda kv: (-kv[1], kv[0]))
         return QueryResult(
             query=node.to_query(),
             plan=plan.explain(),
@@ -579,7 +589,9 @@ class QueryEngine:
             fill,
             budget,
             knowledge=(
-                self._knowledge_lines(scope, match.refs) if self.settings.knowledge_share else []
+                self._knowledge_lines(scope, self._refs_in(match, scope))
+                if self.settings.knowledge_share
+                else []
             ),
             knowledge_share=self.settings.knowledge_share,
         )

@@ -102,6 +102,18 @@ class ScopeData:
         out[valid] = self._codes[local[valid]]
         return out
 
+    def ref_positions(self, ref_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Frame positions of the messages that hold ``ref_ids``, and which were found."""
+        frame = self.frame
+        if not len(frame) or not len(ref_ids):
+            return np.zeros(0, np.int64), np.zeros(len(ref_ids), bool)
+        order = np.argsort(frame.first_refs, kind="stable")
+        firsts = frame.first_refs[order]
+        counts = np.array([len(k) for k in frame.ref_kinds], dtype=np.int64)[order]
+        at = np.searchsorted(firsts, ref_ids, side="right") - 1
+        found = (at >= 0) & (ref_ids < firsts[np.clip(at, 0, None)] + counts[np.clip(at, 0, None)])
+        return order[at[found]], found
+
     def knowledge_arrays(self, term: str, reader: TextIndexReader) -> tuple[np.ndarray, np.ndarray]:
         """(frame positions, ref ids) of the refs in scope whose terms include ``term``."""
         cached = self._knowledge_arrays.get(term)

@@ -69,20 +69,48 @@ class TimeRange:
 
 def _month_range(year: int, month: int) -> TimeRange:
     start = datetime(year, month, 1)
-    end = datetime(year + (month == 12), month % 12 + 1, 1)
+    end = (
+        datetime.max
+        if (year, month) == (9999, 12)
+        else datetime(year + (month == 12), month % 12 + 1, 1)
+    )
     return TimeRange(start, end)
 
 
 def _day_range(day: datetime) -> TimeRange:
     start = datetime(day.year, day.month, day.day)
-    return TimeRange(start, start + timedelta(days=1))
+    return TimeRange(start, _plus(start, timedelta(days=1)))
+
+
+def _plus(value: datetime, delta: timedelta) -> datetime:
+    """``value + delta``, held at the ends of the calendar instead of overflowing."""
+    try:
+        return value + delta
+    except OverflowError:
+        return datetime.max if delta > timedelta(0) else datetime.min
+
+
+def absolute_range(text: str) -> TimeRange | None:
+    """An absolute date, month, year or ``A..B`` range; ``None`` if not one."""
+    try:
+        return _absolute_range(text)
+    except (ValueError, OverflowError):
+        return None
+
+
+def relative_range(text: str, anchor: datetime) -> TimeRange | None:
+    """A relative phrase resolved against ``anchor``; ``None`` if not understood."""
+    try:
+        return _relative_range(text, anchor)
+    except (ValueError, OverflowError):
+        return None
 
 
 def _one_date(text: str) -> TimeRange | None:
     text = text.strip().lower().rstrip(".")
     if m := re.fullmatch(r"(\d{4})", text):
         year = int(m.group(1))
-        return TimeRange(datetime(year, 1, 1), datetime(year + 1, 1, 1))
+        return TimeRange(datetime(year, 1, 1), _month_range(year, 12).end)
     if m := re.fullmatch(r"(\d{4})-(\d{1,2})", text):
         if 1 <= int(m.group(2)) <= 12:
             return _month_range(int(m.group(1)), int(m.group(2)))
@@ -113,7 +141,7 @@ def _one_date(text: str) -> TimeRange | None:
     return None
 
 
-def absolute_range(text: str) -> TimeRange | None:
+def _absolute_range(text: str) -> TimeRange | None:
     """An absolute date, month, year or ``A..B`` range; ``None`` if not one."""
     if ".." in text:
         left, _, right = text.partition("..")
@@ -127,7 +155,7 @@ def absolute_range(text: str) -> TimeRange | None:
     return _one_date(text)
 
 
-def relative_range(text: str, anchor: datetime) -> TimeRange | None:
+def _relative_range(text: str, anchor: datetime) -> TimeRange | None:
     """A relative phrase resolved against ``anchor``; ``None`` if not understood."""
     phrase = re.sub(r"\s+", " ", text.strip().lower().rstrip("?.!"))
     today = datetime(anchor.year, anchor.month, anchor.day)

@@ -177,9 +177,6 @@ class WhooshWriter:
         self._writer.delete_by_term("key", str(message.mkey))
         self._writer.add_document(**_document(message))
 
-    def delete(self, mkey: int) -> None:
-        self._writer.delete_by_term("key", str(mkey))
-
     def commit(self, generation: int) -> None:
         self._writer.commit()
         self._owner._mark(generation)
@@ -222,6 +219,7 @@ class WhooshTextIndex:
         fd, tmp = tempfile.mkstemp(dir=self.path, prefix=".gen-")
         with os.fdopen(fd, "w") as handle:
             handle.write(str(generation))
+        Path(tmp).chmod(0o644)  # mkstemp makes it 0600; other readers of the index need it
         Path(tmp).replace(self.path / "GENERATION")
 
     # -- writing --------------------------------------------------------------------------
@@ -282,6 +280,10 @@ class WhooshTextIndex:
     def _cols(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if self._columns is None:
             reader = self._reader
+            if reader is None or reader.doc_count_all() == 0:
+                empty = np.zeros(0, dtype=np.int64)
+                self._columns = (empty, empty, empty)
+                return self._columns
             self._columns = (
                 np.array(list(reader.column_reader("mkey")), dtype=np.int64),
                 np.array(list(reader.column_reader("first_ref")), dtype=np.int64),
