@@ -203,7 +203,12 @@ def cli() -> None:
     show_default=True,
     help="Extraction processes.",
 )
-@click.option("--force", is_flag=True, help="Re-read files even if ingested before.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Re-read files even if ingested before and extract every message again "
+    "(LLM results still come from the cache: no call is paid twice).",
+)
 @llm_options
 @click.option(
     "--dry-run",

@@ -241,7 +241,7 @@ class Ingestor:
             progress.start(total, "extracting")
         try:
             for path, digest, fingerprint, source, report in plans:
-                self._ingest_one(path, digest, fingerprint, source, report, progress)
+                self._ingest_one(path, digest, fingerprint, source, report, progress, force)
         finally:
             if progress and total:
                 progress.finish()
@@ -291,7 +291,7 @@ class Ingestor:
         reports, plans = self._sources(paths, format, options or LoadOptions(), force)
         messages: list[Message] = []
         for _, _, _, source, report in plans:
-            todo = self._pending(source, report, None)
+            todo = self._pending(source, report, None, force)
             report.messages_added = sum(1 for _, _, is_new in todo if is_new)
             report.messages_updated = len(todo) - report.messages_added
             if not source.knowledge:
@@ -313,10 +313,11 @@ class Ingestor:
         source: ParsedSource,
         report: IngestReport,
         progress: ProgressSink | None,
+        force: bool = False,
     ) -> None:
         started = time.perf_counter()
         usage_before = self._usage()
-        todo = self._pending(source, report, progress)
+        todo = self._pending(source, report, progress, force)
         # 2. Knowledge (imported with the file, or extracted), streamed into the text
         #    index writer as it arrives; nothing is visible until both commits.
         if source.knowledge:
@@ -408,10 +409,15 @@ class Ingestor:
         return spent
 
     def _pending(
-        self, source: ParsedSource, report: IngestReport, progress: ProgressSink | None
+        self,
+        source: ParsedSource,
+        report: IngestReport,
+        progress: ProgressSink | None,
+        force: bool = False,
     ) -> list[tuple[int, Message, bool]]:
         """The messages of ``source`` to write: ``(mkey, message, is_new)`` for new and
-        edited ones; unchanged ones are counted in ``report``."""
+        edited ones (and, with ``force``, unchanged ones, extracted again); unchanged ones
+        left alone are counted in ``report``."""
         existing = self.store.message_hashes(c.id for c in source.conversations)
         next_mkey, _ = self.store.next_ids()
         max_ordinal: dict[str, int] = {}
@@ -428,7 +434,7 @@ class Ingestor:
                     message = message.model_copy(update={"ordinal": ordinal})
                 todo.append((next_mkey, message, True))
                 next_mkey += 1
-            elif found[1] != message.content_hash():
+            elif force or found[1] != message.content_hash():
                 todo.append((found[0], message.model_copy(update={"ordinal": found[2]}), False))
             else:
                 report.messages_unchanged += 1

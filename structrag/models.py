@@ -130,6 +130,10 @@ class SemanticRef(_Frozen):
         return self.knowledge.kind
 
 
+#: Metadata keys that say where a message sits in its file, not what it says.
+POSITIONAL_METADATA = frozenset({"line"})
+
+
 class Message(_Frozen):
     """One turn of a conversation. ``id`` is unique within its conversation."""
 
@@ -146,9 +150,10 @@ class Message(_Frozen):
     def content_hash(self) -> int:
         """A hash of what the message says: speaker, time, text, tags and metadata.
 
-        A re-ingest compares it to find edited messages. The ordinal and the recipients are
-        left out: importers infer recipients from the other speakers, which change when a
-        conversation grows.
+        A re-ingest compares it to find edited messages. The ordinal, the recipients and
+        positional metadata (``line``) are left out: importers infer recipients from the other
+        speakers, which change when a conversation grows, and a line added above a turn
+        moves it without changing it.
         """
         payload = json.dumps(
             [
@@ -156,7 +161,7 @@ class Message(_Frozen):
                 self.timestamp.isoformat() if self.timestamp else None,
                 self.text,
                 list(self.tags),
-                self.metadata,
+                {k: v for k, v in self.metadata.items() if k not in POSITIONAL_METADATA},
             ],
             sort_keys=True,
             ensure_ascii=False,

@@ -49,9 +49,23 @@ def test_second_ingest_of_the_same_file_changes_nothing(index: Index, locomo_fil
     (report,) = index.ingest([locomo_file])
     assert report.skipped is not None
     assert _counts(index) == before
-    (forced,) = index.ingest([locomo_file], force=True)
-    assert forced.messages_added == 0 and forced.messages_unchanged == 8
+    aliases = index.store.sql("SELECT count(*) FROM aliases")
+    (forced,) = index.ingest([locomo_file], force=True)  # extracts every message again
+    assert forced.messages_added == 0 and forced.messages_updated == 8
     assert _counts(index) == before
+    assert index.store.sql("SELECT count(*) FROM aliases") == aliases
+
+
+def test_moved_lines_are_not_edits_and_metadata_merges(index: Index, tmp_path: Path) -> None:
+    path = tmp_path / "talk.txt"
+    body = "ANN: I moved to Lisbon in March.\nBEN: Do you like the tiles there?\n"
+    path.write_text("A header line\n\n" + body, encoding="utf-8")
+    index.ingest([path])
+    path.write_text(body, encoding="utf-8")  # the header is gone, the turns moved up
+    (again,) = index.ingest([path])
+    assert again.messages_unchanged == 2 and again.messages_updated == 0
+    (conversation,) = index.conversations()
+    assert conversation.metadata["header"] == "A header line"  # kept from the first file
 
 
 def test_truncated_copy_fails_and_leaves_the_index_unchanged(

@@ -162,8 +162,11 @@ def _bulk(
     table: str,
     columns: Sequence[tuple[str, str]],
     values: Sequence[list[Any]],
+    *,
+    new_only: bool = False,
 ) -> None:
-    """Insert rows column-wise. ``table`` and ``columns`` are our own constants.
+    """Insert rows column-wise. ``table`` and ``columns`` are our own constants; with
+    ``new_only``, rows the table already holds (and repeats) are left out.
 
     The columns are handed to DuckDB as numpy arrays through a registered view, which
     converts several times faster than list parameters and far faster than executemany.
@@ -182,7 +185,10 @@ def _bulk(
     names = ", ".join(name for name, _ in columns)
     con.register("_structrag_rows", frame)
     try:
-        con.execute(f"INSERT INTO {table} ({names}) SELECT {selects} FROM _structrag_rows")
+        rows = f"SELECT {selects} FROM _structrag_rows"
+        if new_only:
+            rows += f" EXCEPT SELECT {names} FROM {table}"
+        con.execute(f"INSERT INTO {table} ({names}) {rows}")
     finally:
         con.unregister("_structrag_rows")
 
@@ -666,7 +672,7 @@ class DuckDBTransaction:
                 self.con.execute(
                     "INSERT INTO conversations VALUES (?, ?, ?, ?) ON CONFLICT (id) DO UPDATE "
                     "SET name = coalesce(excluded.name, conversations.name), "
-                    "metadata = excluded.metadata",
+                    "metadata = json_merge_patch(conversations.metadata, excluded.metadata)",
                     [conv.id, conv.name, _json(conv.metadata), now],
                 )
             row = _first_row(
@@ -695,7 +701,8 @@ class DuckDBTransaction:
             if extractions:
                 _insert_extractions(self.con, extractions)
             if aliases:
-                _bulk(self.con, "aliases", _ALIAS_COLUMNS, _columns(aliases))
+                # The same alias comes back with every edit and re-extraction: keep one.
+                _bulk(self.con, "aliases", _ALIAS_COLUMNS, _columns(aliases), new_only=True)
             if embeddings:
                 _bulk(self.con, "embeddings", _EMBEDDING_COLUMNS, _columns(embeddings))
         except BaseException:
