@@ -321,7 +321,7 @@ def ingest(
             continue
         rate = (
             f", {report.messages_added / report.seconds:.0f} messages/s"
-            if report.seconds >= 0.5 and report.messages_added
+            if report.seconds >= 0.5 and report.messages_added >= report.seconds
             else ""
         )
         click.echo(

@@ -425,6 +425,7 @@ class Index:
         self, kind: str | None = None, conversation: str | None = None
     ) -> Iterator[SemanticRef]:
         """All semantic refs, optionally of one kind (``entity``, ``action``, ``topic``)."""
+        self._check_conversation(conversation)
         for _, ref in self.store.iter_refs(kind, conversation):
             yield ref
 
@@ -435,7 +436,8 @@ class Index:
             where = f" in conversation {conversation!r}" if conversation else ""
             raise NotFoundError(
                 f"no message with id {message_id!r}{where}",
-                hint="list conversations with `structrag stats`; ids come from the input",
+                hint="list conversations with `structrag conversations`; ids come from the "
+                "input file",
             )
         if len(found) > 1:
             convs = ", ".join(sorted(s.message.conversation for s in found))
@@ -471,11 +473,22 @@ class Index:
 
     def entities(self, top: int = 20, conversation: str | None = None) -> list[dict[str, Any]]:
         """The most mentioned entities, merged by normalised name."""
+        self._check_conversation(conversation)
         return self.store.top_entities(top, conversation)
 
     def topics(self, top: int = 20, conversation: str | None = None) -> list[dict[str, Any]]:
         """The most mentioned topics."""
+        self._check_conversation(conversation)
         return self.store.top_topics(top, conversation)
+
+    def _check_conversation(self, conversation: str | None) -> None:
+        if conversation is not None and conversation not in {
+            c.id for c in self.store.conversations()
+        }:
+            raise NotFoundError(
+                f"no conversation {conversation!r} in the index",
+                hint="list them with `structrag conversations`",
+            )
 
 
 def _embedding_rows(

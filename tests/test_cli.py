@@ -75,6 +75,8 @@ def test_errors_exit_non_zero_without_traceback(tmp_path: Path) -> None:
     assert code == 1 and "no index" in err and "Traceback" not in err
     code, _, err = run("ingest", "--db", str(tmp_path / "db"))
     assert code == 2 and "Missing argument" in err
+    code, _, err = run("ingest", str(bad), "--db", str(bad / "sub"))
+    assert code == 1 and "cannot create the index directory" in err and "Traceback" not in err
 
 
 def test_main_turns_structrag_errors_into_exit_1(
@@ -110,3 +112,9 @@ def test_batch_lines_are_checked(example_index: Path, tmp_path: Path) -> None:
         assert code == 1, line
         assert message in err and f"{batch}" in err and "line 2" in err, err
         assert "Traceback" not in err
+
+
+def test_lists_of_an_unknown_conversation_are_an_error(example_index: Path) -> None:
+    for command in ("entities", "topics"):
+        code, _, err = run(command, "--db", str(example_index), "--conversation", "nope")
+        assert code == 1 and "no conversation 'nope'" in err and "structrag conversations" in err

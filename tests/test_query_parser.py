@@ -97,6 +97,7 @@ def test_rendering_round_trips(text: str) -> None:
         ('when:"blah blah"', 5, "as a time"),
         ("entity(colour=red)", 7, "no argument 'colour'"),
         ("   ", 0, "empty query"),
+        ("NOT " * 5000 + "x", 0, "nests too deeply"),
     ],
 )
 def test_errors_point_at_the_problem(text: str, position: int, message: str) -> None:
@@ -160,3 +161,9 @@ def test_parser_raises_only_query_syntax_errors(text: str) -> None:
     else:
         assert isinstance(node, ast.Node)
         assert parse(node.to_query()) == node
+
+
+def test_hints_name_keywords_not_token_types() -> None:
+    with pytest.raises(QuerySyntaxError) as info:
+        parse("entity:Ann AND )")
+    assert info.value.hint and "_KW" not in info.value.hint and "META_KEY" not in info.value.hint

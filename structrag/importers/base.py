@@ -132,23 +132,32 @@ def parse_json(path: Path, text: str) -> Any:
 def expect(path: Path, value: Any, kind: type | tuple[type, ...], where: str, what: str) -> Any:
     """Check a JSON value's type, naming its JSON path when it is wrong."""
     if not isinstance(value, kind):
-        names = " or ".join(t.__name__ for t in (kind if isinstance(kind, tuple) else (kind,)))
-        found = type(value).__name__ if value is not None else "null"
-        raise InputError(
-            path, f"at {where}: {what} must be a JSON {_json_name(names)}, found {found}"
-        )
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        names = " or ".join(dict.fromkeys(_JSON_NAMES.get(t.__name__, t.__name__) for t in kinds))
+        found = _JSON_NAMES.get(type(value).__name__, type(value).__name__)
+        raise InputError(path, f"at {where}: {what} must be a JSON {names}, found {found}")
     return value
 
 
-def _json_name(python_names: str) -> str:
-    return (
-        python_names.replace("dict", "object")
-        .replace("list", "array")
-        .replace("str", "string")
-        .replace("int", "number")
-        .replace("float", "number")
-        .replace("bool", "boolean")
-    )
+def json_path(where: str, suffix: str) -> str:
+    """``where`` followed by a JSON path ``suffix`` (``.key`` or ``[i]``), readable when
+    ``where`` is "the top level" or "line N" rather than a path."""
+    if where == "the top level":
+        return suffix.removeprefix(".")
+    if where.startswith("line ") and "," not in where:
+        return f"{where}, {suffix.removeprefix('.')}"
+    return where + suffix
+
+
+_JSON_NAMES = {
+    "dict": "object",
+    "list": "array",
+    "str": "string",
+    "int": "number",
+    "float": "number",
+    "bool": "boolean",
+    "NoneType": "null",
+}
 
 
 def str_list(path: Path, value: Any, where: str) -> tuple[str, ...]:

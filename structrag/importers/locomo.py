@@ -23,6 +23,7 @@ from structrag.importers.base import (
     clean_text,
     expect,
     finish,
+    json_path,
     merge_sources,
     parse_json,
 )
@@ -64,7 +65,7 @@ def _load_sample(
     where = f"[{index}]" if count > 1 else "the top level"
     expect(path, sample, dict, where, "a LoCoMo sample")
     conv = sample.get("conversation")
-    expect(path, conv, dict, f"{where}.conversation", "'conversation'")
+    expect(path, conv, dict, json_path(where, ".conversation"), "'conversation'")
     sample_id = sample.get("sample_id")
     if options.conversation:
         conv_id = options.conversation
@@ -77,16 +78,22 @@ def _load_sample(
     ]
     sessions = sorted((int(m.group(1)), key) for key in conv if (m := _SESSION_RE.match(key)))
     if not sessions:
-        raise InputError(path, f"at {where}.conversation: no 'session_N' lists found")
+        raise InputError(
+            path, f"at {json_path(where, '.conversation')}: no 'session_N' lists found"
+        )
     raws: list[RawMessage] = []
     for number, key in sessions:
         turns = conv[key]
         if turns is None:
             continue
-        expect(path, turns, list, f"{where}.conversation.{key}", f"'{key}'")
+        expect(path, turns, list, json_path(where, f".conversation.{key}"), f"'{key}'")
         session_time = conv.get(f"{key}_date_time")
         for t, turn in enumerate(turns):
-            raws.append(_turn(path, turn, f"{where}.conversation.{key}[{t}]", number, session_time))
+            raws.append(
+                _turn(
+                    path, turn, json_path(where, f".conversation.{key}[{t}]"), number, session_time
+                )
+            )
     speakers = participants or sorted({r.speaker for r in raws if r.speaker})
     for raw in raws:
         if not raw.recipients and raw.speaker:
@@ -108,14 +115,14 @@ def _turn(path: Path, turn: Any, where: str, session: int, session_time: Any) ->
         )
     speaker = turn.get("speaker")
     if speaker is not None and not isinstance(speaker, str):
-        raise InputError(path, f"at {where}.speaker: must be a string")
+        raise InputError(path, f"at {json_path(where, '.speaker')}: must be a string")
     body = turn.get("text")
     if body is None:
         body = turn.get("clean_text")
     if body is None:
         body = ""
     if not isinstance(body, str):
-        raise InputError(path, f"at {where}.text: must be a string")
+        raise InputError(path, f"at {json_path(where, '.text')}: must be a string")
     text = clean_text(body)
     metadata: dict[str, Any] = {"session": session}
     caption = turn.get("blip_caption")

@@ -26,6 +26,7 @@ from structrag.importers.base import (
     clean_text,
     expect,
     finish,
+    json_path,
     merge_sources,
     parse_json,
     str_list,
@@ -60,7 +61,9 @@ def _content_text(path: Path, value: Any, where: str) -> str:
                 parts.append(part["text"])
             else:
                 raise InputError(
-                    path, f"at {where}[{i}]: a content part must be a string or {{'text': ...}}"
+                    path,
+                    f"at {json_path(where, f'[{i}]')}: a content part must be a string "
+                    "or {'text': ...}",
                 )
         return "\n".join(parts)
     found = "null" if value is None else type(value).__name__
@@ -77,30 +80,30 @@ def raw_message(path: Path, obj: Any, where: str) -> RawMessage:
             f"at {where}: message has no 'text' (or 'content') field",
             hint="every message needs its text; see the JSON schema in the README",
         )
-    text = clean_text(_content_text(path, text_value, f"{where}.{key}"))
+    text = clean_text(_content_text(path, text_value, json_path(where, f".{key}")))
     _, speaker = _first(obj, _SPEAKER_KEYS)
     if speaker is not None and not isinstance(speaker, str):
         speaker = str(speaker)
     rkey, recipients = _first(obj, _RECIPIENT_KEYS)
     _, timestamp = _first(obj, _TIME_KEYS)
     meta = obj.get("metadata") or {}
-    expect(path, meta, dict, f"{where}.metadata", "metadata")
+    expect(path, meta, dict, json_path(where, ".metadata"), "metadata")
     metadata = dict(meta)
     for extra_key, extra in obj.items():
         if extra_key not in _KNOWN:
             metadata.setdefault(extra_key, extra)
     msg_id = obj.get("id")
     if msg_id is not None:
-        expect(path, msg_id, (str, int), f"{where}.id", "a message id")
+        expect(path, msg_id, (str, int), json_path(where, ".id"), "a message id")
         msg_id = str(msg_id).strip() or None
     return RawMessage(
         text=text,
         location=where,
         id=msg_id,
         speaker=speaker.strip() if isinstance(speaker, str) and speaker.strip() else None,
-        recipients=str_list(path, recipients, f"{where}.{rkey}"),
+        recipients=str_list(path, recipients, json_path(where, f".{rkey}")),
         timestamp=timestamp,
-        tags=str_list(path, obj.get("tags"), f"{where}.tags"),
+        tags=str_list(path, obj.get("tags"), json_path(where, ".tags")),
         metadata=metadata,
     )
 
@@ -187,9 +190,12 @@ def load_json(path: Path, text: str, options: LoadOptions, data: Any = None) -> 
             cid = options.conversation or str(conv.get("id") or f"{path.stem}-{ci + 1}")
             if isinstance(conv.get("name"), str):
                 names[cid] = conv["name"]
-            msgs = expect(path, conv.get("messages"), list, f"{where}.messages", "'messages'")
+            msgs = expect(
+                path, conv.get("messages"), list, json_path(where, ".messages"), "'messages'"
+            )
             items.extend(
-                (cid, raw_message(path, m, f"{where}.messages[{i}]")) for i, m in enumerate(msgs)
+                (cid, raw_message(path, m, json_path(where, f".messages[{i}]")))
+                for i, m in enumerate(msgs)
             )
         return _group(path, "json", default, items, names)
     if "messages" in data:

@@ -228,6 +228,8 @@ def parse(text: str) -> ast.Node:
         raise QuerySyntaxError(text, 0, "empty query", hint="type some words or a pattern")
     try:
         tree = _parser().parse(text)
+    except RecursionError:
+        raise _too_deep(text) from None
     except UnexpectedCharacters as exc:
         at = int(exc.pos_in_stream or 0)
         char = text[at] if at < len(text) else ""
@@ -258,6 +260,8 @@ def parse(text: str) -> ast.Node:
         raise QuerySyntaxError(text, getattr(exc, "pos_in_stream", 0) or 0, str(exc)) from None
     try:
         node = _ToAst().transform(tree)
+    except RecursionError:
+        raise _too_deep(text) from None
     except VisitError as exc:
         problem = exc.orig_exc
         if isinstance(problem, _Problem):
@@ -266,6 +270,18 @@ def parse(text: str) -> ast.Node:
     if not isinstance(node, ast.Node):
         raise QuerySyntaxError(text, 0, "empty query")
     return node
+
+
+def _too_deep(text: str) -> QuerySyntaxError:
+    depth, deepest, at = 0, 0, 0
+    for i, char in enumerate(text):
+        depth += char == "("
+        depth -= char == ")"
+        if depth > deepest:
+            deepest, at = depth, i
+    return QuerySyntaxError(
+        text, at, "the query nests too deeply", hint="use fewer nested brackets"
+    )
 
 
 _NAMES = {
@@ -278,6 +294,11 @@ _NAMES = {
     "STAR": "'*'",
     "COMPARATOR": "a comparison (=, <, contains)",
     "ENTITY_KW": "entity",
+    "TYPE_KW": "type",
+    "TOPIC_KW": "topic",
+    "ACTION_KW": "action(...)",
+    "SCOPE_KW": "a scope (speaker:, when:, ...)",
+    "META_KEY": "meta.<key>",
     "NAME": "an argument name",
 }
 

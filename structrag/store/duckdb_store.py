@@ -207,7 +207,13 @@ class DuckDBStore:
                     f"no index at {self.directory}",
                     hint=f"create one with `structrag ingest FILE --db {self.directory}`",
                 )
-            self.directory.mkdir(parents=True, exist_ok=True)
+            try:
+                self.directory.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise IndexStateError(
+                    f"cannot create the index directory {self.directory}: {exc.strerror}",
+                    hint="point --db at a new or existing directory you can write to",
+                ) from exc
         try:
             self.con = duckdb.connect(str(self.path), read_only=read_only)
         except duckdb.IOException as exc:
