@@ -1026,10 +1026,17 @@ def bench_report(results: Path, out: Path | None) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: runs the CLI and turns structrag errors into clean messages."""
+    args = sys.argv[1:] if argv is None else argv
+    interrupted = (
+        "interrupted: the source being ingested was not written; the index is as it was "
+        "after the last file finished"
+        if "ingest" in args
+        else "interrupted"
+    )
     try:
         cli.main(args=argv, prog_name="structrag", standalone_mode=False)
-    except click.exceptions.Abort:
-        click.echo("aborted", err=True)
+    except (click.exceptions.Abort, KeyboardInterrupt):  # click turns Ctrl-C into Abort
+        click.echo(interrupted, err=True)
         sys.exit(130)
     except click.ClickException as exc:
         exc.show()
@@ -1037,8 +1044,5 @@ def main(argv: list[str] | None = None) -> None:
     except StructragError as exc:
         click.secho(f"error: {exc}", err=True, fg="red")
         sys.exit(1)
-    except KeyboardInterrupt:
-        click.echo("interrupted: the source being ingested was not written", err=True)
-        sys.exit(130)
     except BrokenPipeError:
         sys.exit(0)

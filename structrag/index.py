@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -174,13 +175,7 @@ class Index:
                 "--retry-failed redoes failed LLM extractions",
                 hint="pass --extractor llm (or hybrid) with the LLM settings",
             )
-        cache = DuckDBAnswerCache(self.store)
-        try:
-            chosen = (
-                make_extractor(extractor, ner=ner, workers=workers, llm=llm, cache=cache)
-                if isinstance(extractor, str)
-                else extractor
-            )
+        with self._extractor(extractor, ner=ner, workers=workers, llm=llm) as chosen:
             setting, embedder = self._ingest_embedder(embeddings)
             ingestor = Ingestor(
                 self.store,
@@ -201,8 +196,6 @@ class Index:
             if retry_failed:
                 reports.append(ingestor.retry_failed(progress))
             return reports
-        finally:
-            cache.close()
 
     def estimate(
         self,
@@ -218,24 +211,31 @@ class Index:
         """A dry run of :meth:`ingest`: which messages would be extracted and, for the LLM,
         how many calls and tokens that would take (answers in the cache cost nothing).
         Sends no request and writes nothing."""
-        cache = DuckDBAnswerCache(self.store)
-        try:
-            chosen = (
-                make_extractor(
-                    extractor,
-                    workers=1,
-                    llm=_offline(llm) if extractor in ("llm", "hybrid") else None,
-                    cache=cache,
-                )
-                if isinstance(extractor, str)
-                else extractor
-            )
+        offline = _offline(llm) if extractor in ("llm", "hybrid") else None
+        with self._extractor(extractor, workers=1, llm=offline) as chosen:
             return Ingestor(self.store, self.text_index, chosen).estimate(
                 paths,
                 format=format,
                 options=LoadOptions(conversation=conversation, encoding=encoding),
                 force=force,
             )
+
+    @contextmanager
+    def _extractor(
+        self,
+        extractor: str | Extractor,
+        *,
+        ner: bool = False,
+        workers: int | None = 1,
+        llm: LLMConfig | StructuredLLM | None = None,
+    ) -> Iterator[Extractor]:
+        """The extractor ``extractor`` names (or is), with LLM answers cached in the index."""
+        if not isinstance(extractor, str):
+            yield extractor
+            return
+        cache = DuckDBAnswerCache(self.store)
+        try:
+            yield make_extractor(extractor, ner=ner, workers=workers, llm=llm, cache=cache)
         finally:
             cache.close()
 

@@ -92,10 +92,6 @@ class Action(_Frozen):
         default=(), description="Other arguments: place, time, manner (name/value pairs)."
     )
 
-    @property
-    def verb_text(self) -> str:
-        return " ".join(self.verbs)
-
 
 class Topic(_Frozen):
     """A short key phrase saying what a message is about."""

@@ -106,9 +106,6 @@ class TiktokenCounter:
     def count(self, text: str) -> int:
         return len(self._encoding.encode(text, disallowed_special=()))
 
-    def count_many(self, texts: list[str]) -> list[int]:
-        return [len(ids) for ids in self._encoding.encode_ordinary_batch(texts, num_threads=2)]
-
 
 @lru_cache(maxsize=4)
 def get_counter(name: str = DEFAULT_ENCODING) -> TiktokenCounter:

@@ -72,12 +72,6 @@ def outcome_of(refs: Sequence[SemanticRef]) -> ExtractionOutcome | None:
     return refs.outcome if isinstance(refs, ExtractedRefs) else None
 
 
-def failure_of(refs: Sequence[SemanticRef]) -> ExtractionOutcome | None:
-    """The failed outcome of a message's extraction, if it failed."""
-    outcome = outcome_of(refs)
-    return outcome if outcome is not None and outcome.failed else None
-
-
 @runtime_checkable
 class ReportsUsage(Protocol):
     """An extractor that spends something per call (tokens, requests) and says how much.

@@ -277,8 +277,9 @@ class SpacyExtractor:
     def _extract_parallel(
         self, messages: Sequence[Message], progress: Progress | None
     ) -> Iterator[list[SemanticRef]]:
-        """Spread batches over worker processes (spawned, so the caller's script must guard
-        its entry point with ``if __name__ == "__main__":``, as for any multiprocessing)."""
+        """Spread batches over worker processes: forked on Linux, spawned elsewhere (where
+        the caller's script must guard its entry point with ``if __name__ == "__main__":``,
+        as for any multiprocessing)."""
         # Small batches first, so results (and the caller's writing) start early.
         batches: list[list[Message]] = []
         start = 0

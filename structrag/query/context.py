@@ -137,9 +137,13 @@ def build_context(
     tokens = counter.count(text)
     # Tokens of a joined text are at most the sum of its lines'; this guards the rare case
     # where a merge across a line break costs one more.
-    while tokens > budget and chosen:
-        last = chosen.pop()
-        parts.remove(lines([last.mkey])[last.mkey].text)
+    # Messages were appended last, after the knowledge lines and their header.
+    while tokens > budget and parts:
+        dropped = parts.pop()
+        if chosen:
+            chosen.pop()
+        elif dropped != MESSAGES_HEADER:
+            knowledge_lines.pop()
         text = "\n".join(parts)
         tokens = counter.count(text)
     return AnswerContext(text, tokens, budget, chosen, knowledge_lines)

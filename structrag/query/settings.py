@@ -51,8 +51,8 @@ class RankingSettings:
     fuzzy_weight: float = 0.5
     fuzzy_threshold: float = 0.95
     fuzzy_max: int = 3
-    #: One-hop neighbours of a named entity in the entity graph join the search with this
-    #: weight (two hops: its square).
+    #: Entities the graph finds for a possessive ("Caroline's friend": the friend, one or
+    #: two hops from Caroline) join the question's words with this weight.
     graph_weight: float = 0.3
     #: ``ask`` widens the query (drops verbs, then scopes) when fewer messages match.
     min_matches: int = 3
