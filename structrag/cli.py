@@ -702,7 +702,6 @@ def _question_llm_config(settings: dict[str, Any], translator: str, write: bool)
 
 def _batch_questions(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """The questions of an ``ask --batch`` file, checked line by line."""
-    from structrag.errors import InputError
     from structrag.importers.base import read_json_lines
 
     example = 'e.g. {"question": "Where did Ann go?", "conversation": "c1", "budget": 500}'

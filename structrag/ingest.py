@@ -208,7 +208,8 @@ class Ingestor:
         self.text_index = text_index
         self.extractor = extractor
         self.embedder = embedder
-        #: Index settings written with the first source (in its transaction).
+        #: Index settings, written in each source's transaction (so a failed first
+        #: ingest leaves none behind).
         self.settings = dict(settings or {})
 
     def fingerprint(self, fmt: str, options: LoadOptions) -> str:
