@@ -303,11 +303,11 @@ def ingest(
                     retry_failed=retry_failed,
                 )
             except BaseException:
-                empty = index.store.generation() == 0
+                empty = index.store.holds_nothing()  # LLM answers paid for are kept
                 raise
     except BaseException:
         if created and empty:
-            # This command made the directory and wrote nothing into it: leave no trace.
+            # This command made the directory and left nothing in it: leave no trace.
             shutil.rmtree(db, ignore_errors=True)
         raise
     if as_json:
@@ -1026,10 +1026,10 @@ def bench_report(results: Path, out: Path | None) -> None:
 def main(argv: list[str] | None = None) -> None:
     """Entry point: runs the CLI and turns structrag errors into clean messages."""
     args = sys.argv[1:] if argv is None else argv
+    command = next((a for a in args if not a.startswith("-")), None)
     interrupted = (
-        "interrupted: the source being ingested was not written; the index is as it was "
-        "after the last file finished"
-        if "ingest" in args
+        "interrupted: the file being ingested was not written (files finished before it are kept)"
+        if command == "ingest"
         else "interrupted"
     )
     try:

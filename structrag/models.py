@@ -127,7 +127,7 @@ class SemanticRef(_Frozen):
 
 
 #: Metadata keys that say where a message sits in its file, not what it says.
-POSITIONAL_METADATA = frozenset({"line"})
+POSITIONAL_METADATA = frozenset({"source_line"})
 
 
 class Message(_Frozen):
@@ -147,9 +147,9 @@ class Message(_Frozen):
         """A hash of what the message says: speaker, time, text, tags and metadata.
 
         A re-ingest compares it to find edited messages. The ordinal, the recipients and
-        positional metadata (``line``) are left out: importers infer recipients from the other
-        speakers, which change when a conversation grows, and a line added above a turn
-        moves it without changing it.
+        positional metadata (``source_line``) are left out: importers infer recipients from
+        the other speakers, which change when a conversation grows, and a line added above a
+        turn moves it without changing it.
         """
         payload = json.dumps(
             [

@@ -60,7 +60,7 @@ def test_transcript_multiline_turns_and_header(transcript_file: Path) -> None:
     assert "[MUSIC]" in source.messages[0].text
     assert source.conversations[0].metadata["header"].startswith("Tech Talk Podcast")
     assert source.messages[1].recipients == ("Host Name",)
-    assert source.messages[0].metadata["line"] == 4
+    assert source.messages[0].metadata["source_line"] == 4
 
 
 def test_webvtt_merges_cues_of_one_speaker(vtt_file: Path) -> None:
@@ -287,14 +287,24 @@ def test_any_bytes_give_a_source_or_an_input_error(
 
 def test_unpaired_surrogates_are_rejected_with_the_position(tmp_path: Path) -> None:
     path = tmp_path / "chat.jsonl"
-    path.write_text(
-        '{"id": "1", "speaker": "Kim", "text": "fine"}\n'
-        '{"id": "2", "speaker": "Kim", "text": "broken \\ud800 escape"}\n',
-        encoding="utf-8",
-    )
+    good = '{"id": "1", "speaker": "Kim", "text": "a pair \\ud83d\\ude00 is fine"}\n'
+    for bad in (
+        '{"id": "2", "speaker": "Kim", "text": "broken \\ud800 escape"}',
+        '{"id": "2", "speaker": "Kim", "text": "ok", "tags": ["\\udc00"]}',
+        '{"id": "2", "speaker": "Kim", "text": "ok", "metadata": {"k": "\\ud800x"}}',
+    ):
+        path.write_text(good + bad + "\n", encoding="utf-8")
+        with pytest.raises(InputError) as info:
+            load_source(path)
+        assert "surrogate" in str(info.value) and info.value.line == 2, bad
+        assert bad[(info.value.column or 0) - 1 :].startswith("\\u"), bad
+    path.write_text(good, encoding="utf-8")
+    assert load_source(path).messages[0].text == "a pair \U0001f600 is fine"
+    whole = tmp_path / "chat.json"
+    whole.write_text('[\n {"text": "fine"},\n {"text": "\\udbff"}\n]', encoding="utf-8")
     with pytest.raises(InputError) as info:
-        load_source(path)
-    assert "unpaired surrogate" in str(info.value) and "line 2" in str(info.value)
+        load_source(whole)
+    assert info.value.line == 3 and info.value.column == 12
 
 
 def test_typeagent_shapes_are_checked(tmp_path: Path) -> None:

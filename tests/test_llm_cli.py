@@ -114,3 +114,25 @@ def test_missing_settings_are_clean_errors(
     assert info.value.code == 2
     assert "--extractor llm" in capsys.readouterr().err
     assert not (tmp_path / "db").exists()
+
+
+def test_a_failed_first_llm_ingest_keeps_the_answers_paid_for(
+    tmp_path: Path, server: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import duckdb
+
+    monkeypatch.setenv("STRUCTRAG_LLM_CONCURRENCY", "1")
+    server.on("Biscuit", Reply(status=401, error="bad key"))  # the endpoint turns unusable
+    chat = str(write_chat(tmp_path / "chat.jsonl"))
+    db = tmp_path / "db"
+    with pytest.raises(SystemExit) as info:
+        main(["ingest", chat, "--db", str(db), "--extractor", "llm", "-q"])
+    assert info.value.code == 1
+    con = duckdb.connect(str(db / "structrag.duckdb"), read_only=True)
+    try:
+        cached = con.execute("SELECT count(*) FROM llm_cache").fetchone()
+        messages = con.execute("SELECT count(*) FROM messages").fetchone()
+    finally:
+        con.close()
+    assert cached and cached[0] == 4  # m1..m4 were answered before m5 failed
+    assert messages and messages[0] == 0  # the ingest itself was rolled back

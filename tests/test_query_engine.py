@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from structrag import Index, NotFoundError, QueryError
-from structrag.query.timeexpr import relative_range, resolve
+from structrag.query.timeexpr import TimeRange, relative_range, resolve
 
 
 @pytest.fixture(scope="module")
@@ -232,9 +232,26 @@ def test_an_empty_index_answers_with_nothing(tmp_path: Path) -> None:
 
 def test_dates_at_the_end_of_the_calendar_do_not_overflow(ix: Index) -> None:
     end = datetime(9999, 12, 31, 12)
-    for phrase in ("tomorrow", "next week", "next month", "next year", "this year"):
+    last_day = datetime(9999, 12, 31)
+    for phrase in ("today", "this week", "this month", "this year", "recently"):
         found = relative_range(phrase, end)
-        if found is not None and found.start and found.end:
-            assert found.start <= found.end
+        assert found is not None and found.start is not None, phrase
+        assert found.start <= last_day and found.end == datetime.max, phrase
+    assert relative_range("yesterday", end) == TimeRange(datetime(9999, 12, 30), last_day)
     assert ids(ix, "when:9999") == []
     assert ids(ix, "when:9999-12-31..9999-12-31") == []
+
+
+def test_hits_after_a_message_without_knowledge_are_kept(tmp_path: Path) -> None:
+    path = tmp_path / "two.json"
+    conversations = [
+        {"id": "zeta", "messages": [{"speaker": "Ann", "text": "Biscuit is a dog."}, {"text": ""}]},
+        {"id": "alpha", "messages": [{"speaker": "Bo", "text": "Biscuit likes the park."}]},
+    ]
+    path.write_text(json.dumps({"conversations": conversations}), encoding="utf-8")
+    with Index(tmp_path / "index") as index:
+        index.ingest([path])
+        result = index.query("entity:Biscuit", limit=None)
+        owners = index.store.refs_by_ids([r for r, _ in result.refs])
+        kept = {mkey for mkey, _ in owners.values()}
+        assert kept == {m.mkey for m in result.messages} and len(kept) == 2

@@ -92,12 +92,21 @@ def read_text(path: Path, encoding: str = "utf-8") -> str:
     return text
 
 
+def file_lines(text: str) -> list[str]:
+    """The lines of a file's text, split at ``\n`` (and ``\r\n`` or ``\r``) only.
+
+    ``str.splitlines`` also splits at U+2028, U+0085 and other characters that JSON allows
+    raw inside strings, which would cut a JSON Lines record in two and shift line numbers.
+    """
+    return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+
+
 def read_json_lines(
     path: Path, what: str = "a JSON object"
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """The objects of a JSON Lines file with their line numbers; blank lines are skipped.
     Bad bytes, bad JSON and lines that are not objects raise :class:`InputError`."""
-    for lineno, line in enumerate(read_text(path).splitlines(), start=1):
+    for lineno, line in enumerate(file_lines(read_text(path)), start=1):
         if not line.strip():
             continue
         try:
@@ -106,15 +115,51 @@ def read_json_lines(
             raise InputError(
                 path, f"invalid JSON: {exc.msg}", line=lineno, column=exc.colno
             ) from None
+        check_surrogates(path, line, item, line=lineno)
         if not isinstance(item, dict):
             raise InputError(path, f"each line must be {what}", line=lineno)
         yield lineno, item
 
 
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def check_surrogates(path: Path, text: str, data: Any, *, line: int | None = None) -> None:
+    """Reject JSON whose ``\\uD800``-style escapes leave a lone surrogate, which no UTF-8
+    store can hold, naming where the first one is. ``line``: the text is that line."""
+    if _SURROGATE_ESCAPE.search(text) is None:
+        return
+    try:
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+        return  # the escapes form valid pairs
+    except UnicodeEncodeError:
+        pass
+    at = 0
+    for match in _SURROGATE_ESCAPE.finditer(text):
+        code = int(match.group()[2:], 16)
+        after = text[match.end() : match.end() + 6]
+        if code < 0xDC00 and _SURROGATE_ESCAPE.fullmatch(after) and int(after[2:], 16) >= 0xDC00:
+            continue  # a high surrogate with its low one
+        before = text[max(match.start() - 6, 0) : match.start()]
+        if code >= 0xDC00 and _SURROGATE_ESCAPE.fullmatch(before) and int(before[2:], 16) < 0xDC00:
+            continue  # the low half of a pair
+        at = match.start()
+        break
+    row = text.count("\n", 0, at) + 1
+    column = at - (text.rfind("\n", 0, at) + 1) + 1
+    raise InputError(
+        path,
+        f"the escape {text[at : at + 6]} is half of a UTF-16 surrogate pair, with no other half",
+        line=line if line is not None else row,
+        column=column,
+        hint="the file has a broken \\u escape; fix or remove it",
+    )
+
+
 def parse_json(path: Path, text: str) -> Any:
     """``json.loads`` with errors that name the line and column, and spot truncation."""
     try:
-        return json.loads(text)
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
         truncated = exc.pos >= len(text.rstrip())
         hint = (
@@ -127,6 +172,8 @@ def parse_json(path: Path, text: str) -> Any:
         raise InputError(
             path, f"invalid JSON: {exc.msg}", line=exc.lineno, column=exc.colno, hint=hint
         ) from None
+    check_surrogates(path, text, data)
+    return data
 
 
 def expect(path: Path, value: Any, kind: type | tuple[type, ...], where: str, what: str) -> Any:
@@ -208,7 +255,6 @@ def finish(
     empty: list[str] = []
     unparsed_times: list[str] = []
     for raw in raws:
-        _check_encodable(path, raw)
         msg_id = raw.id if raw.id is not None else str(len(messages) + 1)
         recipients = raw.recipients
         if not recipients and default_recipients and raw.speaker and len(speakers) > 1:
@@ -269,20 +315,6 @@ def finish(
         locations=locations,
         warnings=warnings,
     )
-
-
-def _check_encodable(path: Path, raw: RawMessage) -> None:
-    """Reject text that cannot be stored as UTF-8 (a JSON ``\\ud800`` escape with no pair)."""
-    for what, value in (("text", raw.text), ("speaker", raw.speaker or ""), ("id", raw.id or "")):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise InputError(
-                path,
-                f"at {raw.location}: the {what} holds an unpaired surrogate "
-                f"(\\u{ord(value[exc.start]):04x}) at character {exc.start + 1}",
-                hint="the file has a broken \\u escape; fix or remove it",
-            ) from None
 
 
 def merge_sources(path: Path, fmt: str, parts: list[ParsedSource]) -> ParsedSource:

@@ -23,8 +23,10 @@ from structrag.importers.base import (
     LoadOptions,
     ParsedSource,
     RawMessage,
+    check_surrogates,
     clean_text,
     expect,
+    file_lines,
     finish,
     json_path,
     merge_sources,
@@ -141,7 +143,7 @@ def _group(
 
 def load_jsonl(path: Path, text: str, options: LoadOptions) -> ParsedSource:
     items: list[tuple[str | None, RawMessage]] = []
-    lines = text.splitlines()
+    lines = file_lines(text)
     last = max((i for i, line in enumerate(lines, start=1) if line.strip()), default=0)
     for lineno, line in enumerate(lines, start=1):
         if not line.strip():
@@ -157,7 +159,7 @@ def load_jsonl(path: Path, text: str, options: LoadOptions) -> ParsedSource:
 
 def _parse_line(path: Path, line: str, lineno: int, *, is_last: bool) -> Any:
     try:
-        return json.loads(line)
+        data = json.loads(line)
     except json.JSONDecodeError as exc:
         hint = (
             "the last line ends before its JSON object is complete: the file looks "
@@ -168,6 +170,8 @@ def _parse_line(path: Path, line: str, lineno: int, *, is_last: bool) -> Any:
         raise InputError(
             path, f"invalid JSON: {exc.msg}", line=lineno, column=exc.colno, hint=hint
         ) from None
+    check_surrogates(path, line, data, line=lineno)
+    return data
 
 
 def load_json(path: Path, text: str, options: LoadOptions, data: Any = None) -> ParsedSource:

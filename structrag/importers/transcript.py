@@ -5,7 +5,8 @@ label, belong to that turn (stage directions such as ``[MUSIC]`` included). A la
 one to five words in capitals (``KEVIN SCOTT:``) or in Title Case (``Kevin Scott:``),
 optionally with a ``[00:12:03]`` or ``(00:12:03)`` time next to it. Lines before the first
 turn (titles, episode headers) are kept as the conversation's ``header`` metadata. All-caps
-names are stored in Title Case. Each turn's source line is kept in ``metadata.line``.
+names are stored in Title Case. Each turn's line in the file it was first ingested from is kept
+in ``metadata.source_line`` (left out of the content hash: lines moving is not an edit).
 """
 
 from __future__ import annotations
@@ -14,7 +15,14 @@ import re
 from pathlib import Path
 
 from structrag.errors import InputError
-from structrag.importers.base import LoadOptions, ParsedSource, RawMessage, clean_text, finish
+from structrag.importers.base import (
+    LoadOptions,
+    ParsedSource,
+    RawMessage,
+    clean_text,
+    file_lines,
+    finish,
+)
 from structrag.models import Conversation
 from structrag.timeparse import parse_datetime
 
@@ -80,7 +88,7 @@ def load_transcript(path: Path, text: str, options: LoadOptions) -> ParsedSource
             current.text = clean_text("\n".join(body))
             raws.append(current)
 
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    for lineno, line in enumerate(file_lines(text), start=1):
         match = _LABEL_RE.match(line)
         speaker = _speaker(match) if match else None
         if match and speaker:
@@ -90,7 +98,7 @@ def load_transcript(path: Path, text: str, options: LoadOptions) -> ParsedSource
                 text="",
                 location=f"line {lineno}",
                 speaker=speaker,
-                metadata={"line": lineno, **({"offset": offset} if offset else {})},
+                metadata={"source_line": lineno, **({"offset": offset} if offset else {})},
             )
             body = [match.group("text") or ""]
         elif current is None:

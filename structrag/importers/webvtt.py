@@ -15,7 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from structrag.errors import InputError
-from structrag.importers.base import LoadOptions, ParsedSource, RawMessage, clean_text, finish
+from structrag.importers.base import (
+    LoadOptions,
+    ParsedSource,
+    RawMessage,
+    clean_text,
+    file_lines,
+    finish,
+)
 from structrag.importers.transcript import _LABEL_RE, _speaker
 from structrag.models import Conversation
 from structrag.timeparse import parse_datetime
@@ -37,7 +44,7 @@ def _seconds(groups: tuple[str | None, ...]) -> float:
 
 
 def load_webvtt(path: Path, text: str, options: LoadOptions) -> ParsedSource:
-    lines = text.splitlines()
+    lines = file_lines(text)
     first = next((i for i, line in enumerate(lines) if line.strip()), None)
     if first is None or not lines[first].lstrip("\ufeff").startswith("WEBVTT"):
         raise InputError(
@@ -115,7 +122,7 @@ def _add_cue(
         if cue_id:
             previous.metadata.setdefault("cues", []).append(cue_id)
         return
-    metadata: dict[str, Any] = {"start": begin, "end": end, "line": lineno}
+    metadata: dict[str, Any] = {"start": begin, "end": end, "source_line": lineno}
     if cue_id:
         metadata["cues"] = [cue_id]
     raws.append(

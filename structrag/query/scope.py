@@ -38,6 +38,7 @@ class ScopeData:
     )
     _codes: np.ndarray | None = field(default=None, repr=False)
     _code_base: int = field(default=0, repr=False)
+    _ref_spans: tuple[np.ndarray, np.ndarray, np.ndarray] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         frame = self.frame
@@ -104,14 +105,20 @@ class ScopeData:
 
     def ref_positions(self, ref_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Frame positions of the messages that hold ``ref_ids``, and which were found."""
-        frame = self.frame
-        if not len(frame) or not len(ref_ids):
+        if self._ref_spans is None:
+            frame = self.frame
+            counts = np.array([len(k) for k in frame.ref_kinds], dtype=np.int64)
+            # A message without refs shares its first_ref with the next one written: leave
+            # it out, or the search could land on it instead of the message holding the ref.
+            holding = np.flatnonzero(counts > 0)
+            order = holding[np.argsort(frame.first_refs[holding], kind="stable")]
+            self._ref_spans = (order, frame.first_refs[order], counts[order])
+        order, firsts, counts = self._ref_spans
+        if not len(order) or not len(ref_ids):
             return np.zeros(0, np.int64), np.zeros(len(ref_ids), bool)
-        order = np.argsort(frame.first_refs, kind="stable")
-        firsts = frame.first_refs[order]
-        counts = np.array([len(k) for k in frame.ref_kinds], dtype=np.int64)[order]
         at = np.searchsorted(firsts, ref_ids, side="right") - 1
-        found = (at >= 0) & (ref_ids < firsts[np.clip(at, 0, None)] + counts[np.clip(at, 0, None)])
+        safe = np.clip(at, 0, None)
+        found = (at >= 0) & (ref_ids < firsts[safe] + counts[safe])
         return order[at[found]], found
 
     def knowledge_arrays(self, term: str, reader: TextIndexReader) -> tuple[np.ndarray, np.ndarray]:

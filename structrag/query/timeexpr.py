@@ -160,14 +160,14 @@ def _relative_range(text: str, anchor: datetime) -> TimeRange | None:
     phrase = re.sub(r"\s+", " ", text.strip().lower().rstrip("?.!"))
     today = datetime(anchor.year, anchor.month, anchor.day)
     if phrase in ("today", "this day"):
-        return TimeRange(today, today + timedelta(days=1))
+        return _day_range(today)
     if phrase == "yesterday":
         return TimeRange(today - timedelta(days=1), today)
     if phrase == "the day before yesterday":
         return TimeRange(today - timedelta(days=2), today - timedelta(days=1))
     week_start = today - timedelta(days=today.weekday())
     if phrase == "this week":
-        return TimeRange(week_start, week_start + timedelta(days=7))
+        return TimeRange(week_start, _plus(week_start, timedelta(days=7)))
     if phrase in ("last week", "the week before", "the previous week"):
         return TimeRange(week_start - timedelta(days=7), week_start)
     if phrase == "this month":
@@ -176,11 +176,11 @@ def _relative_range(text: str, anchor: datetime) -> TimeRange | None:
         year, month = (today.year, today.month - 1) if today.month > 1 else (today.year - 1, 12)
         return _month_range(year, month)
     if phrase == "this year":
-        return TimeRange(datetime(today.year, 1, 1), datetime(today.year + 1, 1, 1))
+        return TimeRange(datetime(today.year, 1, 1), _month_range(today.year, 12).end)
     if phrase in ("last year", "the previous year"):
         return TimeRange(datetime(today.year - 1, 1, 1), datetime(today.year, 1, 1))
     if phrase in ("recently", "lately"):
-        return TimeRange(today - timedelta(days=30), today + timedelta(days=1))
+        return TimeRange(today - timedelta(days=30), _day_range(today).end)
     if m := re.fullmatch(rf"(?:last|in|this past|this|during)\s+({_MONTH_RE})", phrase):
         month = MONTHS[m.group(1)]
         year = today.year if month <= today.month else today.year - 1

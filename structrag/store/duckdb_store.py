@@ -166,7 +166,8 @@ def _bulk(
     new_only: bool = False,
 ) -> None:
     """Insert rows column-wise. ``table`` and ``columns`` are our own constants; with
-    ``new_only``, rows the table already holds (and repeats) are left out.
+    ``new_only``, rows the table already holds (and repeats) are left out; the table
+    must have a ``conversation`` column, which bounds the comparison.
 
     The columns are handed to DuckDB as numpy arrays through a registered view, which
     converts several times faster than list parameters and far faster than executemany.
@@ -186,8 +187,11 @@ def _bulk(
     con.register("_structrag_rows", frame)
     try:
         rows = f"SELECT {selects} FROM _structrag_rows"
-        if new_only:
-            rows += f" EXCEPT SELECT {names} FROM {table}"
+        if new_only:  # compared within the conversations of the rows only
+            rows += (
+                f" EXCEPT SELECT {names} FROM {table} WHERE conversation IN "
+                "(SELECT DISTINCT conversation FROM _structrag_rows)"
+            )
         con.execute(f"INSERT INTO {table} ({names}) {rows}")
     finally:
         con.unregister("_structrag_rows")
@@ -269,6 +273,13 @@ class DuckDBStore:
         if self._generation is None:
             self._generation = int(self.get_setting("generation") or 0)
         return self._generation
+
+    def holds_nothing(self) -> bool:
+        """No ingest committed and no LLM answer cached: a directory that can go."""
+        if self.generation():
+            return False
+        row = _first_row(self.con.execute("SELECT count(*) FROM llm_cache"))
+        return not row or not row[0]
 
     def sql(
         self, query: str, params: Sequence[Any] | Mapping[str, Any] = ()
