@@ -977,6 +977,7 @@ def bench_perf(
     """
     from structrag.bench.machine import command_line
     from structrag.bench.perf import run_perf
+    from structrag.bench.report import percentiles
 
     result = run_perf(
         list(data),
@@ -998,9 +999,9 @@ def bench_perf(
         click.echo(
             f"{item['messages']:>9,} messages{guess}:"
             f" ingest {item['ingest']['messages_per_second']:.0f} msg/s, ask p50/p95/p99 "
-            + "/".join(f"{lat['ask'][p]:.1f}" for p in ("p50", "p95", "p99"))
+            + percentiles(lat["ask"], "/")
             + " ms, query "
-            + "/".join(f"{lat['query'][p]:.1f}" for p in ("p50", "p95", "p99"))
+            + percentiles(lat["query"], "/")
             + f" ms, {item['size']['bytes_per_message']:.0f} B/msg "
             f"({item['size']['bytes_per_message_without_vectors']:.0f} without vectors)"
         )

@@ -322,6 +322,11 @@ def duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
+def percentiles(stats: dict[str, Any], sep: str = " / ") -> str:
+    """``p50 / p95 / p99`` of a latency summary, in milliseconds to one decimal."""
+    return sep.join(f"{stats[p]:.1f}" for p in ("p50", "p95", "p99"))
+
+
 def _fmt(value: float | None, digits: int = 3) -> str:
     return "" if value is None else f"{value:.{digits}f}"
 
@@ -384,9 +389,7 @@ def perf_section(perf: dict[str, Any]) -> list[str]:
             lines.append(
                 f"| {m['messages']:,} | {'extrapolated' if m.get('extrapolated') else 'measured'}"
                 f" | {m['ingest']['seconds']:,.0f} | {m['ingest']['messages_per_second']:.0f} | "
-                + " / ".join(f"{lat['ask'][p]:.1f}" for p in ("p50", "p95", "p99"))
-                + " | "
-                + " / ".join(f"{lat['query'][p]:.1f}" for p in ("p50", "p95", "p99"))
+                + f"{percentiles(lat['ask'])} | {percentiles(lat['query'])}"
                 + f" | {'' if first is None else f'{first:.0f}'}"
                 f" | {m['size']['bytes_per_message']:,.0f}"
                 f" | {m['size']['bytes_per_message_without_vectors']:,.0f}"
