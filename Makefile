@@ -1,6 +1,7 @@
 # Two commands do all the set-up on a fresh machine:
 #   make demo   create .venv, install structrag, index the bundled chat, ask sample questions
-#   make test   lint (ruff), type check (mypy) and tests (pytest)
+#   make test   lint (ruff), type check (mypy), tests (pytest), and the built wheel installed
+#               into a fresh virtual environment and run from outside the checkout
 #   make bench LOCOMO=path/to/locomo10.json   recall and perf benchmarks, report
 
 PYTHON ?= python3
@@ -14,7 +15,7 @@ BENCH_OUT ?= bench-results
 BENCH_SIZES ?= 10000,100000,1000000
 BENCH_MAX_SECONDS ?= 3600
 
-.PHONY: venv demo test lint typecheck pytest bench bench-ingest clean
+.PHONY: venv demo test lint typecheck pytest wheel-check bench bench-ingest clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "structrag needs Python >= 3.11"'
@@ -46,7 +47,10 @@ typecheck: venv
 pytest: venv
 	$(BIN)/pytest -q
 
-test: lint typecheck pytest
+wheel-check:
+	PYTHON=$(PYTHON) .ci/wheel-check
+
+test: lint typecheck pytest wheel-check
 
 # torch==2.13.0 (a CPU wheel) goes in FIRST: otherwise pip resolves sentence-transformers
 # to a multi-GB CUDA build.
