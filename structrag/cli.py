@@ -324,9 +324,12 @@ def ingest(
             if report.seconds >= 0.5 and report.messages_added >= report.seconds
             else ""
         )
+        again = (
+            f" ({report.messages_reextracted} re-extracted)" if report.messages_reextracted else ""
+        )
         click.echo(
             f"{report.path} ({report.format}): {report.messages_added} new, "
-            f"{report.messages_updated} updated, {report.messages_unchanged} unchanged "
+            f"{report.messages_updated} updated, {report.messages_unchanged} unchanged{again} "
             f"messages; {report.refs_added} semantic refs in {report.seconds:.1f}s{rate}"
         )
         if report.llm is not None:
@@ -531,17 +534,12 @@ def query(
             click.echo("plan:\n" + _indent(result.plan))
         for text in result.notes:
             note(f"note: {text}")
-        lines = (
-            index.engine.lines([m.mkey for m in result.messages]) if index.engine.counter else {}
-        )
+        from structrag.query.context import render_message
+
         stored = index.store.messages_by_keys([m.mkey for m in result.messages])
         for message in result.messages:
             found = stored.get(message.mkey)
-            text = (
-                lines[message.mkey].text
-                if message.mkey in lines
-                else (_render(found) if found else "")
-            )
+            text = render_message(found) if found else ""
             click.echo(f"{message.score:8.3f}  {message.conversation}/{message.id}  {text}")
         if result.refs:
             texts = index.store.knowledge_texts([r for r, _ in result.refs])
@@ -557,12 +555,6 @@ def query(
 
 def _indent(text: str) -> str:
     return "\n".join("  " + line for line in text.splitlines())
-
-
-def _render(stored: Any) -> str:
-    from structrag.query.context import render_message
-
-    return render_message(stored)
 
 
 @cli.command()
@@ -659,6 +651,7 @@ def ask(
         answer = index.ask(
             question, conversation=conversation, budget=budget, encoding=encoding, **options
         )
+        several = conversation is None and len(index.conversations()) > 1
     if as_json:
         emit_json(answer.as_dict(explain=explain))
         return
@@ -669,7 +662,7 @@ def ask(
     for text in answer.notes:
         note(f"note: {text}")
     click.echo("")
-    click.echo(answer.context.text)
+    _print_context(answer.context, several)
     click.echo("")
     vector = sum(1 for m in answer.context.messages if m.source == "vector")
     click.echo(
@@ -684,6 +677,20 @@ def ask(
             cited = ", ".join(answer.written["citations"]) or "none"
             click.echo(f"answer ({answer.written['model']}): {answer.written['text']}")
             click.echo(f"cited: {cited}")
+
+
+def _print_context(context: Any, several: bool) -> None:
+    """The packed context as a reader sees it: the knowledge lines, then each message
+    after its id (and its conversation, when the index holds several)."""
+    for line in context.knowledge:
+        click.echo(line)
+    labels = [f"{m.conversation}/{m.id}" if several else m.id for m in context.messages]
+    width = max((len(label) for label in labels), default=0)
+    for label, message in zip(labels, context.messages, strict=True):
+        first, *rest = message.text.split("\n")
+        click.echo(f"{label:>{width}}  {first}")
+        for line in rest:
+            click.echo(f"{'':>{width}}  {line}")
 
 
 def _question_llm_config(settings: dict[str, Any], translator: str, write: bool) -> Any:

@@ -24,12 +24,12 @@ from structrag.extract.base import Extractor
 from structrag.importers import LoadOptions
 from structrag.ingest import Ingestor, IngestReport, ProgressSink, indexed_message
 from structrag.llm.base import OfflineLLM, StructuredLLM
+from structrag.llm.cache import TableAnswerCache
 from structrag.llm.config import LLMConfig
 from structrag.models import Conversation, SemanticRef
 from structrag.query.engine import Answer, QueryEngine, QueryResult
 from structrag.query.settings import DEFAULT_SETTINGS, RankingSettings
-from structrag.store.duckdb_llm_cache import DuckDBAnswerCache
-from structrag.store.duckdb_store import DB_FILENAME, DuckDBStore
+from structrag.store.duckdb import DB_FILENAME, DuckDBStore, SchemaUpgradeNeeded
 from structrag.store.protocols import IndexedMessage, StoredMessage
 from structrag.store.whoosh_index import WhooshTextIndex
 
@@ -95,7 +95,13 @@ class Index:
                 f"{self.directory} is a file, not an index directory",
                 hint="pass a directory to --db",
             )
-        self.store = DuckDBStore(self.directory, read_only=read_only, create=create)
+        try:
+            self.store = DuckDBStore(self.directory, read_only=read_only, create=create)
+        except SchemaUpgradeNeeded:
+            # Upgrading needs the write lock: take it briefly, and come back read-only.
+            DuckDBStore(self.directory, read_only=False, create=False).close()
+            self.notes.append("the index was upgraded to the current schema")
+            self.store = DuckDBStore(self.directory, read_only=True)
         try:
             self.text_index = WhooshTextIndex(self.directory, read_only=read_only)
             self._check_text_index()
@@ -233,7 +239,7 @@ class Index:
         if not isinstance(extractor, str):
             yield extractor
             return
-        cache = DuckDBAnswerCache(self.store)
+        cache = TableAnswerCache(self.store.answer_table())
         try:
             yield make_extractor(extractor, ner=ner, workers=workers, llm=llm, cache=cache)
         finally:
@@ -308,8 +314,7 @@ class Index:
             raise ConfigError(f"budget must be a positive number of tokens, not {budget}")
         from structrag.tokens import get_counter
 
-        engine = self.engine
-        engine.counter = get_counter(encoding)
+        counter = get_counter(encoding)
         client = self._question_llm(translator, llm, needed=answer)
         chosen = None
         if translator == "llm":
@@ -318,7 +323,9 @@ class Index:
             chosen = LLMTranslator(client)
         elif translator != "offline":
             raise ConfigError(f"unknown translator {translator!r}", hint="choose offline or llm")
-        result = engine.ask(question, conversation=conversation, budget=budget, translator=chosen)
+        result = self.engine.ask(
+            question, counter=counter, conversation=conversation, budget=budget, translator=chosen
+        )
         if answer:
             result.written = self._write_answer(client, question, result)
         return result
@@ -354,10 +361,9 @@ class Index:
         from structrag.errors import LLMError
         from structrag.llm.answer import write_answer
 
-        lines = self.engine.lines([m.mkey for m in result.context.messages])
         try:
             written = write_answer(
-                client, question, result.context, {k: v.text for k, v in lines.items()}
+                client, question, result.context, {m.mkey: m.text for m in result.context.messages}
             )
         except LLMError as exc:
             return {"error": f"the LLM did not answer: {exc.message}"}

@@ -26,12 +26,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from structrag.analysis import stems, term_key
 from structrag.errors import InputError
 from structrag.extract.base import (
-    METADATA_EXTRACTOR,
     Estimates,
     Extractor,
     ReportsUsage,
@@ -74,6 +73,8 @@ class IngestReport:
     messages_unchanged: int = 0
     refs_added: int = 0
     messages_failed: int = 0
+    #: Unchanged messages extracted again (``--force``); counted as unchanged too.
+    messages_reextracted: int = 0
     skipped: str | None = None
     warnings: list[str] = field(default_factory=list)
     seconds: float = 0.0
@@ -87,6 +88,7 @@ class IngestReport:
             "messages_added": self.messages_added,
             "messages_updated": self.messages_updated,
             "messages_unchanged": self.messages_unchanged,
+            "messages_reextracted": self.messages_reextracted,
             "semantic_refs_added": self.refs_added,
             "messages_failed": self.messages_failed,
             "skipped": self.skipped,
@@ -126,22 +128,18 @@ def _knowledge_terms(k: Entity | Action | Topic | Tag) -> list[str]:
     return list(dict.fromkeys(stems(" ".join(parts))))
 
 
-def ref_kinds(refs: Sequence[SemanticRef]) -> str:
-    """One character per ref: e/a/t/g for knowledge from the text, E/A for metadata."""
-    codes = []
-    for ref in refs:
-        code = "g" if ref.kind == "tag" else ref.kind[0]
-        codes.append(code.upper() if ref.extractor == METADATA_EXTRACTOR else code)
-    return "".join(codes)
-
-
-def indexed_message(stored: StoredMessage, refs: Sequence[SemanticRef]) -> IndexedMessage:
-    """The text-index document of one message."""
+def indexed_message(
+    stored: StoredMessage, refs: Sequence[SemanticRef], first_ref: int | None = None
+) -> IndexedMessage:
+    """The text-index document of one message; its refs have the consecutive ids
+    ``first_ref, first_ref + 1, ...`` (by default, from the refs themselves)."""
+    if first_ref is None:
+        first_ref = refs[0].ref_id if refs and refs[0].ref_id is not None else 0
     return IndexedMessage(
         mkey=stored.mkey,
         conversation=stored.message.conversation,
         speaker=stored.message.speaker,
-        first_ref=stored.first_ref,
+        first_ref=first_ref,
         terms=stems(stored.message.text),
         knowledge=[ref_terms(r) for r in refs],
     )
@@ -149,21 +147,23 @@ def indexed_message(stored: StoredMessage, refs: Sequence[SemanticRef]) -> Index
 
 def gather_aliases(
     messages: Iterable[Message], refs: Iterable[SemanticRef]
-) -> list[tuple[str, str, str, float, str]]:
-    """Aliases seen at extraction: first names <-> full names of people, and short forms
-    of a speaker's name used in the text ("Mel" for "Melanie")."""
+) -> list[tuple[str, str, str, str]]:
+    """Aliases seen at extraction, as ``(conversation, term, related, source)``: first
+    names <-> full names of people (``first-name``), and short forms of a speaker's name
+    used in the text, "Mel" for "Melanie" (``short-name``). What each is worth is a
+    ranking setting (``RankingSettings.alias_sources``)."""
     speakers: dict[str, set[str]] = {}
     for m in messages:
         for person in (m.speaker, *m.recipients):
             if person:
                 speakers.setdefault(m.conversation, set()).add(person)
-    out: dict[tuple[str, str, str], tuple[float, str]] = {}
+    out: dict[tuple[str, str, str], str] = {}
     for conv, people in speakers.items():
         for person in people:
             parts = person.split()
             if len(parts) > 1:
-                out[(conv, term_key(parts[0]), term_key(person))] = (0.9, "first-name")
-                out[(conv, term_key(person), term_key(parts[0]))] = (0.9, "first-name")
+                out[(conv, term_key(parts[0]), term_key(person))] = "first-name"
+                out[(conv, term_key(person), term_key(parts[0]))] = "first-name"
     for ref in refs:
         k = ref.knowledge
         if not isinstance(k, Entity) or " " in k.name or len(k.name) < 3:
@@ -172,19 +172,29 @@ def gather_aliases(
         for person in speakers.get(ref.conversation, ()):
             first = person.split()[0].lower()
             if first != low and first.startswith(low):
-                key = (ref.conversation, term_key(k.name), term_key(person))
-                out[key] = (0.8, "short-name")
-    return [(c, t, r, w, s) for (c, t, r), (w, s) in sorted(out.items())]
+                out.setdefault((ref.conversation, term_key(k.name), term_key(person)), "short-name")
+    return [(c, t, r, s) for (c, t, r), s in sorted(out.items())]
 
 
 #: Messages per store insert while extraction runs (inserts overlap with extraction).
 CHUNK_MESSAGES = 500
 
 
+@dataclass(frozen=True)
+class Pending:
+    """A message an ingest writes: ``new``, ``edited`` (its content changed), or ``same``
+    (unchanged, extracted again with ``--force``)."""
+
+    mkey: int
+    message: Message
+    status: Literal["new", "edited", "same"]
+
+
 @dataclass
 class _Chunk:
     new: list[StoredMessage] = field(default_factory=list)
-    changed: list[StoredMessage] = field(default_factory=list)
+    changed: list[StoredMessage] = field(default_factory=list)  # edited or same
+    same: int = 0
     refs: list[tuple[int, int, SemanticRef]] = field(default_factory=list)
     outcomes: list[ExtractionRecord] = field(default_factory=list)
 
@@ -293,10 +303,12 @@ class Ingestor:
         messages: list[Message] = []
         for _, _, _, source, report in plans:
             todo = self._pending(source, report, None, force)
-            report.messages_added = sum(1 for _, _, is_new in todo if is_new)
-            report.messages_updated = len(todo) - report.messages_added
+            report.messages_added = sum(1 for p in todo if p.status == "new")
+            report.messages_updated = sum(1 for p in todo if p.status == "edited")
+            report.messages_reextracted = sum(1 for p in todo if p.status == "same")
+            report.messages_unchanged += report.messages_reextracted
             if not source.knowledge:
-                messages.extend(m for _, m, _ in todo)
+                messages.extend(p.message for p in todo)
         out: dict[str, Any] = {
             "sources": [r.as_dict() for r in reports],
             "messages_to_extract": len(messages),
@@ -326,13 +338,13 @@ class Ingestor:
             for ref in source.knowledge:
                 imported.setdefault((ref.conversation, ref.message_id), []).append(ref)
             knowledge: Iterable[list[SemanticRef]] = [
-                imported.get((m.conversation, m.id), []) for _, m, _ in todo
+                imported.get((p.message.conversation, p.message.id), []) for p in todo
             ]
             if progress:
                 progress.advance(len(todo))
         elif todo:
             knowledge = self.extractor.extract(
-                [m for _, m, _ in todo], progress.advance if progress else None
+                [p.message for p in todo], progress.advance if progress else None
             )
         else:
             knowledge = []
@@ -373,7 +385,7 @@ class Ingestor:
         if progress:
             progress.start(len(failed), "retrying")
         try:
-            todo = [(s.mkey, s.message, False) for s in failed]
+            todo = [Pending(s.mkey, s.message, "edited") for s in failed]
             knowledge = self.extractor.extract(
                 [s.message for s in failed], progress.advance if progress else None
             )
@@ -415,16 +427,16 @@ class Ingestor:
         report: IngestReport,
         progress: ProgressSink | None,
         force: bool = False,
-    ) -> list[tuple[int, Message, bool]]:
-        """The messages of ``source`` to write: ``(mkey, message, is_new)`` for new and
-        edited ones (and, with ``force``, unchanged ones, extracted again); unchanged ones
-        left alone are counted in ``report``."""
+    ) -> list[Pending]:
+        """The messages of ``source`` to write: new and edited ones (and, with ``force``,
+        unchanged ones, extracted again); unchanged ones left alone are counted in
+        ``report``."""
         existing = self.store.message_hashes(c.id for c in source.conversations)
         next_mkey, _ = self.store.next_ids()
         max_ordinal: dict[str, int] = {}
         for (conv, _), (_, _, ordinal) in existing.items():
             max_ordinal[conv] = max(ordinal, max_ordinal.get(conv, -1))
-        todo: list[tuple[int, Message, bool]] = []  # (mkey, message, is_new)
+        todo: list[Pending] = []
         for message in source.messages:
             found = existing.get((message.conversation, message.id))
             if found is None:
@@ -433,10 +445,14 @@ class Ingestor:
                     max_ordinal[message.conversation] += 1
                     ordinal = max_ordinal[message.conversation]
                     message = message.model_copy(update={"ordinal": ordinal})
-                todo.append((next_mkey, message, True))
+                todo.append(Pending(next_mkey, message, "new"))
                 next_mkey += 1
             elif force or found[1] != message.content_hash():
-                todo.append((found[0], message.model_copy(update={"ordinal": found[2]}), False))
+                status: Literal["edited", "same"] = (
+                    "same" if found[1] == message.content_hash() else "edited"
+                )
+                kept = message.model_copy(update={"ordinal": found[2]})
+                todo.append(Pending(found[0], kept, status))
             else:
                 report.messages_unchanged += 1
                 if progress:
@@ -445,7 +461,7 @@ class Ingestor:
 
     def _write(
         self,
-        todo: list[tuple[int, Message, bool]],
+        todo: list[Pending],
         knowledge: Iterable[list[SemanticRef]],
         record: SourceRecord,
         conversations: list[Conversation],
@@ -460,14 +476,10 @@ class Ingestor:
             writer = self.text_index.writer()
             for key, value in self.settings.items():
                 self.store.set_setting(key, value)  # inside the transaction
-            for (mkey, message, is_new), refs in zip(todo, knowledge, strict=True):
-                stored = StoredMessage(
-                    mkey=mkey,
-                    message=message,
-                    first_ref=next_ref,
-                    ref_count=len(refs),
-                    ref_kinds=ref_kinds(refs),
-                )
+            for pending, refs in zip(todo, knowledge, strict=True):
+                mkey, message = pending.mkey, pending.message
+                stored = StoredMessage(mkey=mkey, message=message)
+                writer.add(indexed_message(stored, refs, next_ref))
                 chunk.refs.extend((next_ref + i, mkey, r) for i, r in enumerate(refs))
                 next_ref += len(refs)
                 outcome = outcome_of(refs)
@@ -483,8 +495,8 @@ class Ingestor:
                             attempts=outcome.attempts,
                         )
                     )
-                (chunk.new if is_new else chunk.changed).append(stored)
-                writer.add(indexed_message(stored, refs))
+                (chunk.new if pending.status == "new" else chunk.changed).append(stored)
+                chunk.same += pending.status == "same"
                 if len(chunk) >= CHUNK_MESSAGES:
                     self._flush(transaction, chunk, report)
                     chunk = _Chunk()
@@ -520,5 +532,7 @@ class Ingestor:
         )
         report.messages_failed += sum(1 for o in chunk.outcomes if o.error is not None)
         report.messages_added += len(chunk.new)
-        report.messages_updated += len(chunk.changed)
+        report.messages_updated += len(chunk.changed) - chunk.same
+        report.messages_unchanged += chunk.same
+        report.messages_reextracted += chunk.same
         report.refs_added += len(chunk.refs)

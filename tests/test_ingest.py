@@ -51,7 +51,8 @@ def test_second_ingest_of_the_same_file_changes_nothing(index: Index, locomo_fil
     assert _counts(index) == before
     aliases = index.store.sql("SELECT count(*) FROM aliases")
     (forced,) = index.ingest([locomo_file], force=True)  # extracts every message again
-    assert forced.messages_added == 0 and forced.messages_updated == 8
+    assert (forced.messages_added, forced.messages_updated) == (0, 0)
+    assert forced.messages_unchanged == forced.messages_reextracted == 8
     assert _counts(index) == before
     assert index.store.sql("SELECT count(*) FROM aliases") == aliases
 

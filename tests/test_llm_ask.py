@@ -47,7 +47,7 @@ def test_llm_translation_becomes_the_query_shown(ix: Index) -> None:
             llm=config(server.url),
         )
         assert server.calls == 1
-    assert answer.query.startswith("(action(Marco, adopt, Biscuit) entity:Biscuit")
+    assert answer.query.startswith("action(Marco, adopt, Biscuit) entity:Biscuit")
     assert 'when:"in May 2024"' in answer.query
     assert answer.kind == "when"
     assert any("dropped names not in the question: Luna" in n for n in answer.notes)

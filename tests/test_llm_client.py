@@ -133,7 +133,7 @@ LLM_CORE = [
 
 @pytest.mark.parametrize("module", LLM_CORE)
 def test_llm_core_imports_no_adapter(module: str) -> None:
-    adapters = (*ADAPTERS, "structrag.llm.client", "structrag.store.duckdb_llm_cache")
+    adapters = (*ADAPTERS, "structrag.llm.client", "structrag.store.duckdb")
     imported = _imports(PACKAGE / module)
     offending = {n for n in imported if any(n == a or n.startswith(a + ".") for a in adapters)}
     assert not offending, f"{module} imports {offending}"

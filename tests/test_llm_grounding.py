@@ -123,7 +123,7 @@ def test_every_kept_item_has_a_span_in_its_message(text: str, names: list[str]) 
 
 @pytest.mark.parametrize("module", ["extract/grounding.py", "extract/llm_extractor.py"])
 def test_the_llm_extractor_imports_no_adapter(module: str) -> None:
-    adapters = (*ADAPTERS, "structrag.llm.client", "structrag.store.duckdb_llm_cache")
+    adapters = (*ADAPTERS, "structrag.llm.client", "structrag.store.duckdb")
     imported = _imports(PACKAGE / module)
     offending = {n for n in imported if any(n == a or n.startswith(a + ".") for a in adapters)}
     assert not offending, f"{module} imports {offending}"

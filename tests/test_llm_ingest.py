@@ -99,7 +99,8 @@ def test_a_second_run_makes_no_call(tmp_path: Path, server: FakeOpenAIServer, ch
         (again,) = index.ingest([chat], extractor="llm", llm=config(server))
         assert again.skipped and server.calls == len(CHAT)
         (forced,) = index.ingest([chat], extractor="llm", llm=config(server), force=True)
-        assert forced.messages_updated == len(CHAT) and server.calls == len(CHAT)  # cached
+        assert forced.messages_reextracted == len(CHAT) and forced.messages_updated == 0
+        assert server.calls == len(CHAT)  # cached
         # Tags change a message's content hash but not what the model is shown: the edited
         # messages are re-written from cached answers.
         write_chat(chat, tags=["trip"])

@@ -26,11 +26,11 @@ from structrag.query.parser import grammar_text, parse
         ),
         (
             "action(Kevin, tell, *, Satya)",
-            ast.ActionPattern("Kevin", "tell", ast.Wildcard(), "Satya"),
+            ast.ActionPattern("Kevin", "tell", None, "Satya"),
         ),
         (
             "action(subject=*, verb=paint, object=entity(type=painting))",
-            ast.ActionPattern(ast.Wildcard(), "paint", ast.EntityPattern(types=("painting",))),
+            ast.ActionPattern(None, "paint", ast.EntityPattern(types=("painting",))),
         ),
         ('topic:"mental health"', ast.TopicPattern("mental health")),
         ("speaker:Kevin", ast.PeopleScope("speaker", "Kevin")),
@@ -52,6 +52,14 @@ from structrag.query.parser import grammar_text, parse
         ),
         ("after:2023-05-01", ast.TimeScope(datetime(2023, 5, 2), None, "2023-05-01", "after")),
         ('when:"last May"', ast.TimeScope(None, None, "last May", "when")),
+        ("melanie^0.3", ast.Term("melanie", weight=0.3)),
+        ('"support group"^2', ast.Term("support group", phrase=True, weight=2.0)),
+        ("speaker:Kevin^1.5", ast.Boost(ast.PeopleScope("speaker", "Kevin"), 1.5)),
+        ("(a b)^2", ast.Boost(ast.Or((ast.Term("a"), ast.Term("b"))), 2.0)),
+        (
+            "entity(name=*, facet.owner=*)",
+            ast.EntityPattern(facets=(ast.FacetCondition("owner", None),)),
+        ),
     ],
 )
 def test_parse(text: str, expected: ast.Node) -> None:
@@ -78,6 +86,8 @@ def test_precedence_not_and_juxtaposition_or() -> None:
         "(a OR b) AND NOT topic:sports",
         "meta.session >= 3 speaker:Kevin",
         "entity(name=*, type=person, facet.age=4)",
+        'action(Marco, adopt, Biscuit) adopt^2 melanie^0.3 speaker:Marco^1.5 when:"May 2024"',
+        "(NOT a)^2 (x y)^0.5 action(*, adopt, entity(type=pet))",
     ],
 )
 def test_rendering_round_trips(text: str) -> None:
@@ -98,6 +108,8 @@ def test_rendering_round_trips(text: str) -> None:
         ("entity(colour=red)", 7, "no argument 'colour'"),
         ("   ", 0, "empty query"),
         ("NOT " * 5000 + "x", 0, "nests too deeply"),
+        ("meta.session. = 1", 12, "unexpected '.'"),
+        ("word^0", 4, "above 0"),
     ],
 )
 def test_errors_point_at_the_problem(text: str, position: int, message: str) -> None:
@@ -142,6 +154,9 @@ _FRAGMENTS = st.sampled_from(
         "..",
         "\\",
         "facet.a",
+        "^2",
+        "^0.5",
+        "meta.a.",
         "x",
         "é",
         "\n",

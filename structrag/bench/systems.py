@@ -157,9 +157,11 @@ class RankingSystem:
 
     def contexts(self, question: Question, budgets: Sequence[int]) -> list[AnswerContext]:
         ranked = self.ranking(question)
-        engine = self.index.engine
-        engine.counter = self.counter
-        return [build_context(engine.lines, self.counter, ranked, [], budget) for budget in budgets]
+        engine, counter = self.index.engine, self.counter
+        return [
+            build_context(lambda keys: engine.lines(keys, counter), counter, ranked, [], budget)
+            for budget in budgets
+        ]
 
 
 class BM25System(RankingSystem):

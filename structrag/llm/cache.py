@@ -1,15 +1,15 @@
 """The cache of LLM answers: what was paid for is never paid for twice.
 
 Answers are keyed by (model, prompt version, message hash) and hold the validated answer as
-JSON plus the tokens it cost. The DuckDB implementation
-(:class:`~structrag.store.duckdb_llm_cache.DuckDBAnswerCache`) commits each answer as it
-arrives, outside the ingest's transaction, so an interrupted ingest keeps what it bought.
+JSON plus the tokens it cost. :class:`TableAnswerCache` keeps them in a table of the index
+(the DuckDB store's ``llm_cache``, which commits each answer as it arrives, outside the
+ingest's transaction), so an interrupted ingest keeps what it bought.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -35,6 +35,52 @@ class AnswerCache(Protocol):
     def put(self, model: str, prompt_version: str, message_hash: str, answer: CachedAnswer) -> None:
         """Store an answer durably (committed when this returns)."""
         ...
+
+
+class AnswerRows(Protocol):
+    """A table of answers as plain rows (what a store offers; it knows nothing of LLMs)."""
+
+    def get_many(
+        self, model: str, prompt_version: str, hashes: Sequence[str]
+    ) -> dict[str, tuple[str, int, int]]: ...
+
+    def put(
+        self,
+        model: str,
+        prompt_version: str,
+        message_hash: str,
+        response: str,
+        input_tokens: int,
+        output_tokens: int,
+    ) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class TableAnswerCache:
+    """An :class:`AnswerCache` over a store's answer table."""
+
+    def __init__(self, rows: AnswerRows) -> None:
+        self.rows = rows
+
+    def get_many(
+        self, model: str, prompt_version: str, hashes: Iterable[str]
+    ) -> dict[str, CachedAnswer]:
+        found = self.rows.get_many(model, prompt_version, sorted(set(hashes)))
+        return {h: CachedAnswer(r, i, o) for h, (r, i, o) in found.items()}
+
+    def put(self, model: str, prompt_version: str, message_hash: str, answer: CachedAnswer) -> None:
+        self.rows.put(
+            model,
+            prompt_version,
+            message_hash,
+            answer.response,
+            answer.input_tokens,
+            answer.output_tokens,
+        )
+
+    def close(self) -> None:
+        self.rows.close()
 
 
 class MemoryAnswerCache:

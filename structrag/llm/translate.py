@@ -19,8 +19,9 @@ from structrag.analysis import stems
 from structrag.errors import LLMError
 from structrag.llm.base import StructuredLLM
 from structrag.query import ast
+from structrag.query.question import Translation, question_kind
 from structrag.query.timeexpr import understood
-from structrag.query.translate import SpacyTranslator, Translation, question_kind
+from structrag.query.translate import SpacyTranslator
 
 TRANSLATE_PROMPT_VERSION = "1"
 
@@ -152,10 +153,11 @@ def _grounded(text: str | None, question: str, speakers: Sequence[str]) -> bool:
     return bool(wanted) and wanted <= set(stems(question))
 
 
-def _slot(value: str | None) -> str | ast.Wildcard | None:
-    if value is None or not value.strip():
+def _slot(value: str | None) -> str | None:
+    """A pattern slot from the LLM: ``None`` (any value) for empty or ``*``."""
+    if value is None or not value.strip() or value.strip() == "*":
         return None
-    return ast.Wildcard() if value.strip() == "*" else value.strip()
+    return value.strip()
 
 
 def to_translation(query: QuestionQuery, question: str, speakers: Sequence[str]) -> Translation:
@@ -189,7 +191,9 @@ def to_translation(query: QuestionQuery, question: str, speakers: Sequence[str])
         if not keep(entity.name):
             continue
         types = tuple(t.lower() for t in entity.types if t.strip())
-        facets = tuple(ast.FacetCondition(f.name, f.value) for f in entity.facets if keep(f.value))
+        facets = tuple(
+            ast.FacetCondition(f.name, _slot(f.value)) for f in entity.facets if keep(f.value)
+        )
         name = _slot(entity.name)
         if name is None and not types and not facets:
             continue

@@ -1,7 +1,9 @@
-"""The typed AST of a query: knowledge patterns, terms, scopes and boolean nodes.
+"""The typed AST of a query: knowledge patterns, terms, scopes, boosts and boolean nodes.
 
-Every node renders back to query text (:meth:`Node.to_query`), so a natural-language
-question translated into an AST can be shown to the user as the expression that ran.
+Every node renders back to query text (:meth:`Node.to_query`), and parsing that text gives
+the same tree back: a natural-language question translated into an AST is shown to the
+user as an expression that ``structrag query`` runs with the same plan. "Any value" is
+``None`` everywhere (written ``*``).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ Comparator = Literal["=", "!=", "<", "<=", ">", ">=", "contains"]
 Role = Literal["subject", "verb", "object", "indirect_object"]
 ROLES: tuple[Role, ...] = ("subject", "verb", "object", "indirect_object")
 
-_BARE = re.compile(r"[^\s()\"',=:<>!*]+")
+_BARE = re.compile(r"[^\s()\"',=:<>!*^]+")
 _RESERVED = {"AND", "OR", "NOT"}
 
 
@@ -36,61 +38,69 @@ class Node:
         return self.to_query()
 
 
-@dataclass(frozen=True)
-class Wildcard(Node):
-    """``*``: any value."""
-
-    def to_query(self) -> str:
-        return "*"
+def weight_text(weight: float) -> str:
+    """A boost or weight as query text: ``^0.3`` (nothing for 1)."""
+    return "" if weight == 1 else f"^{weight:g}"
 
 
 @dataclass(frozen=True)
 class Term(Node):
-    """A free word or quoted phrase, matched against knowledge and message text."""
+    """A free word or quoted phrase, matched against knowledge and message text; its
+    ``weight`` (``word^0.3``) scales it within its group."""
 
     text: str
     phrase: bool = False
+    weight: float = 1.0
 
     def to_query(self) -> str:
         if self.phrase:
-            return '"' + self.text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-        return quote(self.text)
+            text = '"' + self.text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        else:
+            text = quote(self.text)
+        return text + weight_text(self.weight)
 
 
 @dataclass(frozen=True)
 class FacetCondition:
+    """``facet.NAME=VALUE``; a ``None`` value asks for the facet with any value."""
+
     name: str
-    value: str | Wildcard
+    value: str | None
 
 
 @dataclass(frozen=True)
 class EntityPattern(Node):
     """An entity by name, type and facets; any part may be left open."""
 
-    name: str | Wildcard | None = None
+    name: str | None = None
     types: tuple[str, ...] = ()
     facets: tuple[FacetCondition, ...] = ()
 
     def to_query(self) -> str:
-        if isinstance(self.name, str) and not self.types and not self.facets:
+        if self.name is not None and not self.types and not self.facets:
             return f"entity:{quote(self.name)}"
         if self.name is None and len(self.types) == 1 and not self.facets:
             return f"type:{quote(self.types[0])}"
+        return self.to_call()
+
+    def to_query_call(self) -> str:
+        """The ``entity(...)`` form, which any argument position accepts."""
+        if self.name is not None and not self.types and not self.facets:
+            return f"entity:{quote(self.name)}"
+        return self.to_call()
+
+    def to_call(self) -> str:
         args = []
-        if isinstance(self.name, Wildcard):
-            args.append("name=*")
-        elif self.name is not None:
+        if self.name is not None:
             args.append(f"name={quote(self.name)}")
         args.extend(f"type={quote(t)}" for t in self.types)
         for facet in self.facets:
-            value = (
-                facet.value.to_query() if isinstance(facet.value, Wildcard) else quote(facet.value)
-            )
+            value = "*" if facet.value is None else quote(facet.value)
             args.append(f"facet.{facet.name}={value}")
-        return f"entity({', '.join(args)})"
+        return f"entity({', '.join(args) or '*'})"
 
 
-Slot = str | Wildcard | EntityPattern | None
+Slot = str | EntityPattern | None
 
 
 def _slot(value: Slot) -> str:
@@ -98,7 +108,7 @@ def _slot(value: Slot) -> str:
         return "*"
     if isinstance(value, str):
         return quote(value)
-    return value.to_query()
+    return value.to_query_call()
 
 
 @dataclass(frozen=True)
@@ -106,13 +116,13 @@ class ActionPattern(Node):
     """subject - verb - object - indirect object; open parts match anything."""
 
     subject: Slot = None
-    verb: str | Wildcard | None = None
+    verb: str | None = None
     object: Slot = None
     indirect_object: Slot = None
 
     def to_query(self) -> str:
         parts = [_slot(self.subject), _slot(self.verb), _slot(self.object)]
-        if self.indirect_object is not None and not isinstance(self.indirect_object, Wildcard):
+        if self.indirect_object is not None:
             parts.append(_slot(self.indirect_object))
         return f"action({', '.join(parts)})"
 
@@ -191,6 +201,23 @@ class MetaFilter(Node):
 
 
 Scope = PeopleScope | ConversationScope | TagScope | TimeScope | DuringScope | MetaFilter
+SCOPES = (PeopleScope, ConversationScope, TagScope, TimeScope, DuringScope, MetaFilter)
+Pattern = EntityPattern | ActionPattern | TopicPattern
+PATTERNS = (EntityPattern, ActionPattern, TopicPattern)
+
+
+@dataclass(frozen=True)
+class Boost(Node):
+    """``item^factor``. A boosted scope is soft: inside a group it does not restrict the
+    group, it multiplies the text score of the messages it holds by ``factor``
+    (``speaker:Kevin^1.5`` prefers Kevin's messages). A boosted pattern or sub-group
+    counts ``factor`` times in its group. (A boosted word is a weighted :class:`Term`.)"""
+
+    item: Node
+    factor: float
+
+    def to_query(self) -> str:
+        return _wrap(self.item, Boost) + weight_text(self.factor)
 
 
 # -- boolean ----------------------------------------------------------------------------------
@@ -225,9 +252,10 @@ class Not(Node):
 
 
 def _wrap(node: Node, parent: type) -> str:
-    """Bracket nested groups, so the text parses back to the same tree."""
+    """Bracket nested groups (and what a boost applies to), so the text parses back to
+    the same tree."""
     text = node.to_query()
-    if isinstance(node, And | Or):
+    if isinstance(node, And | Or) or (parent is Boost and isinstance(node, Not | Boost)):
         return f"({text})"
     return text
 
@@ -238,7 +266,7 @@ def walk(node: Node) -> list[Node]:
     if isinstance(node, And | Or):
         for item in node.items:
             out.extend(walk(item))
-    elif isinstance(node, Not):
+    elif isinstance(node, Not | Boost):
         out.extend(walk(node.item))
     return out
 
@@ -253,7 +281,11 @@ def dump(node: Node, indent: int = 0) -> str:
         return "\n".join([pad + kind, *(dump(item, indent + 1) for item in node.items)])
     if isinstance(node, Not):
         return "\n".join([pad + "Not", dump(node.item, indent + 1)])
+    if isinstance(node, Boost):
+        return "\n".join([f"{pad}Boost x{node.factor:g}", dump(node.item, indent + 1)])
     fields = ", ".join(
-        f"{k}={v!r}" for k, v in vars(node).items() if v not in (None, (), "", False)
+        f"{k}={v!r}"
+        for k, v in vars(node).items()
+        if v not in (None, (), "", False) and not (k == "weight" and v == 1)
     )
     return f"{pad}{type(node).__name__}({fields})"

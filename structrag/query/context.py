@@ -18,8 +18,6 @@ from structrag.timeparse import format_date
 from structrag.tokens import TokenCounter
 
 MESSAGES_HEADER = "Messages:"
-#: Give up looking for a message that still fits after this many misses in a row.
-MAX_MISSES = 64
 
 
 class Ranked(Protocol):
@@ -40,12 +38,16 @@ class Line:
 
 @dataclass
 class ContextMessage:
+    """A message packed into a context: where it came from, why, what it costs, and the
+    line it was rendered as."""
+
     mkey: int
     conversation: str
     id: str
     score: float
     source: str
     tokens: int
+    text: str = ""
 
 
 @dataclass
@@ -81,11 +83,13 @@ def build_context(
     *,
     knowledge: Sequence[str] = (),
     knowledge_share: float = 0.03,
+    max_misses: int = 64,
     batch: int = 64,
 ) -> AnswerContext:
     """Pack knowledge lines, ranked messages, then vector fill, within ``budget`` tokens.
 
     ``lines`` renders messages (by mkey) with their token counts (newline included).
+    Looking for a message that still fits stops after ``max_misses`` misses in a row.
     """
     parts: list[str] = []
     used = 0
@@ -106,7 +110,7 @@ def build_context(
     for source in (ranked, fill):
         misses = 0
         for start in range(0, len(source), batch):
-            if misses >= MAX_MISSES or used >= budget:
+            if misses >= max_misses or used >= budget:
                 break
             part = [r for r in source[start : start + batch] if r.mkey not in seen]
             rendered = lines([r.mkey for r in part])
@@ -116,7 +120,7 @@ def build_context(
                     continue
                 if used + entry.tokens > budget:
                     misses += 1
-                    if misses >= MAX_MISSES:
+                    if misses >= max_misses:
                         break
                     continue
                 misses = 0
@@ -131,6 +135,7 @@ def build_context(
                         item.score,
                         item.source,
                         entry.tokens,
+                        entry.text,
                     )
                 )
     text = "\n".join(parts)

@@ -49,6 +49,13 @@ class _Value:
     phrase: bool
 
 
+class _Star:
+    """``*`` while transforming: any value (``None`` in the AST)."""
+
+
+_STAR = _Star()
+
+
 class _Problem(Exception):
     def __init__(self, pos: int, message: str, hint: str | None = None) -> None:
         super().__init__(message)
@@ -57,7 +64,6 @@ class _Problem(Exception):
         self.hint = hint
 
 
-_ENTITY_ARGS = {"name", "type"}
 _ACTION_ARGS = {"subject", "verb", "object", "indirect_object", "to", "indirect"}
 
 
@@ -70,8 +76,8 @@ class _ToAst(Transformer):  # type: ignore[type-arg]
         raw = str(token)[1:-1]
         return _Value(_ESCAPE.sub(r"\1", raw), token.start_pos or 0, True)
 
-    def wildcard(self, token: Token) -> ast.Wildcard:
-        return ast.Wildcard()
+    def wildcard(self, token: Token) -> _Star:
+        return _STAR
 
     def term(self, value: _Value) -> ast.Term:
         # A quoted single word is just a word; a phrase is several words kept together.
@@ -93,13 +99,13 @@ class _ToAst(Transformer):  # type: ignore[type-arg]
         return ast.EntityPattern(name=value.text)
 
     def entity_call(self, keyword: Token, arguments: list[Any] | None = None) -> ast.EntityPattern:
-        name: str | ast.Wildcard | None = None
+        name: str | None = None
         types: list[str] = []
         facets: list[ast.FacetCondition] = []
         for index, (key, value, pos) in enumerate(arguments or []):
             if isinstance(value, ast.EntityPattern):
                 raise _Problem(pos, "an entity pattern cannot contain another entity pattern")
-            text: str | ast.Wildcard = value if isinstance(value, ast.Wildcard) else value.text
+            text = None if value is _STAR else value.text
             if key is None:
                 if index != 0:
                     raise _Problem(
@@ -111,9 +117,8 @@ class _ToAst(Transformer):  # type: ignore[type-arg]
             elif key == "name":
                 name = text
             elif key == "type":
-                if isinstance(text, ast.Wildcard):
-                    continue
-                types.append(text.lower())
+                if text is not None:
+                    types.append(text.lower())
             elif key.startswith("facet."):
                 facets.append(ast.FacetCondition(key[len("facet.") :], text))
             else:
@@ -156,6 +161,8 @@ class _ToAst(Transformer):  # type: ignore[type-arg]
                 raise _Problem(pos, f"{role} is given twice")
             if isinstance(value, _Value):
                 value = value.text
+            elif value is _STAR:
+                value = None
             if role == "verb" and isinstance(value, ast.EntityPattern):
                 raise _Problem(pos, "the verb of an action cannot be an entity pattern")
             slots[role] = value
@@ -207,6 +214,14 @@ class _ToAst(Transformer):  # type: ignore[type-arg]
 
     def negation(self, item: ast.Node) -> ast.Not:
         return ast.Not(item)
+
+    def boost(self, item: ast.Node, token: Token) -> ast.Node:
+        factor = float(str(token)[1:])
+        if factor <= 0:
+            raise _Problem(token.start_pos or 0, "a boost must be above 0", hint="e.g. word^0.5")
+        if isinstance(item, ast.Term):
+            return ast.Term(item.text, item.phrase, item.weight * factor)
+        return ast.Boost(item, factor)
 
     def conjunction(self, *items: ast.Node) -> ast.And:
         return ast.And(tuple(items))

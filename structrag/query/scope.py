@@ -32,13 +32,9 @@ class ScopeData:
     window_lengths: np.ndarray = field(init=False, repr=False)
     speakers_lower: np.ndarray = field(init=False, repr=False)
     _term_cache: dict[str, tuple[np.ndarray, int]] = field(default_factory=dict, repr=False)
-    _knowledge_cache: dict[str, dict[int, int]] = field(default_factory=dict, repr=False)
     _knowledge_arrays: dict[str, tuple[np.ndarray, np.ndarray]] = field(
         default_factory=dict, repr=False
     )
-    _codes: np.ndarray | None = field(default=None, repr=False)
-    _code_base: int = field(default=0, repr=False)
-    _ref_spans: tuple[np.ndarray, np.ndarray, np.ndarray] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         frame = self.frame
@@ -80,49 +76,9 @@ class ScopeData:
     def __len__(self) -> int:
         return len(self.frame)
 
-    def ref_codes(self, ref_ids: np.ndarray) -> np.ndarray:
-        """The kind code (a byte of ``MessageFrame.ref_kinds``) of each ref id; 0 if unknown."""
-        if self._codes is None:
-            frame = self.frame
-            if not len(frame):
-                self._codes, self._code_base = np.zeros(0, np.uint8), 0
-            else:
-                base = int(frame.first_refs.min())
-                ends = [
-                    int(f) + len(k) for f, k in zip(frame.first_refs, frame.ref_kinds, strict=True)
-                ]
-                codes = np.zeros(max(ends) - base, dtype=np.uint8)
-                for first, kinds in zip(frame.first_refs.tolist(), frame.ref_kinds, strict=True):
-                    if kinds:
-                        start = first - base
-                        codes[start : start + len(kinds)] = np.frombuffer(kinds.encode(), np.uint8)
-                self._codes, self._code_base = codes, base
-        local = ref_ids - self._code_base
-        valid = (local >= 0) & (local < len(self._codes))
-        out = np.zeros(len(ref_ids), dtype=np.uint8)
-        out[valid] = self._codes[local[valid]]
-        return out
-
-    def ref_positions(self, ref_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Frame positions of the messages that hold ``ref_ids``, and which were found."""
-        if self._ref_spans is None:
-            frame = self.frame
-            counts = np.array([len(k) for k in frame.ref_kinds], dtype=np.int64)
-            # A message without refs shares its first_ref with the next one written: leave
-            # it out, or the search could land on it instead of the message holding the ref.
-            holding = np.flatnonzero(counts > 0)
-            order = holding[np.argsort(frame.first_refs[holding], kind="stable")]
-            self._ref_spans = (order, frame.first_refs[order], counts[order])
-        order, firsts, counts = self._ref_spans
-        if not len(order) or not len(ref_ids):
-            return np.zeros(0, np.int64), np.zeros(len(ref_ids), bool)
-        at = np.searchsorted(firsts, ref_ids, side="right") - 1
-        safe = np.clip(at, 0, None)
-        found = (at >= 0) & (ref_ids < firsts[safe] + counts[safe])
-        return order[at[found]], found
-
     def knowledge_arrays(self, term: str, reader: TextIndexReader) -> tuple[np.ndarray, np.ndarray]:
-        """(frame positions, ref ids) of the refs in scope whose terms include ``term``."""
+        """(frame positions, ref ids) of the refs in scope whose terms include ``term``
+        (cached)."""
         cached = self._knowledge_arrays.get(term)
         if cached is None:
             postings = reader.knowledge_postings(term, self.docs)
@@ -171,20 +127,6 @@ class ScopeData:
             self._term_cache.clear()
         self._term_cache[term] = result
         return result
-
-    def knowledge_refs(self, term: str, reader: TextIndexReader) -> dict[int, int]:
-        """Refs in scope whose index terms include ``term``: ref_id -> mkey (cached)."""
-        cached = self._knowledge_cache.get(term)
-        if cached is None:
-            postings = reader.knowledge_postings(term, self.docs)
-            _, found = self.positions(postings.mkeys)
-            cached = dict(
-                zip(postings.values[found].tolist(), postings.mkeys[found].tolist(), strict=True)
-            )
-            if len(self._knowledge_cache) > 4096:
-                self._knowledge_cache.clear()
-            self._knowledge_cache[term] = cached
-        return cached
 
     def bm25(self, weighted_terms: dict[str, float], reader: TextIndexReader) -> np.ndarray:
         """BM25 of a bag of (stem -> query weight) over the text windows."""

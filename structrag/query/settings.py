@@ -1,8 +1,9 @@
-"""Named scoring settings. Every weight the ranker uses lives here, documented.
+"""Named scoring settings. Every weight and limit the ranker uses lives here, documented.
 
-The defaults were chosen on LoCoMo's five development conversations
-(``benchmarks/recall.py``) with leave-one-conversation-out checks, and are meant to be
-robust rather than tuned to the last digit.
+The defaults were chosen on LoCoMo's five development conversations with
+leave-one-conversation-out checks (``structrag bench loo``), and are meant to be robust
+rather than tuned to the last digit. The README's "How results are ranked" table lists
+them.
 """
 
 from __future__ import annotations
@@ -13,6 +14,33 @@ from typing import Any
 
 def _window() -> dict[int, float]:
     return {0: 2.0, -1: 1.0, 1: 1.0, -2: 0.5, 2: 0.5}
+
+
+def _alias_sources() -> dict[str, float]:
+    return {"first-name": 0.9, "short-name": 0.8}
+
+
+def _verb_synonyms() -> dict[str, tuple[str, ...]]:
+    return {
+        "say": ("tell", "talk", "speak", "mention"),
+        "tell": ("say", "talk", "speak", "mention"),
+        "talk": ("say", "tell", "speak", "discuss"),
+        "speak": ("say", "tell", "talk"),
+        "mention": ("say", "tell"),
+        "discuss": ("talk",),
+        "buy": ("purchase", "get"),
+        "purchase": ("buy",),
+        "visit": ("go",),
+        "go": ("visit", "travel"),
+        "travel": ("go", "visit"),
+        "love": ("like", "enjoy"),
+        "like": ("love", "enjoy"),
+        "enjoy": ("like", "love"),
+        "start": ("begin",),
+        "begin": ("start",),
+        "make": ("create", "build"),
+        "create": ("make",),
+    }
 
 
 @dataclass(frozen=True)
@@ -46,20 +74,45 @@ class RankingSettings:
     #: Related terms (aliases gathered at extraction, fuzzy embedding neighbours) count
     #: this much of an exact match; fuzzy neighbours need this cosine similarity.
     alias_weight: float = 0.9
+    #: How much each kind of alias is worth before ``alias_weight``: a first name for the
+    #: full name ("Kevin" ~ "Kevin Scott"), a short form of a speaker's first name
+    #: ("Mel" ~ "Melanie").
+    alias_sources: dict[str, float] = field(default_factory=_alias_sources)
+    #: A pattern's verb also matches these verbs ("what did Kevin tell Satya" finds "say").
+    verb_synonyms: dict[str, tuple[str, ...]] = field(default_factory=_verb_synonyms)
     #: Derived forms found in the index (teach ~ teacher) count this much.
     derived_weight: float = 0.6
     fuzzy_weight: float = 0.5
     fuzzy_threshold: float = 0.95
     fuzzy_max: int = 3
     #: Entities the graph finds for a possessive ("Caroline's friend": the friend, one or
-    #: two hops from Caroline) join the question's words with this weight.
+    #: two hops from Caroline) join the question's words with this weight; at most
+    #: ``graph_max_names`` of them.
     graph_weight: float = 0.3
+    graph_max_names: int = 5
+    #: A message's pattern score counts at most this many matching refs.
+    pattern_cap: float = 3.0
+    #: A nested pattern (``action(*, adopt, entity(type=pet))``) passes at most this many
+    #: of its best entities' names to the outer pattern.
+    nested_max_refs: int = 500
     #: ``ask`` widens the query (drops verbs, then scopes) when fewer messages match.
     min_matches: int = 3
     #: ``during:<topic>`` keeps this many turns on each side of a match.
     during_radius: int = 3
-    #: Share of an answer's budget the entity/topic summary lines may take.
+    #: Share of an answer's budget the entity/topic summary lines may take; the summary
+    #: looks at the ``summary_refs`` best knowledge hits and names at most
+    #: ``summary_entities`` entities and ``summary_topics`` topics.
     knowledge_share: float = 0.03
+    summary_refs: int = 40
+    summary_entities: int = 8
+    summary_topics: int = 6
+    #: Vector fill considers ``budget / fill_tokens_per_message + fill_extra`` of the
+    #: nearest messages (enough to fill any budget: messages cost a few tokens at least).
+    fill_tokens_per_message: int = 4
+    fill_extra: int = 64
+    #: Packing gives up looking for a message that still fits after this many misses in
+    #: a row.
+    pack_max_misses: int = 64
 
     def with_overrides(self, **values: Any) -> RankingSettings:
         known = {f.name for f in fields(self)}

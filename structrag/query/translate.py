@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 from structrag.analysis import term_key
 from structrag.extract.spacy_extractor import (
@@ -25,6 +24,7 @@ from structrag.extract.spacy_extractor import (
     load_pipeline,
 )
 from structrag.query import ast
+from structrag.query.question import Translation, question_kind
 from structrag.query.timeexpr import MONTHS, understood
 
 _MONTHS = "|".join(sorted(MONTHS, key=len, reverse=True))
@@ -64,59 +64,6 @@ _GENERIC = {
     "stuff",
     "part",
 }
-
-
-@dataclass
-class Translation:
-    """A question's query expression, the people it names, and its type."""
-
-    query: ast.Node
-    people: list[str] = field(default_factory=list)
-    kind: str = "other"
-    time_phrases: list[str] = field(default_factory=list)
-    #: Possessive relations, (owner, noun): "Caroline's friend" -> ("Caroline", "friend").
-    relations: list[tuple[str, str]] = field(default_factory=list)
-    #: What the translator wants the user to know (fallbacks, dropped names).
-    notes: list[str] = field(default_factory=list)
-
-
-def question_kind(words: Sequence[str]) -> str:
-    lowered = [w.lower() for w in words]
-    if not lowered:
-        return "other"
-    first_wh = next((w for w in lowered if w in _WH), None)
-    if first_wh == "how" and "how" in lowered:
-        i = lowered.index("how")
-        nxt = lowered[i + 1] if i + 1 < len(lowered) else ""
-        if nxt in ("many", "much", "often", "long"):
-            return f"how {nxt}"
-        return "how"
-    if first_wh in ("who", "whom", "whose"):
-        return "who"
-    if first_wh in ("when", "where", "why", "which"):
-        return first_wh
-    if first_wh == "what":
-        return "what"
-    if lowered[0] in (
-        "is",
-        "are",
-        "was",
-        "were",
-        "did",
-        "does",
-        "do",
-        "has",
-        "have",
-        "would",
-        "could",
-        "can",
-        "will",
-        "should",
-    ):
-        return "yes/no"
-    if lowered[0] in ("list", "name"):
-        return "list"
-    return "other"
 
 
 class SpacyTranslator:

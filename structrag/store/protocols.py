@@ -1,10 +1,10 @@
 """What the core asks of storage: a knowledge store (the source of truth) and a text index.
 
 The ingest pipeline and the query engine only see these protocols; DuckDB and Whoosh sit
-behind them (:mod:`structrag.store.duckdb_store`, :mod:`structrag.store.whoosh_index`).
-Messages get a store-wide integer key (``mkey``) and semantic refs a store-wide ``ref_id``;
-the refs of one message are numbered consecutively, which lets the text index point at a
-ref by its position within the message.
+behind them (:mod:`structrag.store.duckdb`, :mod:`structrag.store.whoosh_index`).
+Messages get a store-wide integer key (``mkey``) and semantic refs a store-wide ``ref_id``.
+The query side learns which message holds a ref, and of what kind it is, from a
+:class:`RefTable`; how refs are numbered is the writers' business.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import IntEnum
 from typing import Any, Protocol
 
 import numpy as np
@@ -21,13 +22,59 @@ from structrag.models import Conversation, Message, SemanticRef
 
 @dataclass(frozen=True)
 class StoredMessage:
-    """A message as stored: the message plus its store key and its refs' id range."""
+    """A message as stored: the message plus its store key."""
 
     mkey: int
     message: Message
-    first_ref: int
-    ref_count: int
-    ref_kinds: str = ""
+
+
+class RefKind(IntEnum):
+    """What a semantic ref holds: knowledge from the message text, or from its metadata
+    (the speaker and recipients as person entities, "speaker say (to) recipient")."""
+
+    ENTITY = 1
+    ACTION = 2
+    TOPIC = 3
+    TAG = 4
+    METADATA_ENTITY = 5
+    METADATA_ACTION = 6
+
+    @classmethod
+    def of(cls, kind: str, metadata: bool) -> RefKind:
+        if metadata:
+            return cls.METADATA_ACTION if kind == "action" else cls.METADATA_ENTITY
+        return cls[kind.upper()]
+
+
+@dataclass(frozen=True)
+class RefTable:
+    """The semantic refs of a scope: ids (sorted), the message holding each, its kind."""
+
+    ref_ids: np.ndarray
+    mkeys: np.ndarray
+    kinds: np.ndarray  # RefKind values, uint8
+
+    @classmethod
+    def empty(cls) -> RefTable:
+        return cls(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.uint8))
+
+    def __len__(self) -> int:
+        return len(self.ref_ids)
+
+    def locate(self, ref_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Rows of ``ref_ids`` in the table, and which of them are in it."""
+        if not len(self.ref_ids) or not len(ref_ids):
+            return np.zeros(0, np.int64), np.zeros(len(ref_ids), bool)
+        at = np.clip(np.searchsorted(self.ref_ids, ref_ids), 0, len(self.ref_ids) - 1)
+        found = self.ref_ids[at] == ref_ids
+        return at[found], found
+
+    def kinds_of(self, ref_ids: np.ndarray) -> np.ndarray:
+        """The kind of each ref (0 for refs not in the table)."""
+        rows, found = self.locate(ref_ids)
+        out = np.zeros(len(ref_ids), dtype=np.uint8)
+        out[found] = self.kinds[rows]
+        return out
 
 
 @dataclass
@@ -71,12 +118,12 @@ class StoreTransaction(Protocol):
         new: Sequence[StoredMessage],
         changed: Sequence[StoredMessage],
         refs: Sequence[tuple[int, int, SemanticRef]],
-        aliases: Sequence[tuple[str, str, str, float, str]] = (),
+        aliases: Sequence[tuple[str, str, str, str]] = (),
         embeddings: Sequence[tuple[int, str, list[float]]] = (),
         extractions: Sequence[ExtractionRecord] = (),
     ) -> None:
         """Add a chunk: new and changed messages, refs as ``(ref_id, mkey, ref)``, aliases
-        as ``(conversation, term, related, weight, source)``, embeddings as
+        as ``(conversation, term, related, source)``, embeddings as
         ``(mkey, model, vector)``, and extraction outcomes. A changed message loses its
         old refs, embeddings and outcomes."""
         ...
@@ -102,9 +149,7 @@ class MessageFrame:
     """A columnar view of the messages in a scope, ordered by conversation and ordinal.
 
     ``sessions`` is what bounds a text window: the message's ``session`` metadata when it
-    has one, else its date. ``ref_kinds`` holds one character per semantic ref of the
-    message, in ref order: ``e``/``a``/``t``/``g`` for entity/action/topic/tag refs from
-    the message text, ``E``/``A`` for metadata knowledge (speaker and recipients).
+    has one, else its date.
     """
 
     mkeys: np.ndarray
@@ -114,8 +159,6 @@ class MessageFrame:
     sessions: np.ndarray
     speakers: np.ndarray
     timestamps: np.ndarray
-    first_refs: np.ndarray
-    ref_kinds: np.ndarray
 
     def __len__(self) -> int:
         return len(self.mkeys)
@@ -217,7 +260,9 @@ class KnowledgeStore(Protocol):
 
     def top_topics(self, limit: int, conversation: str | None = None) -> list[dict[str, Any]]: ...
 
-    def aliases(self, conversation: str | None = None) -> list[tuple[str, str, float]]: ...
+    def aliases(self, conversation: str | None = None) -> list[tuple[str, str, str]]:
+        """``(term, related, source)`` of the aliases of a conversation (all: ``None``)."""
+        ...
 
     def sql(
         self, query: str, params: Sequence[Any] | Mapping[str, Any] = ()
@@ -233,12 +278,18 @@ class KnowledgeStore(Protocol):
         """The property-index rows ``(name, normalised value)`` of some refs."""
         ...
 
-    def ref_properties_between(self, low: int, high: int) -> dict[int, list[tuple[str, str]]]:
-        """Property-index rows of every ref with ``low <= ref_id <= high``."""
+    def conversation_properties(self, conversation: str) -> dict[int, list[tuple[str, str]]]:
+        """Property-index rows of every ref of a conversation."""
         ...
 
-    def knowledge_texts_between(self, low: int, high: int) -> dict[int, tuple[str, str, list[str]]]:
-        """:meth:`knowledge_texts` of every ref with ``low <= ref_id <= high``."""
+    def conversation_knowledge_texts(
+        self, conversation: str
+    ) -> dict[int, tuple[str, str, list[str]]]:
+        """:meth:`knowledge_texts` of every ref of a conversation."""
+        ...
+
+    def ref_table(self, conversation: str | None) -> RefTable:
+        """Every semantic ref of a conversation (all when ``None``): id, message, kind."""
         ...
 
     def filter_messages(self, condition: MessageFilter) -> list[int]:
@@ -267,7 +318,8 @@ class KnowledgeStore(Protocol):
 
 @dataclass(frozen=True)
 class IndexedMessage:
-    """What the text index holds for one message."""
+    """What the text index holds for one message. The message's refs have the
+    consecutive ids ``first_ref, first_ref + 1, ...`` (the writer numbers them so)."""
 
     mkey: int
     conversation: str
@@ -289,7 +341,7 @@ class TextIndexWriter(Protocol):
 
 class PostingsLike(Protocol):
     """One term's postings: message keys, and a value per posting (term frequency for
-    message text, ref id for knowledge)."""
+    message text, the semantic ref's id for knowledge)."""
 
     mkeys: np.ndarray
     values: np.ndarray

@@ -1,0 +1,257 @@
+"""Query compilation: typed AST -> plan of operator nodes.
+
+The AST's boolean structure becomes the plan's: ``AND`` is :class:`AllOf`, ``OR`` is
+:class:`AnyOf`, ``NOT`` is :class:`NoneOf`. A juxtaposed group (``a b entity:X
+speaker:Kevin``) is a *ranked group* (:class:`Fuse`): its words are scored together
+(BM25 over message text windows, and the knowledge they name), its patterns and
+sub-expressions add their own signal, its scopes restrict it, and its boosted scopes
+prefer. A question is compiled the same way: ``ask`` translates it into such a group
+(:mod:`structrag.query.question`), so the query it prints runs with the same plan in
+``structrag query``.
+
+Compiling needs a little of the index (aliases, lemmas, the people a name refers to,
+related terms): :class:`CompileContext`, which the engine implements for a conversation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from structrag.analysis import stems, term_key
+from structrag.errors import QueryError
+from structrag.query import ast
+from structrag.query.nodes import (
+    AllOf,
+    AnyOf,
+    During,
+    Filter,
+    Fuse,
+    KnowledgeMatch,
+    NoneOf,
+    PatternMatch,
+    PlanNode,
+    Prefer,
+    RelativeTime,
+    Scaled,
+    TextMatch,
+    TopicMatch,
+    VectorMatch,
+)
+from structrag.query.settings import RankingSettings
+from structrag.store.protocols import MessageFilter, PropertyCondition
+
+
+class CompileContext(Protocol):
+    """What compiling needs to know about the index, for one conversation (or all)."""
+
+    def name_keys(self, name: str) -> tuple[str, ...]:
+        """Normalised keys a name matches: its own and its aliases ("Mel" ~ Melanie)."""
+        ...
+
+    def verb_lemma(self, verb: str) -> str: ...
+
+    def people_named(self, name: str) -> list[str]:
+        """The speakers a name refers to (first names and short forms included)."""
+        ...
+
+    def related_terms(self, stem: str) -> list[tuple[str, float]]:
+        """Terms related to a stem, with weights: aliases, derived forms, fuzzy neighbours."""
+        ...
+
+
+def restricts(node: ast.Node) -> bool:
+    """Whether a node only restricts (scopes, negations and boolean combinations of them):
+    in a group it filters instead of scoring."""
+    if isinstance(node, (*ast.SCOPES, ast.Not)):
+        return True
+    if isinstance(node, ast.And | ast.Or):
+        return all(restricts(item) for item in node.items)
+    return False
+
+
+class Compiler:
+    """AST -> plan, for one conversation (or the whole index)."""
+
+    def __init__(self, context: CompileContext, settings: RankingSettings) -> None:
+        self.context = context
+        self.settings = settings
+
+    def compile(self, node: ast.Node) -> PlanNode:
+        if isinstance(node, ast.Or):
+            if node.explicit:
+                return AnyOf([self.compile(i) for i in node.items])
+            return self.group(node.items)
+        if isinstance(node, ast.And):
+            return AllOf([self.compile(i) for i in node.items])
+        if isinstance(node, ast.Not):
+            return NoneOf(self.compile(node.item))
+        if isinstance(node, ast.Term | ast.Boost):
+            return self.group((node,))
+        if isinstance(node, ast.PATTERNS):
+            return self.pattern(node)
+        if isinstance(node, ast.SCOPES):
+            return self.scope(node)
+        raise TypeError(f"cannot compile {type(node).__name__}")  # pragma: no cover
+
+    # -- ranked groups ----------------------------------------------------------------
+
+    def group(self, items: Sequence[ast.Node]) -> PlanNode:
+        """A juxtaposed group: see the module docstring."""
+        terms: list[ast.Term] = []
+        signals: list[PlanNode] = []  # patterns and sub-expressions
+        filters: list[PlanNode] = []
+        prefers: list[tuple[PlanNode, float]] = []
+        for item in items:
+            if isinstance(item, ast.Term):
+                terms.append(item)
+            elif isinstance(item, ast.Boost):
+                inner = item.item
+                if isinstance(inner, ast.Term):
+                    terms.append(ast.Term(inner.text, inner.phrase, inner.weight * item.factor))
+                elif restricts(inner):
+                    prefers.append((self.compile(inner), item.factor))
+                else:
+                    signals.append(Scaled(self.compile(inner), item.factor))
+            elif restricts(item):
+                filters.append(self.compile(item))
+            else:
+                signals.append(self.compile(item))
+        s = self.settings
+        bag = self.term_weights(terms)
+        fused: list[tuple[str, float, PlanNode]] = []
+        if bag:
+            fused.append(("text", s.text_weight, TextMatch(bag)))
+            if s.knowledge_weight:
+                fused.append(("knowledge", s.knowledge_weight, KnowledgeMatch(bag)))
+        if signals:
+            fused.append(("patterns", s.pattern_weight, _any(signals)))
+        if bag and s.vector_weight:
+            words = " ".join(t.text for t in terms)
+            fused.append(("vector", s.vector_weight, VectorMatch(words)))
+        if not fused:
+            if prefers and not filters:
+                raise QueryError(
+                    "a boosted scope only prefers: the group has nothing for it to prefer",
+                    hint="add words or a pattern, or drop the ^ to restrict",
+                )
+            return _all(filters)
+        if prefers:
+            # Preferences scale the first signal: the words when there are any.
+            name, weight, node = fused[0]
+            for scope, factor in prefers:
+                node = Prefer(node, scope, factor)
+            fused[0] = (name, weight, node)
+        if len(fused) == 1 and fused[0][0] == "patterns" and not filters:
+            return fused[0][2]
+        return Fuse(fused, filters)
+
+    def term_weights(self, terms: Sequence[ast.Term]) -> dict[str, float]:
+        """Stems of the terms with their weights, plus related terms (aliases, derived
+        forms, fuzzy neighbours) at their own weights."""
+        weights: dict[str, float] = {}
+        for term in terms:
+            for stem in stems(term.text):
+                weights[stem] = weights.get(stem, 0.0) + term.weight
+        for stem, weight in list(weights.items()):
+            for related, related_weight in self.context.related_terms(stem):
+                for part in related.split():
+                    if part not in weights:
+                        weights[part] = related_weight * min(weight, 1.0)
+        return weights
+
+    # -- patterns -----------------------------------------------------------------------
+
+    def pattern(self, node: ast.Pattern) -> PlanNode:
+        if isinstance(node, ast.TopicPattern):
+            return TopicMatch(node.text)
+        if isinstance(node, ast.EntityPattern):
+            return self.entity(node)
+        return self.action(node)
+
+    def entity(self, node: ast.EntityPattern) -> PlanNode:
+        conditions: list[PropertyCondition] = []
+        if node.name is not None:
+            conditions.append(
+                PropertyCondition("name", self.context.name_keys(node.name), whole_words=True)
+            )
+        for t in node.types:
+            conditions.append(PropertyCondition("type", (term_key(t),)))
+        for facet in node.facets:
+            conditions.append(PropertyCondition("facet.name", (term_key(facet.name),)))
+            if facet.value is not None:
+                conditions.append(
+                    PropertyCondition("facet.value", (term_key(facet.value),), whole_words=True)
+                )
+        if not conditions:
+            raise QueryError(
+                f"{node.to_query()} matches every entity",
+                hint="give it a name, a type=... or a facet.NAME=...",
+            )
+        return PatternMatch(node.to_query(), conditions)
+
+    def action(self, node: ast.ActionPattern) -> PlanNode:
+        conditions: list[PropertyCondition] = []
+        nested: list[tuple[str, PlanNode]] = []
+        roles = (
+            ("subject", node.subject),
+            ("object", node.object),
+            ("indirectObject", node.indirect_object),
+        )
+        for role, value in roles:
+            if isinstance(value, str):
+                conditions.append(
+                    PropertyCondition(role, self.context.name_keys(value), whole_words=True)
+                )
+            elif isinstance(value, ast.EntityPattern):
+                nested.append((role, self.entity(value)))
+        if node.verb is not None:
+            conditions.append(PropertyCondition("verb", self.verb_keys(node.verb)))
+        if not conditions and not nested:
+            raise QueryError(
+                f"{node.to_query()} matches every action",
+                hint="give it a subject, a verb or an object",
+            )
+        return PatternMatch(node.to_query(), conditions, nested)
+
+    def verb_keys(self, verb: str) -> tuple[str, ...]:
+        base = self.context.verb_lemma(verb)
+        synonyms = self.settings.verb_synonyms.get(base, ())
+        return tuple(sorted({term_key(v) for v in (verb, base, *synonyms)}))
+
+    # -- scopes -------------------------------------------------------------------------
+
+    def scope(self, node: ast.Scope) -> PlanNode:
+        described = node.to_query()
+        if isinstance(node, ast.PeopleScope):
+            names = tuple(self.context.people_named(node.name))
+            if node.role == "speaker":
+                return Filter(described, MessageFilter(speakers=names))
+            return Filter(described, MessageFilter(recipients=names))
+        if isinstance(node, ast.ConversationScope):
+            return Filter(described, MessageFilter(conversation=node.conversation))
+        if isinstance(node, ast.TagScope):
+            return Filter(described, MessageFilter(tags=(node.tag,)))
+        if isinstance(node, ast.TimeScope):
+            if node.keyword == "when":
+                return RelativeTime(node.text, node.keyword)
+            return Filter(described, MessageFilter(start=node.start, end=node.end))
+        if isinstance(node, ast.DuringScope):
+            about = self.group((ast.Term(node.topic, phrase=" " in node.topic),))
+            return During(AnyOf([about, TopicMatch(node.topic)]), self.settings.during_radius)
+        return Filter(described, MessageFilter(meta=((node.key, node.op, node.value),)))
+
+
+def _any(nodes: list[PlanNode]) -> PlanNode:
+    return nodes[0] if len(nodes) == 1 else AnyOf(nodes)
+
+
+def _all(nodes: list[PlanNode]) -> PlanNode:
+    if not nodes:
+        return AnyOf([])  # a group with nothing in it (only stopwords) matches nothing
+    return nodes[0] if len(nodes) == 1 else AllOf(nodes)
+
+
+def compile_query(node: ast.Node, context: CompileContext, settings: RankingSettings) -> PlanNode:
+    """The plan of a query expression."""
+    return Compiler(context, settings).compile(node)

@@ -1,0 +1,333 @@
+"""Everything the query engine derives from an index, cached per store generation.
+
+A :class:`Derived` holds one :class:`ConversationView` per conversation asked about (and
+one for the whole index): the messages as arrays (:class:`~structrag.query.scope.ScopeData`),
+its semantic refs (:class:`~structrag.store.protocols.RefTable`), speakers, aliases,
+related terms, the fuzzy vocabulary, the entity graph, message vectors and the property
+index. Everything is built lazily on first use and dropped when the store's generation
+changes (a committed ingest). A view implements
+:class:`~structrag.query.compile.CompileContext`, and :class:`Evaluation` implements
+:class:`~structrag.query.nodes.PlanContext` over it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from structrag.analysis import term_key
+from structrag.embeddings import Embedder
+from structrag.errors import NotFoundError
+from structrag.query.context import Line, render_message
+from structrag.query.graph import EntityGraph
+from structrag.query.scope import ScopeData
+from structrag.query.settings import RankingSettings
+from structrag.store.protocols import (
+    KnowledgeStore,
+    MessageFilter,
+    RefTable,
+    TextIndexReader,
+)
+from structrag.tokens import TokenCounter
+
+#: Suffixes that derive one word from another (in their stemmed form).
+DERIVATIONAL_SUFFIXES = frozenset(
+    {"er", "or", "ist", "ian", "ment", "ship", "ism", "ness", "ful", "al", "ive", "ic", "ess"}
+)
+
+
+class ConversationView:
+    """What the engine knows about one conversation (or, with ``None``, the whole index)."""
+
+    def __init__(self, owner: Derived, conversation: str | None) -> None:
+        self.owner = owner
+        self.conversation = conversation
+        store, text = owner.store, owner.text
+        frame = store.message_frame(conversation)
+        docs = text.conversation_docs(conversation)
+        mkeys, lengths = text.lengths(docs)
+        self.scope = ScopeData.build(conversation, frame, docs, mkeys, lengths, owner.settings)
+        self.speakers = sorted({s for s in frame.speakers if s})
+        self._refs: RefTable | None = None
+        self._aliases: dict[str, list[tuple[str, float]]] | None = None
+        self._related: dict[str, list[tuple[str, float]]] = {}
+        self._vocab: tuple[list[str], np.ndarray] | bool | None = False
+        self._graph: EntityGraph | None = None
+        self._vectors: np.ndarray | bool | None = False
+        self._properties: dict[int, dict[str, list[str]]] | None = None
+        self._texts: dict[int, tuple[str, str, list[str]]] | None = None
+
+    @property
+    def settings(self) -> RankingSettings:
+        return self.owner.settings
+
+    # -- refs ------------------------------------------------------------------------------
+
+    @property
+    def refs(self) -> RefTable:
+        if self._refs is None:
+            self._refs = self.owner.store.ref_table(self.conversation)
+        return self._refs
+
+    def _whole_tables(self) -> bool:
+        """Whether to load the conversation's property index and knowledge texts at once
+        (one query) rather than per lookup: for a conversation, not the whole index."""
+        return self.conversation is not None
+
+    def ref_properties(self, ref_ids: Sequence[int]) -> dict[int, dict[str, list[str]]]:
+        if self._whole_tables():
+            if self._properties is None:
+                assert self.conversation is not None
+                self._properties = _by_name(
+                    self.owner.store.conversation_properties(self.conversation)
+                )
+            table = self._properties
+            return {r: table[r] for r in ref_ids if r in table}
+        return _by_name(self.owner.store.ref_properties(ref_ids))
+
+    def knowledge_texts(self, ref_ids: Sequence[int]) -> dict[int, tuple[str, str, list[str]]]:
+        """``ref_id -> (kind, name or text, types)`` for entity, topic and tag refs."""
+        if self._whole_tables():
+            if self._texts is None:
+                assert self.conversation is not None
+                self._texts = self.owner.store.conversation_knowledge_texts(self.conversation)
+            table = self._texts
+            return {r: table[r] for r in ref_ids if r in table}
+        return self.owner.store.knowledge_texts(ref_ids)
+
+    # -- names and terms (CompileContext) --------------------------------------------------
+
+    def _alias_table(self) -> dict[str, list[tuple[str, float]]]:
+        if self._aliases is None:
+            weights = self.settings.alias_sources
+            table: dict[str, list[tuple[str, float]]] = {}
+            for term, related, source in self.owner.store.aliases(self.conversation):
+                table.setdefault(term, []).append((related, weights.get(source, 0.0)))
+            self._aliases = table
+        return self._aliases
+
+    def name_keys(self, name: str) -> tuple[str, ...]:
+        key = term_key(name)
+        keys = {key, *(related for related, _ in self._alias_table().get(key, []))}
+        return tuple(sorted(k for k in keys if k))
+
+    def verb_lemma(self, verb: str) -> str:
+        lemmatize = self.owner.lemmatize
+        return lemmatize(verb) if lemmatize else verb.lower()
+
+    def people_named(self, name: str) -> list[str]:
+        """Speakers a name refers to: exact, first name, or an alias ("Mel" -> Melanie)."""
+        keys = set(self.name_keys(name))
+        found = [s for s in self.speakers if term_key(s) in keys or term_key(s.split()[0]) in keys]
+        return found or [name]
+
+    def related_terms(self, stem: str) -> list[tuple[str, float]]:
+        """Aliases gathered at extraction, derived forms and fuzzy neighbours of a stem."""
+        if stem in self._related:
+            return self._related[stem]
+        s = self.settings
+        found: dict[str, float] = {}
+        for related, weight in self._alias_table().get(stem, []):
+            found[related] = max(found.get(related, 0.0), weight * s.alias_weight)
+        for form in self._derived_forms(stem):
+            found.setdefault(form, s.derived_weight)
+        for neighbour, similarity in self._fuzzy(stem):
+            key = term_key(neighbour)
+            if key != stem and key not in found:
+                found[key] = similarity * s.fuzzy_weight
+        result = sorted(found.items(), key=lambda kv: -kv[1])
+        self._related[stem] = result
+        return result
+
+    def _derived_forms(self, stem: str) -> list[str]:
+        """Terms of the index that derive from a stem or it from them: teach ~ teacher,
+        paint ~ painter. Only known derivational suffixes count (camp is not campaign)."""
+        if self.settings.derived_weight <= 0 or len(stem) < 4 or not stem.isalpha():
+            return []
+        text = self.owner.text
+        forms = [
+            term
+            for term in text.terms_with_prefix(stem)
+            if term != stem and term[len(stem) :] in DERIVATIONAL_SUFFIXES
+        ]
+        for suffix in DERIVATIONAL_SUFFIXES:
+            base = stem[: -len(suffix)]
+            if stem.endswith(suffix) and len(base) >= 4 and base in text.terms_with_prefix(base, 1):
+                forms.append(base)
+        return forms
+
+    def _fuzzy(self, stem: str) -> list[tuple[str, float]]:
+        embedder, s = self.owner.embedder, self.settings
+        if embedder is None or s.fuzzy_weight <= 0 or len(stem) < 4 or not stem.isalpha():
+            return []
+        if self._vocab is False:
+            words = sorted(
+                {
+                    w
+                    for text, _, _ in self.owner.store.knowledge_vocabulary(self.conversation)
+                    for w in text.lower().split()
+                    if len(w) > 3 and w.isalpha()
+                }
+            )
+            self._vocab = (words, embedder.encode(words)) if words else None
+        if not isinstance(self._vocab, tuple):
+            return []
+        words, vectors = self._vocab
+        sims = vectors @ embedder.encode([stem])[0]
+        best = np.argsort(-sims)[: s.fuzzy_max]
+        return [(words[i], float(sims[i])) for i in best if sims[i] >= s.fuzzy_threshold]
+
+    # -- graph and vectors -----------------------------------------------------------------
+
+    @property
+    def graph(self) -> EntityGraph:
+        if self._graph is None:
+            self._graph = EntityGraph(self.owner.store.relation_edges(self.conversation))
+        return self._graph
+
+    def vector_scores(self, text: str) -> np.ndarray | None:
+        """Cosine similarity of ``text`` with every message in scope (None: no vectors)."""
+        embedder = self.owner.embedder
+        if embedder is None:
+            return None
+        if self._vectors is False:
+            mkeys, vectors = self.owner.store.embedding_matrix(embedder.name, self.conversation)
+            self._vectors = None
+            if len(mkeys):
+                dense = np.zeros((len(self.scope), vectors.shape[1]), dtype=np.float32)
+                positions, found = self.scope.positions(mkeys)
+                dense[positions] = vectors[found]
+                self._vectors = dense
+        if not isinstance(self._vectors, np.ndarray):
+            return None
+        return np.asarray(self._vectors @ embedder.encode([text])[0], dtype=np.float64)
+
+
+@dataclass
+class Evaluation:
+    """A :class:`~structrag.query.nodes.PlanContext`: one run of a plan over a view."""
+
+    view: ConversationView
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def scope(self) -> ScopeData:
+        return self.view.scope
+
+    @property
+    def settings(self) -> RankingSettings:
+        return self.view.settings
+
+    def text_scores(self, terms: Mapping[str, float]) -> np.ndarray:
+        return self.scope.bm25(dict(terms), self.view.owner.text)
+
+    def knowledge_hits(self, term: str) -> tuple[np.ndarray, np.ndarray]:
+        return self.scope.knowledge_arrays(term, self.view.owner.text)
+
+    def ref_kinds(self, ref_ids: np.ndarray) -> np.ndarray:
+        return self.view.refs.kinds_of(ref_ids)
+
+    def ref_positions(self, ref_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        refs = self.view.refs
+        rows, found = refs.locate(ref_ids)
+        positions, held = self.scope.positions(refs.mkeys[rows])
+        found[np.flatnonzero(found)[~held]] = False
+        return positions, found
+
+    def ref_properties(self, ref_ids: Sequence[int]) -> dict[int, dict[str, list[str]]]:
+        return self.view.ref_properties(ref_ids)
+
+    def ref_names(self, ref_ids: Sequence[int]) -> set[str]:
+        names: set[str] = set()
+        for _, text, _ in self.view.knowledge_texts(ref_ids).values():
+            names.add(term_key(text))
+        return names
+
+    def filter_mask(self, condition: MessageFilter) -> np.ndarray:
+        scope = self.scope
+        mask = np.zeros(len(scope), dtype=bool)
+        only_speakers = condition.speakers and condition == MessageFilter(
+            speakers=condition.speakers
+        )
+        if only_speakers:  # answered from the arrays, without a round trip to the store
+            wanted = {s.lower() for s in condition.speakers}
+            return np.array([s in wanted for s in scope.speakers_lower], dtype=bool)
+        keys = self.view.owner.store.filter_messages(condition)
+        if keys:
+            positions, _ = scope.positions(np.array(sorted(keys), dtype=np.int64))
+            mask[positions] = True
+        return mask
+
+    def vector_scores(self, text: str) -> np.ndarray | None:
+        return self.view.vector_scores(text)
+
+
+class Derived:
+    """The engine's caches, for one store generation (see the module docstring)."""
+
+    def __init__(
+        self,
+        store: KnowledgeStore,
+        text: TextIndexReader,
+        *,
+        settings: RankingSettings,
+        embedder: Embedder | None = None,
+        lemmatize: Callable[[str], str] | None = None,
+    ) -> None:
+        self.store = store
+        self.text = text
+        self.settings = settings
+        self.embedder = embedder
+        self.lemmatize = lemmatize
+        self._generation = -1
+        self._views: dict[str | None, ConversationView] = {}
+        self._lines: dict[tuple[str, int], Line] = {}
+
+    def refresh(self) -> None:
+        """Drop everything when the store has committed since the caches were built."""
+        generation = self.store.generation()
+        if generation != self._generation:
+            self._generation = generation
+            self._views.clear()
+            self._lines.clear()
+
+    def view(self, conversation: str | None) -> ConversationView:
+        self.refresh()
+        if conversation not in self._views:
+            if conversation is not None and conversation not in {
+                c.id for c in self.store.conversations()
+            }:
+                raise NotFoundError(
+                    f"no conversation {conversation!r} in the index",
+                    hint="list them with `structrag conversations`",
+                )
+            self._views[conversation] = ConversationView(self, conversation)
+        return self._views[conversation]
+
+    def lines(self, mkeys: Sequence[int], counter: TokenCounter) -> dict[int, Line]:
+        """Messages rendered for a context, with token counts (cached per generation)."""
+        self.refresh()
+        name = counter.name
+        missing = [k for k in mkeys if (name, k) not in self._lines]
+        if missing:
+            for mkey, stored in self.store.messages_by_keys(missing).items():
+                text = render_message(stored)
+                self._lines[(name, mkey)] = Line(
+                    stored.message.conversation,
+                    stored.message.id,
+                    text,
+                    counter.count(text + "\n"),
+                )
+        return {k: self._lines[(name, k)] for k in mkeys if (name, k) in self._lines}
+
+
+def _by_name(rows: dict[int, list[tuple[str, str]]]) -> dict[int, dict[str, list[str]]]:
+    out: dict[int, dict[str, list[str]]] = {}
+    for ref, pairs in rows.items():
+        grouped: dict[str, list[str]] = {}
+        for name, value in pairs:
+            grouped.setdefault(name, []).append(value)
+        out[ref] = grouped
+    return out

@@ -1,0 +1,529 @@
+"""Plan nodes: small typed operators with ``eval(ctx) -> Match``.
+
+A query compiles into a tree of these (:mod:`structrag.query.compile`). Nodes know
+nothing of the engine, the store or the text index: everything they read comes through
+:class:`PlanContext`, a small protocol the engine implements for one scope. Scores are
+dense arrays over the messages in scope, so boolean operators are array operations.
+Every node prints itself, so ``--explain`` shows the plan that ran.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol
+
+import numpy as np
+
+from structrag.analysis import stems
+from structrag.query.scope import ScopeData, zscore
+from structrag.query.settings import RankingSettings
+from structrag.query.timeexpr import resolve
+from structrag.store.protocols import MessageFilter, PropertyCondition, RefKind
+
+
+class PlanContext(Protocol):
+    """What plan nodes read while running, for one scope of messages."""
+
+    @property
+    def scope(self) -> ScopeData: ...
+
+    @property
+    def settings(self) -> RankingSettings: ...
+
+    @property
+    def notes(self) -> list[str]: ...
+
+    def text_scores(self, terms: Mapping[str, float]) -> np.ndarray:
+        """BM25 of weighted stems over each message's text window."""
+        ...
+
+    def knowledge_hits(self, term: str) -> tuple[np.ndarray, np.ndarray]:
+        """(scope positions, ref ids) of the semantic refs whose index terms hold ``term``."""
+        ...
+
+    def ref_kinds(self, ref_ids: np.ndarray) -> np.ndarray:
+        """The :class:`RefKind` of each ref (0 when unknown)."""
+        ...
+
+    def ref_positions(self, ref_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Scope positions of the messages holding ``ref_ids``, and which were found."""
+        ...
+
+    def ref_properties(self, ref_ids: Sequence[int]) -> dict[int, dict[str, list[str]]]:
+        """Property-index values of refs, by property name (normalised keys)."""
+        ...
+
+    def ref_names(self, ref_ids: Sequence[int]) -> set[str]:
+        """Normalised names of the entities (or topic texts) among refs."""
+        ...
+
+    def filter_mask(self, condition: MessageFilter) -> np.ndarray:
+        """Which messages in scope meet a relational condition."""
+        ...
+
+    def vector_scores(self, text: str) -> np.ndarray | None:
+        """Cosine similarity of ``text`` with each message (None: no vectors)."""
+        ...
+
+
+@dataclass
+class Match:
+    """What a node found: scores and membership over the scope, and knowledge hits."""
+
+    scores: np.ndarray
+    mask: np.ndarray
+    refs: dict[int, float] = field(default_factory=dict)
+    scored: bool = True
+
+    @classmethod
+    def empty(cls, n: int) -> Match:
+        return cls(np.zeros(n), np.zeros(n, dtype=bool))
+
+    @classmethod
+    def membership(cls, mask: np.ndarray) -> Match:
+        """A match that only says which messages belong (a filter)."""
+        return cls(np.zeros(len(mask)), mask, scored=False)
+
+
+class PlanNode:
+    """A node of the plan."""
+
+    def eval(self, ctx: PlanContext) -> Match:
+        raise NotImplementedError
+
+    def label(self) -> str:
+        raise NotImplementedError
+
+    def children(self) -> Sequence[PlanNode]:
+        return ()
+
+    def explain(self, indent: int = 0) -> str:
+        lines = ["  " * indent + self.label()]
+        for child in self.children():
+            lines.append(child.explain(indent + 1))
+        return "\n".join(lines)
+
+
+def _size(ctx: PlanContext) -> int:
+    return len(ctx.scope)
+
+
+# -- text and knowledge terms ----------------------------------------------------------------
+
+
+@dataclass
+class TextMatch(PlanNode):
+    """BM25 of weighted stems over message text windows."""
+
+    terms: dict[str, float]
+
+    def label(self) -> str:
+        shown = " ".join(f"{t}^{w:g}" if w != 1 else t for t, w in self.terms.items())
+        return f"TextMatch [{shown}]"
+
+    def eval(self, ctx: PlanContext) -> Match:
+        scores = ctx.text_scores(self.terms)
+        return Match(scores, scores > 0)
+
+
+#: The knowledge kinds a term can match, with the setting that weighs each.
+_KIND_WEIGHTS = {
+    RefKind.ENTITY: "entity_weight",
+    RefKind.ACTION: "action_weight",
+    RefKind.TOPIC: "topic_weight",
+    RefKind.TAG: "topic_weight",
+}
+
+
+@dataclass
+class KnowledgeMatch(PlanNode):
+    """Semantic refs (from message text, not metadata) whose index terms include the
+    stems, scored by kind and rarity."""
+
+    terms: dict[str, float]
+
+    def label(self) -> str:
+        return f"KnowledgeMatch [{' '.join(self.terms)}]"
+
+    def eval(self, ctx: PlanContext) -> Match:
+        n, settings = _size(ctx), ctx.settings
+        table = np.zeros(256)
+        for kind, name in _KIND_WEIGHTS.items():
+            table[kind] = getattr(settings, name)
+        scores = np.zeros(n)
+        refs: dict[int, float] = {}
+        for term, term_weight in self.terms.items():
+            positions, ref_ids = ctx.knowledge_hits(term)
+            if not len(positions):
+                continue
+            weight = table[ctx.ref_kinds(ref_ids)]
+            kept = weight > 0
+            if not kept.any():
+                continue
+            best = np.zeros(n)
+            np.maximum.at(best, positions[kept], weight[kept])
+            for ref_id, w in zip(ref_ids[kept].tolist(), weight[kept].tolist(), strict=True):
+                refs[ref_id] = refs.get(ref_id, 0.0) + w * term_weight
+            df = int(np.count_nonzero(best))
+            idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+            scores += term_weight * idf * best
+        return Match(scores, scores > 0, refs)
+
+
+# -- patterns (through the store's property index) -------------------------------------------
+
+
+@dataclass
+class PatternMatch(PlanNode):
+    """Refs meeting every property condition (KnowPro's property index)."""
+
+    description: str
+    conditions: list[PropertyCondition]
+    nested: list[tuple[str, PlanNode]] = field(default_factory=list)
+
+    def label(self) -> str:
+        parts = []
+        for c in self.conditions:
+            op = "~" if c.whole_words else "="
+            values = "|".join(c.values) if len(c.values) < 6 else f"{len(c.values)} values"
+            parts.append(f"{c.name}{op}{values}")
+        nested = [f"{role}<-nested" for role, _ in self.nested]
+        return f"PatternMatch {self.description} [{', '.join(parts + nested)}]"
+
+    def children(self) -> Sequence[PlanNode]:
+        return [node for _, node in self.nested]
+
+    def eval(self, ctx: PlanContext) -> Match:
+        n = _size(ctx)
+        conditions = list(self.conditions)
+        for role, node in self.nested:
+            inner = node.eval(ctx)
+            best = sorted(inner.refs, key=lambda r: -inner.refs[r])
+            names = ctx.ref_names(best[: ctx.settings.nested_max_refs])
+            if not names:
+                return Match.empty(n)
+            conditions.append(PropertyCondition(role, tuple(sorted(names)), whole_words=True))
+        if not conditions:
+            return Match.empty(n)
+        # Candidates from the text index: refs whose terms hold every word of a condition's
+        # value; the property index then checks each condition on its own role.
+        candidates: dict[int, int] | None = None
+        for condition in conditions:
+            found = _refs_with_words(ctx, condition.values)
+            candidates = (
+                found if candidates is None else {r: p for r, p in candidates.items() if r in found}
+            )
+            if not candidates:
+                return Match.empty(n)
+        assert candidates is not None
+        properties = ctx.ref_properties(sorted(candidates))
+        hits = [
+            ref
+            for ref, values in properties.items()
+            if all(any(c.accepts(v) for v in values.get(c.name, ())) for c in conditions)
+        ]
+        if not hits:
+            return Match.empty(n)
+        scores = np.zeros(n)
+        np.add.at(scores, np.array([candidates[r] for r in hits], dtype=np.int64), 1.0)
+        scores = np.minimum(scores, ctx.settings.pattern_cap)
+        return Match(scores, scores > 0, {int(r): 1.0 for r in hits})
+
+
+def _refs_with_words(ctx: PlanContext, values: Sequence[str]) -> dict[int, int]:
+    """Refs in scope (ref id -> scope position) whose index terms hold every word of a
+    value."""
+    found: dict[int, int] = {}
+    for value in values:
+        refs: dict[int, int] | None = None
+        for word in value.split():
+            positions, ref_ids = ctx.knowledge_hits(word)
+            hits = dict(zip(ref_ids.tolist(), positions.tolist(), strict=True))
+            refs = hits if refs is None else {r: p for r, p in refs.items() if r in hits}
+            if not refs:
+                break
+        found.update(refs or {})
+    return found
+
+
+@dataclass
+class TopicMatch(PlanNode):
+    """Topic (and tag) refs holding every stem of the topic text."""
+
+    text: str
+
+    def label(self) -> str:
+        return f"TopicMatch {self.text!r}"
+
+    def eval(self, ctx: PlanContext) -> Match:
+        n = _size(ctx)
+        wanted = sorted(set(stems(self.text)))
+        if not wanted:
+            return Match.empty(n)
+        topical = np.array([RefKind.TOPIC, RefKind.TAG], dtype=np.uint8)
+        all_positions, all_refs = [], []
+        for term in wanted:
+            positions, ref_ids = ctx.knowledge_hits(term)
+            keep = np.isin(ctx.ref_kinds(ref_ids), topical)
+            # a ref can hold a stem more than once; count each (ref, stem) once
+            refs_here, first = np.unique(ref_ids[keep], return_index=True)
+            all_refs.append(refs_here)
+            all_positions.append(positions[keep][first])
+        ref_ids = np.concatenate(all_refs)
+        positions = np.concatenate(all_positions)
+        unique, index, counts = np.unique(ref_ids, return_index=True, return_counts=True)
+        complete = counts == len(wanted)
+        scores = np.zeros(n)
+        np.add.at(scores, positions[index[complete]], 1.0)
+        return Match(scores, scores > 0, {int(r): 1.0 for r in unique[complete].tolist()})
+
+
+# -- scopes ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Filter(PlanNode):
+    """Messages meeting relational conditions, evaluated in the store with bound values."""
+
+    description: str
+    condition: MessageFilter
+
+    def label(self) -> str:
+        return f"Filter {self.description}"
+
+    def eval(self, ctx: PlanContext) -> Match:
+        return Match.membership(ctx.filter_mask(self.condition))
+
+
+def latest_date(scope: ScopeData) -> datetime | None:
+    """The date of the latest message in scope: what relative time phrases count from."""
+    stamps = scope.frame.timestamps
+    valid = stamps[~np.isnat(stamps)]
+    if not len(valid):
+        return None
+    return datetime.fromisoformat(str(valid.max()))
+
+
+@dataclass
+class RelativeTime(PlanNode):
+    """A time phrase resolved against the scope's latest message date."""
+
+    text: str
+    keyword: str
+
+    def label(self) -> str:
+        return f"RelativeTime {self.keyword}:{self.text!r}"
+
+    def eval(self, ctx: PlanContext) -> Match:
+        n = _size(ctx)
+        anchor = latest_date(ctx.scope)
+        found = resolve(self.text, anchor)
+        if found is None:
+            ctx.notes.append(f"{self.text!r}: no dated messages to resolve it against")
+            return Match.empty(n)
+        ctx.notes.append(
+            f"{self.keyword}:{self.text!r} = {found} (anchor {anchor:%Y-%m-%d})"
+            if anchor
+            else f"{self.text!r} = {found}"
+        )
+        stamps = ctx.scope.frame.timestamps
+        mask = ~np.isnat(stamps)
+        if found.start is not None:
+            mask &= stamps >= np.datetime64(found.start, "s")
+        if found.end is not None:
+            mask &= stamps < np.datetime64(found.end, "s")
+        return Match.membership(mask)
+
+
+@dataclass
+class During(PlanNode):
+    """The part of the conversation about a topic: matching messages and their neighbours
+    in the same session."""
+
+    inner: PlanNode
+    radius: int
+
+    def label(self) -> str:
+        return f"During radius={self.radius}"
+
+    def children(self) -> Sequence[PlanNode]:
+        return [self.inner]
+
+    def eval(self, ctx: PlanContext) -> Match:
+        n = _size(ctx)
+        hits = self.inner.eval(ctx).scores > 0
+        frame = ctx.scope.frame
+        mask = hits.copy()
+        for offset in range(1, self.radius + 1):
+            for sign in (-1, 1):
+                source = np.clip(np.arange(n) + sign * offset, 0, max(n - 1, 0))
+                same = (frame.conversations[source] == frame.conversations) & (
+                    frame.sessions[source] == frame.sessions
+                )
+                mask |= hits[source] & same
+        return Match.membership(mask)
+
+
+# -- boolean ---------------------------------------------------------------------------------
+
+
+@dataclass
+class AllOf(PlanNode):
+    items: list[PlanNode]
+
+    def label(self) -> str:
+        return "AllOf"
+
+    def children(self) -> Sequence[PlanNode]:
+        return self.items
+
+    def eval(self, ctx: PlanContext) -> Match:
+        n = _size(ctx)
+        results = [item.eval(ctx) for item in self.items]
+        mask = np.ones(n, dtype=bool)
+        for r in results:
+            mask &= r.mask
+        scores = sum((r.scores for r in results if r.scored), np.zeros(n))
+        refs: dict[int, float] = {}
+        for r in results:
+            refs.update(r.refs)
+        return Match(np.where(mask, scores, 0.0), mask, refs, any(r.scored for r in results))
+
+
+@dataclass
+class AnyOf(PlanNode):
+    items: list[PlanNode]
+
+    def label(self) -> str:
+        return "AnyOf"
+
+    def children(self) -> Sequence[PlanNode]:
+        return self.items
+
+    def eval(self, ctx: PlanContext) -> Match:
+        n = _size(ctx)
+        results = [item.eval(ctx) for item in self.items]
+        mask = np.zeros(n, dtype=bool)
+        for r in results:
+            mask |= r.mask
+        scores = sum((r.scores for r in results if r.scored), np.zeros(n))
+        refs: dict[int, float] = {}
+        for r in results:
+            for ref, score in r.refs.items():
+                refs[ref] = refs.get(ref, 0.0) + score
+        return Match(scores, mask, refs, any(r.scored for r in results))
+
+
+@dataclass
+class NoneOf(PlanNode):
+    item: PlanNode
+
+    def label(self) -> str:
+        return "NoneOf"
+
+    def children(self) -> Sequence[PlanNode]:
+        return [self.item]
+
+    def eval(self, ctx: PlanContext) -> Match:
+        return Match.membership(~self.item.eval(ctx).mask)
+
+
+# -- ranked groups ---------------------------------------------------------------------------
+
+
+@dataclass
+class Prefer(PlanNode):
+    """Scores of the messages a soft scope holds, times ``factor`` (``speaker:Kevin^1.5``)."""
+
+    inner: PlanNode
+    scope: PlanNode
+    factor: float
+
+    def label(self) -> str:
+        return f"Prefer x{self.factor:g}"
+
+    def children(self) -> Sequence[PlanNode]:
+        return [self.inner, self.scope]
+
+    def eval(self, ctx: PlanContext) -> Match:
+        match = self.inner.eval(ctx)
+        held = self.scope.eval(ctx).mask
+        scores = match.scores * np.where(held, self.factor, 1.0)
+        return Match(scores, match.mask, match.refs, match.scored)
+
+
+@dataclass
+class Scaled(PlanNode):
+    """A signal's scores times ``factor`` (a boosted pattern or sub-group)."""
+
+    inner: PlanNode
+    factor: float
+
+    def label(self) -> str:
+        return f"Scaled x{self.factor:g}"
+
+    def children(self) -> Sequence[PlanNode]:
+        return [self.inner]
+
+    def eval(self, ctx: PlanContext) -> Match:
+        match = self.inner.eval(ctx)
+        refs = {r: s * self.factor for r, s in match.refs.items()}
+        return Match(match.scores * self.factor, match.mask, refs, match.scored)
+
+
+@dataclass
+class VectorMatch(PlanNode):
+    """Cosine similarity of the text with each message's embedding."""
+
+    text: str
+
+    def label(self) -> str:
+        return f"VectorMatch {self.text[:40]!r}"
+
+    def eval(self, ctx: PlanContext) -> Match:
+        sims = ctx.vector_scores(self.text)
+        if sims is None:
+            return Match.membership(np.zeros(_size(ctx), dtype=bool))
+        return Match(sims, sims > 0)
+
+
+@dataclass
+class Fuse(PlanNode):
+    """A ranked group: a weighted sum of its signals' z-scores, within its filters.
+
+    Messages qualify when a signal other than the vector one has evidence for them; the
+    z-scores are taken over the messages the filters keep, so a signal's weight means the
+    same whatever the size of the scope."""
+
+    signals: list[tuple[str, float, PlanNode]]
+    filters: list[PlanNode]
+
+    def label(self) -> str:
+        shown = ", ".join(f"{name}*{w:g}" for name, w, _ in self.signals)
+        within = f" within {len(self.filters)} filter(s)" if self.filters else ""
+        return f"Fuse [{shown}]{within}"
+
+    def children(self) -> Sequence[PlanNode]:
+        return [node for _, _, node in self.signals] + list(self.filters)
+
+    def eval(self, ctx: PlanContext) -> Match:
+        n = _size(ctx)
+        mask = np.ones(n, dtype=bool)
+        for f in self.filters:
+            mask &= f.eval(ctx).mask
+        total = np.zeros(n)
+        evidence = np.zeros(n, dtype=bool)
+        refs: dict[int, float] = {}
+        for name, weight, node in self.signals:
+            result = node.eval(ctx)
+            if not result.scored or weight == 0:
+                continue
+            total += weight * zscore(np.where(mask, result.scores, 0.0))
+            if name != "vector":
+                evidence |= result.scores > 0
+            for ref, score in result.refs.items():
+                refs[ref] = refs.get(ref, 0.0) + weight * score
+        return Match(np.where(mask, total, -np.inf), mask & evidence, refs)

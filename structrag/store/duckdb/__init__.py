@@ -1,0 +1,10 @@
+"""The DuckDB store (the source of truth of an index): schema, reads, writes."""
+
+from structrag.store.duckdb.store import (
+    DB_FILENAME,
+    DuckDBAnswerTable,
+    DuckDBStore,
+    SchemaUpgradeNeeded,
+)
+
+__all__ = ["DB_FILENAME", "DuckDBAnswerTable", "DuckDBStore", "SchemaUpgradeNeeded"]

@@ -1,0 +1,610 @@
+"""Reads from the DuckDB store: messages, knowledge, and the arrays the query engine needs.
+
+All SQL takes user values as bound parameters. Results are read to the end before the
+connection does anything else (DuckDB wants results finished first).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import suppress
+from typing import Any
+
+import duckdb
+import numpy as np
+
+from structrag.errors import QueryError, StructragError
+from structrag.models import Action, Conversation, Entity, Facet, Message, SemanticRef, Span
+from structrag.models import Tag as TagKnowledge
+from structrag.models import Topic as TopicKnowledge
+from structrag.store.protocols import (
+    MessageFilter,
+    MessageFrame,
+    RefKind,
+    RefTable,
+    StoredMessage,
+    StoreStats,
+)
+
+METADATA_EXTRACTOR = "metadata"
+
+_MESSAGE_COLUMNS = (
+    "mkey, conversation, message_id, ordinal, speaker, recipients, ts, text, tags, metadata"
+)
+_COMPARATORS = {"=": "=", "!=": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
+#: A semantic ref's :class:`RefKind` in SQL (the metadata extractor's name bound first).
+_KIND_CODE = (
+    f"CASE WHEN extractor = ? THEN (CASE kind WHEN 'action' THEN {RefKind.METADATA_ACTION:d} "
+    f"ELSE {RefKind.METADATA_ENTITY:d} END) ELSE (CASE kind "
+    + " ".join(f"WHEN '{k.name.lower()}' THEN {k:d}" for k in list(RefKind)[:4])
+    + " END) END"
+)
+
+
+def first_row(result: duckdb.DuckDBPyConnection) -> tuple[Any, ...] | None:
+    """The first row of a result, reading it to the end."""
+    rows = result.fetchall()
+    return rows[0] if rows else None
+
+
+def _meta_clause(key: str, op: str, value: str) -> tuple[str, list[Any]]:
+    """SQL for ``meta.key OP value`` with the key path and value bound as parameters.
+
+    Numbers compare as numbers when both sides are numeric; text compares case-insensitively.
+    """
+    path = "$." + key
+    if op == "contains":
+        return "contains(lower(json_extract_string(metadata, ?)), lower(?))", [path, value]
+    sql_op = _COMPARATORS[op]
+    try:
+        number = float(value)
+    except ValueError:
+        return f"lower(json_extract_string(metadata, ?)) {sql_op} lower(?)", [path, value]
+    return (
+        f"TRY_CAST(json_extract_string(metadata, ?) AS DOUBLE) {sql_op} ?",
+        [path, number],
+    )
+
+
+def _objects(values: Sequence[Any]) -> np.ndarray:
+    array = np.empty(len(values), dtype=object)
+    array[:] = list(values)
+    return array
+
+
+class DuckDBReader:
+    """The read side of :class:`~structrag.store.duckdb.DuckDBStore`."""
+
+    con: duckdb.DuckDBPyConnection
+
+    def sql(
+        self, query: str, params: Sequence[Any] | Mapping[str, Any] = ()
+    ) -> list[tuple[Any, ...]]:
+        return self.con.execute(query, params).fetchall()
+
+    def _scalar(self, query: str, params: Sequence[Any] = ()) -> int:
+        row = first_row(self.con.execute(query, params))
+        return int(row[0]) if row and row[0] is not None else 0
+
+    # -- ingest bookkeeping ---------------------------------------------------------------
+
+    def source_seen(self, sha256: str, fingerprint: str) -> bool:
+        row = first_row(
+            self.con.execute(
+                "SELECT 1 FROM sources WHERE sha256 = ? AND fingerprint = ? LIMIT 1",
+                [sha256, fingerprint],
+            )
+        )
+        return row is not None
+
+    def message_hashes(
+        self, conversations: Iterable[str]
+    ) -> dict[tuple[str, str], tuple[int, int, int]]:
+        convs = sorted(set(conversations))
+        if not convs:
+            return {}
+        rows = self.con.execute(
+            "SELECT conversation, message_id, mkey, content_hash, ordinal FROM messages "
+            "WHERE conversation IN (SELECT unnest($1::VARCHAR[]))",
+            [convs],
+        ).fetchall()
+        return {(c, i): (int(k), int(h), int(o)) for c, i, k, h, o in rows}
+
+    def next_ids(self) -> tuple[int, int]:
+        row = first_row(
+            self.con.execute(
+                "SELECT (SELECT coalesce(max(mkey), -1) + 1 FROM messages), "
+                "(SELECT coalesce(max(ref_id), -1) + 1 FROM semantic_refs)"
+            )
+        )
+        assert row is not None
+        return int(row[0]), int(row[1])
+
+    def failed_messages(self, extractors: Sequence[str]) -> list[StoredMessage]:
+        return self._messages(
+            "mkey IN (SELECT mkey FROM extraction_failures "
+            "WHERE extractor IN (SELECT unnest($1::VARCHAR[])))",
+            [list(extractors)],
+        )
+
+    # -- overview -------------------------------------------------------------------------
+
+    def stats(self) -> StoreStats:
+        kinds = {"entity": 0, "action": 0, "topic": 0, "tag": 0}
+        for kind, n in self.sql("SELECT kind, count(*) FROM semantic_refs GROUP BY kind"):
+            kinds[str(kind)] = int(n)
+        extractors: dict[str, dict[str, int]] = {}
+
+        def entry(name: str) -> dict[str, int]:
+            return extractors.setdefault(name, {"extracted": 0, "refs": 0, "failed": 0})
+
+        for name, messages, refs in self.sql(
+            "SELECT extractor, count(DISTINCT mkey), count(*) FROM semantic_refs "
+            "GROUP BY extractor ORDER BY extractor"
+        ):
+            entry(str(name)).update(extracted=int(messages), refs=int(refs))
+        # Extractors that record outcomes count the messages they answered, including those
+        # in which they found nothing.
+        for name, answered in self.sql(
+            "SELECT extractor, count(DISTINCT mkey) FROM extractions GROUP BY extractor"
+        ):
+            entry(str(name))["extracted"] = int(answered)
+        for name, failed in self.sql(
+            "SELECT extractor, count(DISTINCT mkey) FROM extraction_failures GROUP BY extractor"
+        ):
+            entry(str(name))["failed"] = int(failed)
+        return StoreStats(
+            conversations=self._scalar("SELECT count(*) FROM conversations"),
+            messages=self._scalar("SELECT count(*) FROM messages"),
+            semantic_refs=kinds,
+            extractors=extractors,
+            sources=self._scalar("SELECT count(*) FROM sources"),
+        )
+
+    def conversations(self) -> list[Conversation]:
+        rows = self.sql("SELECT conversation, name, metadata FROM conversations ORDER BY 1")
+        return [
+            Conversation(id=r[0], name=r[1], metadata=json.loads(r[2]) if r[2] else {})
+            for r in rows
+        ]
+
+    def conversation_summaries(self) -> list[dict[str, Any]]:
+        rows = self.sql(
+            "SELECT c.conversation, c.name, count(m.mkey), min(m.ts), max(m.ts), "
+            "list_sort(list_distinct(list(m.speaker) FILTER (WHERE m.speaker IS NOT NULL))) "
+            "FROM conversations c LEFT JOIN messages m USING (conversation) "
+            "GROUP BY c.conversation, c.name ORDER BY c.conversation"
+        )
+        return [
+            {
+                "id": r[0],
+                "name": r[1],
+                "messages": int(r[2]),
+                "first": r[3].isoformat() if r[3] else None,
+                "last": r[4].isoformat() if r[4] else None,
+                "speakers": list(r[5] or []),
+            }
+            for r in rows
+        ]
+
+    # -- messages -------------------------------------------------------------------------
+
+    def _messages(
+        self, where: str, params: list[Any], limit: int | None = None
+    ) -> list[StoredMessage]:
+        tail = f" LIMIT {int(limit)}" if limit is not None else ""
+        rows = self.sql(
+            f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE {where} ORDER BY mkey{tail}", params
+        )
+        return [_stored(r) for r in rows]
+
+    def messages_by_keys(self, mkeys: Sequence[int]) -> dict[int, StoredMessage]:
+        if not len(mkeys):
+            return {}
+        found = self._messages(
+            "mkey IN (SELECT unnest($1::BIGINT[]))", [sorted({int(k) for k in mkeys})]
+        )
+        return {m.mkey: m for m in found}
+
+    def find_message(self, conversation: str | None, message_id: str) -> list[StoredMessage]:
+        if conversation is None:
+            return self._messages("message_id = ?", [message_id])
+        return self._messages("conversation = ? AND message_id = ?", [conversation, message_id])
+
+    def iter_messages(
+        self, conversation: str | None = None, batch: int = 2000
+    ) -> Iterator[StoredMessage]:
+        last = -1
+        while True:
+            if conversation is None:
+                rows = self._messages("mkey > ?", [last], batch)
+            else:
+                rows = self._messages("conversation = ? AND mkey > ?", [conversation, last], batch)
+            if not rows:
+                return
+            yield from rows
+            last = rows[-1].mkey
+
+    # -- semantic refs --------------------------------------------------------------------
+
+    def _refs(self, where: str, params: list[Any]) -> list[tuple[int, SemanticRef]]:
+        rows = self.sql(_REF_SELECT.format(where=where), params)
+        return [(int(r[1]), _ref(r)) for r in rows]
+
+    def refs_for_messages(self, mkeys: Sequence[int]) -> dict[int, list[SemanticRef]]:
+        out: dict[int, list[SemanticRef]] = {int(k): [] for k in mkeys}
+        if not out:
+            return out
+        for mkey, ref in self._refs("mkey IN (SELECT unnest($1::BIGINT[]))", [list(out)]):
+            out[mkey].append(ref)
+        return out
+
+    def refs_by_ids(self, ref_ids: Sequence[int]) -> dict[int, tuple[int, SemanticRef]]:
+        if not len(ref_ids):
+            return {}
+        found = self._refs(
+            "ref_id IN (SELECT unnest($1::BIGINT[]))", [sorted({int(r) for r in ref_ids})]
+        )
+        return {ref.ref_id: (mkey, ref) for mkey, ref in found if ref.ref_id is not None}
+
+    def iter_refs(
+        self, kind: str | None = None, conversation: str | None = None
+    ) -> Iterator[tuple[int, SemanticRef]]:
+        clauses, params = ["TRUE"], []
+        if kind:
+            clauses.append("kind = ?")
+            params.append(kind)
+        if conversation:
+            clauses.append("conversation = ?")
+            params.append(conversation)
+        yield from self._refs(" AND ".join(clauses), params)
+
+    def top_entities(self, limit: int, conversation: str | None = None) -> list[dict[str, Any]]:
+        rows = self.sql(
+            "SELECT min(e.name) AS name, count(*) AS mentions, count(DISTINCT r.mkey), "
+            "list_distinct(flatten(list(e.types))) "
+            "FROM entities e JOIN semantic_refs r USING (ref_id) "
+            "WHERE (? IS NULL OR r.conversation = ?) "
+            "GROUP BY e.stem_key ORDER BY mentions DESC, name LIMIT ?",
+            [conversation, conversation, limit],
+        )
+        return [
+            {"name": r[0], "mentions": int(r[1]), "messages": int(r[2]), "types": sorted(r[3])}
+            for r in rows
+        ]
+
+    def top_topics(self, limit: int, conversation: str | None = None) -> list[dict[str, Any]]:
+        rows = self.sql(
+            "SELECT min(t.text) AS text, count(*) AS mentions, count(DISTINCT r.mkey) "
+            "FROM topics t JOIN semantic_refs r USING (ref_id) "
+            "WHERE (? IS NULL OR r.conversation = ?) "
+            "GROUP BY t.stem_key ORDER BY mentions DESC, text LIMIT ?",
+            [conversation, conversation, limit],
+        )
+        return [{"topic": r[0], "mentions": int(r[1]), "messages": int(r[2])} for r in rows]
+
+    def aliases(self, conversation: str | None = None) -> list[tuple[str, str, str]]:
+        rows = self.sql(
+            "SELECT DISTINCT term, related, source FROM aliases "
+            "WHERE (? IS NULL OR conversation = ?)",
+            [conversation, conversation],
+        )
+        return [(str(a), str(b), str(s)) for a, b, s in rows]
+
+    # -- for the query engine -------------------------------------------------------------
+
+    def message_frame(self, conversation: str | None) -> MessageFrame:
+        rows = self.sql(
+            "SELECT mkey, conversation, message_id, ordinal, "
+            "coalesce(json_extract_string(metadata, '$.session'), strftime(ts, '%Y-%m-%d'), ''), "
+            "speaker, ts FROM messages "
+            "WHERE (? IS NULL OR conversation = ?) ORDER BY conversation, ordinal",
+            [conversation, conversation],
+        )
+        columns = list(zip(*rows, strict=True)) if rows else [()] * 7
+        return MessageFrame(
+            mkeys=np.asarray(columns[0], dtype=np.int64),
+            conversations=_objects(columns[1]),
+            ids=_objects(columns[2]),
+            ordinals=np.asarray(columns[3], dtype=np.int64),
+            sessions=_objects(columns[4]),
+            speakers=_objects(columns[5]),
+            timestamps=np.array(
+                [
+                    np.datetime64(t, "s") if t is not None else np.datetime64("NaT")
+                    for t in columns[6]
+                ],
+                dtype="datetime64[s]",
+            ),
+        )
+
+    def ref_table(self, conversation: str | None) -> RefTable:
+        found = self.con.execute(
+            f"SELECT ref_id, mkey, {_KIND_CODE} AS code FROM semantic_refs "
+            "WHERE (? IS NULL OR conversation = ?) ORDER BY ref_id",
+            [METADATA_EXTRACTOR, conversation, conversation],
+        ).fetchnumpy()
+        if not len(found["ref_id"]):
+            return RefTable.empty()
+        return RefTable(
+            ref_ids=np.asarray(found["ref_id"], dtype=np.int64),
+            mkeys=np.asarray(found["mkey"], dtype=np.int64),
+            kinds=np.asarray(found["code"], dtype=np.uint8),
+        )
+
+    def ref_properties(self, ref_ids: Sequence[int]) -> dict[int, list[tuple[str, str]]]:
+        if not len(ref_ids):
+            return {}
+        # The range lets DuckDB skip row groups by their min/max (refs are stored in order).
+        return _grouped(
+            self.sql(
+                "SELECT ref_id, name, value FROM properties WHERE ref_id BETWEEN ? AND ? "
+                "AND ref_id IN (SELECT unnest(?::BIGINT[]))",
+                [min(ref_ids), max(ref_ids), list(ref_ids)],
+            )
+        )
+
+    def conversation_properties(self, conversation: str) -> dict[int, list[tuple[str, str]]]:
+        return _grouped(
+            self.sql(
+                "SELECT p.ref_id, p.name, p.value FROM properties p "
+                "JOIN semantic_refs r USING (ref_id) WHERE r.conversation = ?",
+                [conversation],
+            )
+        )
+
+    def filter_messages(self, condition: MessageFilter) -> list[int]:
+        clauses: list[str] = []
+        params: list[Any] = []
+        if condition.conversation is not None:
+            clauses.append("conversation = ?")
+            params.append(condition.conversation)
+        if condition.speakers:
+            clauses.append("lower(speaker) IN (SELECT lower(unnest(?::VARCHAR[])))")
+            params.append(list(condition.speakers))
+        for column, values in (("recipients", condition.recipients), ("tags", condition.tags)):
+            if values:
+                clauses.append(
+                    f"len(list_intersect(list_transform({column}, lambda x: lower(x)), "
+                    "list_transform(?::VARCHAR[], lambda x: lower(x)))) > 0"
+                )
+                params.append(list(values))
+        if condition.start is not None:
+            clauses.append("ts >= ?")
+            params.append(condition.start)
+        if condition.end is not None:
+            clauses.append("ts < ?")
+            params.append(condition.end)
+        for key, op, value in condition.meta:
+            clause, bound = _meta_clause(key, op, value)
+            clauses.append(clause)
+            params.extend(bound)
+        where = " AND ".join(clauses) or "TRUE"
+        try:
+            rows = self.sql(f"SELECT mkey FROM messages WHERE {where}", params)
+        except duckdb.Error as exc:  # a JSON path DuckDB cannot read, say
+            raise QueryError(
+                f"cannot filter messages on {condition}: {exc}",
+                hint="meta keys are letters, digits and underscores joined by dots",
+            ) from exc
+        return [int(r[0]) for r in rows]
+
+    def embedding_matrix(
+        self, model: str, conversation: str | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        rows = self.sql(
+            "SELECT e.mkey, e.vector FROM embeddings e JOIN messages m USING (mkey) "
+            "WHERE e.model = ? AND (? IS NULL OR m.conversation = ?) ORDER BY e.mkey",
+            [model, conversation, conversation],
+        )
+        if not rows:
+            return np.zeros(0, np.int64), np.zeros((0, 0), np.float32)
+        mkeys = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        return mkeys, np.asarray([r[1] for r in rows], dtype=np.float32)
+
+    def knowledge_texts(self, ref_ids: Sequence[int]) -> dict[int, tuple[str, str, list[str]]]:
+        if not len(ref_ids):
+            return {}
+        low, high = min(ref_ids), max(ref_ids)
+        return _texts(
+            self.sql(
+                "WITH wanted AS (SELECT unnest(?::BIGINT[]) AS ref_id) "
+                "SELECT e.ref_id, 'entity', e.name, e.types FROM entities e "
+                "JOIN wanted USING (ref_id) WHERE e.ref_id BETWEEN ? AND ? "
+                "UNION ALL SELECT t.ref_id, 'topic', t.text, [] FROM topics t "
+                "JOIN wanted USING (ref_id) WHERE t.ref_id BETWEEN ? AND ? "
+                "UNION ALL SELECT g.ref_id, 'tag', g.text, [] FROM tag_refs g "
+                "JOIN wanted USING (ref_id) WHERE g.ref_id BETWEEN ? AND ?",
+                [list(ref_ids), low, high, low, high, low, high],
+            )
+        )
+
+    def conversation_knowledge_texts(
+        self, conversation: str
+    ) -> dict[int, tuple[str, str, list[str]]]:
+        return _texts(
+            self.sql(
+                "WITH wanted AS (SELECT ref_id FROM semantic_refs WHERE conversation = ?) "
+                "SELECT ref_id, 'entity', name, types FROM entities JOIN wanted USING (ref_id) "
+                "UNION ALL SELECT ref_id, 'topic', text, [] FROM topics JOIN wanted USING (ref_id) "
+                "UNION ALL SELECT ref_id, 'tag', text, [] FROM tag_refs JOIN wanted USING (ref_id)",
+                [conversation],
+            )
+        )
+
+    def knowledge_vocabulary(self, conversation: str | None) -> list[tuple[str, str, int]]:
+        rows = self.sql(
+            "SELECT min(e.name), 'entity', count(*) FROM entities e "
+            "JOIN semantic_refs r USING (ref_id) "
+            "WHERE r.extractor <> ? AND (? IS NULL OR r.conversation = ?) "
+            "GROUP BY e.stem_key "
+            "UNION ALL "
+            "SELECT min(t.text), 'topic', count(*) FROM topics t "
+            "JOIN semantic_refs r USING (ref_id) WHERE (? IS NULL OR r.conversation = ?) "
+            "GROUP BY t.stem_key",
+            [METADATA_EXTRACTOR, conversation, conversation, conversation, conversation],
+        )
+        return [(str(a), str(b), int(c)) for a, b, c in rows]
+
+    def relation_edges(self, conversation: str | None) -> list[tuple[str, str, str]]:
+        rows = self.sql(
+            "SELECT a.subject, a.verb, a.object FROM actions a JOIN semantic_refs r USING (ref_id) "
+            "WHERE a.subject IS NOT NULL AND a.object IS NOT NULL AND r.extractor <> ? "
+            "AND (? IS NULL OR r.conversation = ?) "
+            "UNION ALL "
+            "SELECT f.value, 'have', e.name FROM entity_facets f JOIN entities e USING (ref_id) "
+            "JOIN semantic_refs r USING (ref_id) "
+            "WHERE f.name = 'owner' AND (? IS NULL OR r.conversation = ?) "
+            "UNION ALL "
+            "SELECT DISTINCT e.name, 'is', t.type FROM entities e "
+            "JOIN semantic_refs r USING (ref_id), unnest(e.types) AS t(type) "
+            "WHERE r.extractor <> ? AND t.type NOT IN ('name', 'thing', 'person') "
+            "AND lower(t.type) <> e.name_lower AND (? IS NULL OR r.conversation = ?)",
+            [METADATA_EXTRACTOR, *[conversation] * 4, METADATA_EXTRACTOR, *[conversation] * 2],
+        )
+        return [(str(a), str(b), str(c)) for a, b, c in rows]
+
+    # -- the LLM answer cache -------------------------------------------------------------
+
+    def cached_answers(
+        self, model: str, prompt_version: str, hashes: Sequence[str]
+    ) -> dict[str, tuple[str, int, int]]:
+        """``message_hash -> (response JSON, input tokens, output tokens)``."""
+        if not hashes:
+            return {}
+        rows = self.sql(
+            "SELECT message_hash, response, input_tokens, output_tokens FROM llm_cache "
+            "WHERE model = ? AND prompt_version = ? "
+            "AND message_hash IN (SELECT unnest(?::VARCHAR[]))",
+            [model, prompt_version, list(hashes)],
+        )
+        return {str(h): (str(r), int(i), int(o)) for h, r, i, o in rows}
+
+    def holds_nothing(self) -> bool:
+        """No ingest committed and no LLM answer cached: a directory that can go."""
+        with suppress(duckdb.Error):
+            return not self._scalar("SELECT count(*) FROM sources") and not self._scalar(
+                "SELECT count(*) FROM llm_cache"
+            )
+        return False
+
+
+def _grouped(rows: list[tuple[Any, ...]]) -> dict[int, list[tuple[str, str]]]:
+    out: dict[int, list[tuple[str, str]]] = {}
+    for ref_id, name, value in rows:
+        out.setdefault(int(ref_id), []).append((str(name), str(value)))
+    return out
+
+
+def _texts(rows: list[tuple[Any, ...]]) -> dict[int, tuple[str, str, list[str]]]:
+    return {int(r[0]): (str(r[1]), str(r[2]), list(r[3] or [])) for r in rows}
+
+
+def _stored(row: tuple[Any, ...]) -> StoredMessage:
+    mkey, conv, mid, ordinal, speaker, recipients, ts, text, tags, metadata = row
+    return StoredMessage(
+        mkey=int(mkey),
+        message=Message(
+            conversation=conv,
+            id=mid,
+            ordinal=int(ordinal),
+            speaker=speaker,
+            recipients=tuple(recipients or ()),
+            timestamp=ts,
+            text=text,
+            tags=tuple(tags or ()),
+            metadata=json.loads(metadata) if metadata else {},
+        ),
+    )
+
+
+_REF_SELECT = """
+WITH wanted AS (
+    SELECT ref_id, mkey, conversation, message_id, span_start, span_end, extractor,
+           extractor_version, kind
+    FROM semantic_refs WHERE {where}
+),
+wanted_facets AS (
+    SELECT f.ref_id,
+           list({{'name': f.name, 'value': f.value, 'number': f.number,
+                  'is_bool': f.is_bool, 'units': f.units}} ORDER BY f.position) AS facets
+    FROM (SELECT * FROM entity_facets UNION ALL SELECT * FROM action_params) f
+    JOIN wanted w ON w.ref_id = f.ref_id GROUP BY f.ref_id
+)
+SELECT w.ref_id, w.mkey, w.conversation, w.message_id, w.span_start, w.span_end,
+       w.extractor, w.extractor_version, w.kind,
+       e.name, e.types, a.verbs, a.tense, a.subject, a.object, a.indirect_object, a.negated,
+       coalesce(t.text, g.text), wf.facets
+FROM wanted w
+LEFT JOIN entities e ON e.ref_id = w.ref_id
+LEFT JOIN actions a ON a.ref_id = w.ref_id
+LEFT JOIN topics t ON t.ref_id = w.ref_id
+LEFT JOIN tag_refs g ON g.ref_id = w.ref_id
+LEFT JOIN wanted_facets wf ON wf.ref_id = w.ref_id
+ORDER BY w.ref_id
+"""
+
+
+def _facet(row: dict[str, Any]) -> Facet:
+    value: str | float | bool
+    if row["number"] is not None:
+        value = float(row["number"])
+    elif row["is_bool"]:
+        value = row["value"] == "true"
+    else:
+        value = row["value"] or ""
+    return Facet(name=row["name"], value=value, units=row["units"])
+
+
+def _ref(row: tuple[Any, ...]) -> SemanticRef:
+    (
+        ref_id,
+        _mkey,
+        conv,
+        mid,
+        start,
+        end,
+        extractor,
+        version,
+        kind,
+        name,
+        types,
+        verbs,
+        tense,
+        subject,
+        obj,
+        indirect,
+        negated,
+        text,
+        facets,
+    ) = row
+    facet_list = tuple(_facet(f) for f in facets or ())
+    knowledge: Entity | Action | TopicKnowledge | TagKnowledge
+    if kind == "entity":
+        knowledge = Entity(name=name, types=tuple(types or ()), facets=facet_list)
+    elif kind == "action":
+        knowledge = Action(
+            verbs=tuple(verbs or ()),
+            tense=tense,
+            subject=subject,
+            object=obj,
+            indirect_object=indirect,
+            negated=bool(negated),
+            params=facet_list,
+        )
+    elif kind == "topic":
+        knowledge = TopicKnowledge(text=text)
+    elif kind == "tag":
+        knowledge = TagKnowledge(text=text)
+    else:
+        raise StructragError(f"semantic ref {ref_id} has unknown kind {kind!r}")
+    return SemanticRef(
+        ref_id=int(ref_id),
+        conversation=conv,
+        message_id=mid,
+        span=Span(start=int(start), end=int(end)),
+        knowledge=knowledge,
+        extractor=extractor,
+        extractor_version=version,
+    )

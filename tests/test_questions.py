@@ -1,0 +1,119 @@
+"""What ``ask`` shows is what runs: the printed query is a real query with the same plan,
+empty questions are refused, and the text output says which message each line is."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from structrag import Index, QueryError
+from structrag.cli import cli
+from structrag.query.parser import parse
+
+LOCOMO = Path(
+    os.environ.get(
+        "STRUCTRAG_LOCOMO",
+        Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo_dev.json",
+    )
+)
+
+
+def _locomo_questions() -> list[str]:
+    data = json.loads(LOCOMO.read_text(encoding="utf-8"))
+    return [str(qa["question"]) for sample in data for qa in sample["qa"] if qa.get("question")]
+
+
+@pytest.fixture(scope="module")
+def locomo_index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Index]:
+    """The first LoCoMo conversation, indexed (every question is asked of it)."""
+    if not LOCOMO.exists():
+        pytest.skip(f"LoCoMo data not found at {LOCOMO} (set STRUCTRAG_LOCOMO)")
+    first = json.loads(LOCOMO.read_text(encoding="utf-8"))[:1]
+    path = tmp_path_factory.mktemp("locomo") / "conv.json"
+    path.write_text(json.dumps(first), encoding="utf-8")
+    with Index(tmp_path_factory.mktemp("locomo-index") / "ix") as index:
+        index.ingest([path], workers=1)
+        yield index
+
+
+def test_the_printed_query_runs_with_the_same_plan_for_every_locomo_question(
+    locomo_index: Index,
+) -> None:
+    questions = _locomo_questions()
+    assert len(questions) > 900
+    (conversation,) = [c.id for c in locomo_index.conversations()]
+    widened = 0
+    for question in questions:
+        answer = locomo_index.ask(question, conversation=conversation, budget=300)
+        node = parse(answer.query)
+        assert parse(node.to_query()) == node, question
+        result = locomo_index.query(answer.query, conversation=conversation, limit=None)
+        assert result.plan == answer.plan, question
+        assert [m.id for m in result.messages] == [m.id for m in answer.ranked], question
+        widened += any("widened" in note for note in answer.notes)
+    assert widened  # the widened queries were checked too, not only the first ones
+
+
+@pytest.fixture(scope="module")
+def ix(example_index: Path) -> Iterator[Index]:
+    with Index(example_index, read_only=True) as index:
+        yield index
+
+
+@pytest.mark.parametrize("question", ["", "   ", "\n\t"])
+def test_an_empty_question_is_an_error(ix: Index, question: str) -> None:
+    with pytest.raises(QueryError, match="empty"):
+        ix.ask(question)
+
+
+def test_the_cli_refuses_an_empty_question(example_index: Path) -> None:
+    result = CliRunner().invoke(cli, ["ask", "", "--db", str(example_index)])
+    assert result.exit_code == 1
+    assert "the question is empty" in str(result.exception) + result.output
+
+
+def test_a_question_that_is_too_long_is_refused(ix: Index) -> None:
+    with pytest.raises(QueryError, match="limit"):
+        ix.ask("why " * 1000)
+
+
+def test_widening_notes_appear_once(ix: Index) -> None:
+    answer = ix.ask("What did Marco buy in March 2021?", budget=300)
+    widened = [n for n in answer.notes if "widened" in n]
+    assert widened and len(widened) == len(set(widened))
+    assert len(answer.notes) == len(set(answer.notes))
+
+
+def test_text_output_names_each_message(example_index: Path) -> None:
+    result = CliRunner().invoke(
+        cli, ["ask", "When did Marco adopt Biscuit?", "--db", str(example_index), "--budget", "80"]
+    )
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.output.splitlines() if "Marco:" in line]
+    assert lines and lines[0].split()[0] == "m11"
+
+
+def test_text_output_names_the_conversation_when_there_are_several(
+    tmp_path: Path, example_chat: Path
+) -> None:
+    other = tmp_path / "other.jsonl"
+    other.write_text(
+        json.dumps({"id": "x1", "speaker": "Ana", "text": "Biscuit the beagle chewed my shoe."})
+        + "\n"
+    )
+    db = str(tmp_path / "ix")
+    with Index(db) as index:
+        index.ingest([example_chat, other])
+    result = CliRunner().invoke(cli, ["ask", "What did Biscuit do?", "--db", db, "--budget", "200"])
+    assert result.exit_code == 0, result.output
+    speakers = ("Ana:", "Marco:", "Priya:", "Sam:")
+    labels = {
+        line.split()[0] for line in result.output.splitlines() if any(s in line for s in speakers)
+    }
+    assert "other/x1" in labels
+    assert any(label.startswith("friends/m") for label in labels)

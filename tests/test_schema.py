@@ -1,0 +1,172 @@
+"""The DuckDB schema is a public contract: keys, comments, views, and an upgrade path."""
+
+from __future__ import annotations
+
+import shutil
+import tarfile
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from structrag import Index, IndexStateError
+from structrag.store.duckdb.schema import SCHEMA_VERSION
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+VIEWS = {
+    "v_messages": ["conversation", "message_id", "ts", "speaker", "recipients", "text"],
+    "v_entities": [
+        "conversation",
+        "message_id",
+        "ts",
+        "speaker",
+        "name",
+        "name_lower",
+        "types",
+        "span_start",
+        "span_end",
+        "span_text",
+        "extractor",
+    ],
+    "v_actions": [
+        "conversation",
+        "message_id",
+        "ts",
+        "speaker",
+        "subject",
+        "verb",
+        "object",
+        "indirect_object",
+        "tense",
+        "span_start",
+        "span_end",
+        "span_text",
+        "extractor",
+    ],
+    "v_topics": ["conversation", "message_id", "ts", "speaker", "topic", "span_text"],
+}
+INTERNAL = {"first_ref", "ref_count", "ref_kinds", "content_hash", "stem_key", "mkey"}
+
+
+@pytest.fixture(scope="module")
+def con(example_index: Path) -> duckdb.DuckDBPyConnection:
+    """The example index opened with plain DuckDB, as an analyst would."""
+    return duckdb.connect(str(example_index / "structrag.duckdb"), read_only=True)
+
+
+def test_every_table_view_and_column_is_commented(con: duckdb.DuckDBPyConnection) -> None:
+    tables = con.execute("SELECT table_name, comment FROM duckdb_tables()").fetchall()
+    views = con.execute(
+        "SELECT view_name, comment FROM duckdb_views() WHERE NOT internal"
+    ).fetchall()
+    assert {name for name, _ in views} >= set(VIEWS)
+    for name, comment in tables + views:
+        assert comment, f"{name} has no comment"
+    columns = con.execute(
+        "SELECT table_name, column_name, comment FROM duckdb_columns() WHERE NOT internal"
+    ).fetchall()
+    assert len(columns) > 100
+    missing = [f"{t}.{c}" for t, c, comment in columns if not comment]
+    assert not missing, f"columns without a comment: {missing}"
+
+
+def test_keys_and_not_null_constraints(con: duckdb.DuckDBPyConnection) -> None:
+    keys = {
+        table
+        for (table,) in con.execute(
+            "SELECT table_name FROM duckdb_constraints() WHERE constraint_type = 'PRIMARY KEY'"
+        ).fetchall()
+    }
+    assert keys >= {"messages", "semantic_refs", "entities", "actions", "conversations", "sources"}
+    foreign = con.execute(
+        "SELECT table_name FROM duckdb_constraints() WHERE constraint_type = 'FOREIGN KEY'"
+    ).fetchall()
+    assert ("messages",) in foreign
+    nullable = con.execute(
+        "SELECT is_nullable FROM information_schema.columns "
+        "WHERE table_name = 'messages' AND column_name = 'text'"
+    ).fetchall()
+    assert nullable == [("NO",)]
+
+
+@pytest.mark.parametrize(("view", "columns"), sorted(VIEWS.items()))
+def test_views_have_plain_columns_and_no_internals(
+    con: duckdb.DuckDBPyConnection, view: str, columns: list[str]
+) -> None:
+    found = [d[0] for d in con.execute(f"SELECT * FROM {view} LIMIT 0").description]
+    assert found[: len(columns)] == columns or set(columns) <= set(found)
+    assert not INTERNAL & set(found)
+    assert con.execute(f"SELECT count(*) FROM {view}").fetchone()[0] > 0  # type: ignore[index]
+
+
+def test_views_answer_plain_questions(con: duckdb.DuckDBPyConnection) -> None:
+    rows = con.execute(
+        "SELECT message_id, span_text FROM v_entities WHERE name_lower = 'biscuit'"
+    ).fetchall()
+    assert {"m11", "m27", "m35"} <= {m for m, _ in rows}
+    assert all(span.lower() == "biscuit" for _, span in rows)
+    (adopted,) = con.execute(
+        "SELECT message_id FROM v_actions WHERE subject = 'Marco' AND verb = 'adopt'"
+    ).fetchall()
+    assert adopted == ("m11",)
+    counts = dict(
+        con.execute("SELECT speaker, count(*) FROM v_messages GROUP BY speaker").fetchall()
+    )
+    assert counts and sum(counts.values()) == 46
+
+
+def _v2_index(tmp_path: Path) -> Path:
+    """The bundled example as structrag 0.1 at b090cab wrote it (schema 2); see
+    tests/fixtures/README.md."""
+    target = tmp_path / "old-index"
+    target.mkdir()
+    with tarfile.open(FIXTURES / "index_v2.tar.gz") as archive:
+        archive.extractall(target, filter="data")
+    return target
+
+
+def test_an_index_written_by_the_previous_version_is_upgraded(
+    tmp_path: Path, example_index: Path
+) -> None:
+    old = _v2_index(tmp_path)
+    before = duckdb.connect(str(old / "structrag.duckdb"), read_only=True)
+    assert before.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchall() == [
+        ("2",)
+    ]
+    before.close()
+    with Index(old) as upgraded, Index(example_index, read_only=True) as fresh:
+        assert upgraded.store.get_setting("schema_version") == str(SCHEMA_VERSION)
+        assert upgraded.stats()["semantic_refs"] == fresh.stats()["semantic_refs"]
+        assert not upgraded.notes  # the text index still matches: no rebuild
+        question = "When did Marco adopt Biscuit?"
+        assert (
+            upgraded.ask(question, budget=200).message_ids
+            == fresh.ask(question, budget=200).message_ids
+        )
+        show = upgraded.show("m11")
+        assert show["knowledge"] == fresh.show("m11")["knowledge"]
+        views = upgraded.store.sql("SELECT count(*) FROM v_entities")
+        assert views == fresh.store.sql("SELECT count(*) FROM v_entities")
+        facets = upgraded.store.sql("SELECT count(*) FROM entity_facets")
+        params = upgraded.store.sql("SELECT count(*) FROM action_params")
+        assert facets[0][0] > 0 and params[0][0] > 0
+        # and it takes a new ingest after the upgrade
+        upgraded.ingest([Path(__file__).resolve().parents[1] / "examples" / "friends_chat.jsonl"])
+
+
+def test_a_read_only_open_upgrades_through_a_brief_write(tmp_path: Path) -> None:
+    old = _v2_index(tmp_path)
+    with Index(old, read_only=True) as index:
+        assert any("upgraded" in note for note in index.notes)
+        assert index.store.get_setting("schema_version") == str(SCHEMA_VERSION)
+        assert index.stats()["messages"] == 46
+
+
+def test_an_index_from_a_newer_version_is_refused(tmp_path: Path, example_index: Path) -> None:
+    copy = tmp_path / "newer"
+    shutil.copytree(example_index, copy)
+    con = duckdb.connect(str(copy / "structrag.duckdb"))
+    con.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    con.close()
+    with pytest.raises(IndexStateError, match="schema version 99"):
+        Index(copy)
