@@ -26,6 +26,7 @@ from structrag.models import (
     Tag,
     Topic,
 )
+from structrag.query.graph import entity_graph
 
 __version__ = "0.1.0"
 
@@ -49,5 +50,6 @@ __all__ = [
     "Tag",
     "Topic",
     "__version__",
+    "entity_graph",
     "open_index",
 ]

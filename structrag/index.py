@@ -403,6 +403,11 @@ class Index:
 
     # -- reading --------------------------------------------------------------------------
 
+    def sql(self, query: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Run SQL over the index (the ``v_*`` views are the documented way in; see the
+        README's "Storage layout"); values are bound as parameters (``?``)."""
+        return self.store.sql(query, params)
+
     def stats(self) -> dict[str, Any]:
         """Counts: conversations, messages, semantic refs by kind, extractors, sources."""
         s = self.store.stats()
