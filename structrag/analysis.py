@@ -37,6 +37,18 @@ def query_stopwords() -> frozenset[str]:
     return frozenset(STOP_WORDS) | INDEX_STOPWORDS | {"n't", "'s", "nt"}
 
 
+#: Words that carry no content on their own: acknowledgements, fillers and stage
+#: directions ("Yeah.", "Right, right.", "Haha", "[LAUGHTER]"). A message made only of
+#: these and stopwords is a backchannel.
+FILLER_WORDS = wordset(
+    "yeah yes yep yup yea ya no nope nah ok okay right sure cool great nice wow oh ah aw",
+    "aww awww haha hahaha hah lol lmao rofl hmm hm mm mmm mhm huh uh um umm er erm",
+    "exactly totally absolutely definitely indeed true thanks thank thx ty congrats",
+    "congratulations welcome bye hi hello hey hiya yo lovely awesome amazing wonderful",
+    "gosh god omg wait well alright alrighty cheers laughter laughs laughing laugh music",
+    "applause crosstalk inaudible silence pause chuckles",
+)
+
 _STEMMER = Stemmer.Stemmer("english")
 _STEMMER.maxCacheSize = 200_000
 
@@ -53,6 +65,17 @@ def stems(text: str, stop: frozenset[str] = INDEX_STOPWORDS) -> list[str]:
 
 def stem_words(items: Iterable[str]) -> list[str]:
     return list(_STEMMER.stemWords(list(items)))
+
+
+@lru_cache(maxsize=1)
+def _filler_stems() -> frozenset[str]:
+    return frozenset(stem_words(FILLER_WORDS | query_stopwords()))
+
+
+def content_count(terms: Iterable[str]) -> int:
+    """How many of a message's index terms carry content (not fillers or stopwords)."""
+    filler = _filler_stems()
+    return sum(1 for term in terms if term not in filler)
 
 
 def query_stems(text: str) -> list[str]:

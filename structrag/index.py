@@ -124,10 +124,13 @@ class Index:
             self.text_index = WhooshTextIndex(self.directory, read_only=True)
             return
         count = self.reindex()
-        self.notes.append(
-            f"the text index was behind the store (generation {found} vs {expected}: an "
-            f"earlier ingest was interrupted); rebuilt it from the store ({count} messages)"
+        why = (
+            "was missing or in an older layout"
+            if found is None
+            else f"was behind the store (generation {found} vs {expected}: an earlier ingest "
+            "was interrupted)"
         )
+        self.notes.append(f"the text index {why}; rebuilt it from the store ({count} messages)")
 
     # -- context manager ------------------------------------------------------------------
 

@@ -28,7 +28,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from structrag.analysis import stems, term_key
+from structrag.analysis import content_count, stems, term_key
 from structrag.errors import InputError
 from structrag.extract.base import (
     Estimates,
@@ -135,13 +135,15 @@ def indexed_message(
     ``first_ref, first_ref + 1, ...`` (by default, from the refs themselves)."""
     if first_ref is None:
         first_ref = refs[0].ref_id if refs and refs[0].ref_id is not None else 0
+    terms = stems(stored.message.text)
     return IndexedMessage(
         mkey=stored.mkey,
         conversation=stored.message.conversation,
         speaker=stored.message.speaker,
         first_ref=first_ref,
-        terms=stems(stored.message.text),
+        terms=terms,
         knowledge=[ref_terms(r) for r in refs],
+        content=content_count(terms),
     )
 
 

@@ -137,7 +137,8 @@ def test_an_index_written_by_the_previous_version_is_upgraded(
     with Index(old) as upgraded, Index(example_index, read_only=True) as fresh:
         assert upgraded.store.get_setting("schema_version") == str(SCHEMA_VERSION)
         assert upgraded.stats()["semantic_refs"] == fresh.stats()["semantic_refs"]
-        assert not upgraded.notes  # the text index still matches: no rebuild
+        # The text index gained a column since schema 2: it is rebuilt once, from the store.
+        assert [n for n in upgraded.notes if "older layout" in n]
         question = "When did Marco adopt Biscuit?"
         assert (
             upgraded.ask(question, budget=200).message_ids

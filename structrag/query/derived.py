@@ -47,8 +47,10 @@ class ConversationView:
         store, text = owner.store, owner.text
         frame = store.message_frame(conversation)
         docs = text.conversation_docs(conversation)
-        mkeys, lengths = text.lengths(docs)
-        self.scope = ScopeData.build(conversation, frame, docs, mkeys, lengths, owner.settings)
+        mkeys, lengths, contents = text.lengths(docs)
+        self.scope = ScopeData.build(
+            conversation, frame, docs, mkeys, lengths, contents, owner.settings
+        )
         self.speakers = sorted({s for s in frame.speakers if s})
         self._refs: RefTable | None = None
         self._aliases: dict[str, list[tuple[str, float]]] | None = None

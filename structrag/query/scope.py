@@ -26,11 +26,14 @@ class ScopeData:
     docs: np.ndarray | None
     lengths: np.ndarray
     settings: RankingSettings
+    #: Content terms per message: 0 for a backchannel ("Yeah.", "Right, right.").
+    contents: np.ndarray | None = None
     _order: np.ndarray = field(init=False, repr=False)
     _sorted: np.ndarray = field(init=False, repr=False)
     neighbours: list[tuple[float, np.ndarray, np.ndarray]] = field(init=False, repr=False)
     window_lengths: np.ndarray = field(init=False, repr=False)
     speakers_lower: np.ndarray = field(init=False, repr=False)
+    text_factor: np.ndarray = field(init=False, repr=False)
     _term_cache: dict[str, tuple[np.ndarray, int]] = field(default_factory=dict, repr=False)
     _knowledge_arrays: dict[str, tuple[np.ndarray, np.ndarray]] = field(
         default_factory=dict, repr=False
@@ -52,6 +55,10 @@ class ScopeData:
             self.neighbours.append((weight, source, valid))
         self.window_lengths = self.windowed(self.lengths.astype(np.float64))
         self.speakers_lower = np.array([(s or "").lower() for s in frame.speakers], dtype=object)
+        contents = self.contents if self.contents is not None else self.lengths
+        #: What a message's text score is multiplied by: backchannels match only through
+        #: their neighbours' words, and should not crowd out the messages they answer.
+        self.text_factor = np.where(contents > 0, 1.0, self.settings.backchannel_weight)
 
     @classmethod
     def build(
@@ -61,17 +68,20 @@ class ScopeData:
         docs: np.ndarray | None,
         mkeys: np.ndarray,
         lengths: np.ndarray,
+        contents: np.ndarray,
         settings: RankingSettings,
     ) -> ScopeData:
-        """A scope from the frame and the text index's (mkey, length) pairs."""
+        """A scope from the frame and the text index's per-message term counts."""
         order = np.argsort(frame.mkeys, kind="stable")
         ordered = frame.mkeys[order]
         dense = np.zeros(len(frame), dtype=np.float64)
+        dense_contents = np.zeros(len(frame), dtype=np.float64)
         if len(ordered) and len(mkeys):
             at = np.clip(np.searchsorted(ordered, mkeys), 0, len(ordered) - 1)
             found = ordered[at] == mkeys
             dense[order[at[found]]] = lengths[found]
-        return cls(conversation, frame, docs, dense, settings)
+            dense_contents[order[at[found]]] = contents[found]
+        return cls(conversation, frame, docs, dense, settings, dense_contents)
 
     def __len__(self) -> int:
         return len(self.frame)
@@ -143,7 +153,8 @@ class ScopeData:
                 continue
             idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
             scores += weight * idf * tf * (k1 + 1) / (tf + norm)
-        return scores
+        weighted: np.ndarray = scores * self.text_factor
+        return weighted
 
 
 def zscore(values: np.ndarray) -> np.ndarray:

@@ -67,6 +67,10 @@ class RankingSettings:
     #: Messages by a person the question names score ``1 + speaker_boost`` times higher
     #: (0.5 was chosen in every fold of a leave-one-conversation-out check on LoCoMo).
     speaker_boost: float = 0.5
+    #: The text score of a backchannel (a message with no content words of its own:
+    #: "Yeah.", "Right, right.", "Haha") is multiplied by this: it matches only through its
+    #: neighbours' words, and would crowd the messages it answers out of the budget.
+    backchannel_weight: float = 0.2
     #: Within a knowledge match: weight by the kind of the matching semantic ref.
     entity_weight: float = 1.0
     action_weight: float = 0.8

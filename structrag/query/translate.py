@@ -218,7 +218,9 @@ def _action(
     if subject is None and obj is None and indirect is None:
         return None, None
     if verb in _LIGHT and obj is None and indirect is None:
-        return (ast.ActionPattern(subject, None, None, None) if subject else None), None
+        # "What did Kevin say?": every message of Kevin's says something; the speaker
+        # preference covers it, and a subject-only pattern would match them all.
+        return None, None
     return ast.ActionPattern(subject, verb, obj, indirect), main.i
 
 

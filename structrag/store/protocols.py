@@ -327,6 +327,7 @@ class IndexedMessage:
     first_ref: int
     terms: list[str]  # index terms (stems) of the message text
     knowledge: list[list[str]]  # index terms of each ref, in ref order
+    content: int = 0  # how many of the terms carry content (0: a backchannel, "Yeah.")
 
 
 class TextIndexWriter(Protocol):
@@ -354,8 +355,8 @@ class TextIndexReader(Protocol):
         """The index's own document numbers for a conversation (``None``: all)."""
         ...
 
-    def lengths(self, docs: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-        """(mkeys, number of text terms) of the documents."""
+    def lengths(self, docs: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(mkeys, number of text terms, number of content terms) of the documents."""
         ...
 
     def text_postings(self, term: str, docs: np.ndarray | None) -> PostingsLike: ...
@@ -370,7 +371,10 @@ class TextIndexReader(Protocol):
 class TextIndex(TextIndexReader, Protocol):
     """The inverted index: terms -> semantic refs -> messages, and message text."""
 
-    def generation(self) -> int | None: ...
+    def generation(self) -> int | None:
+        """The store generation the index reflects; None when it must be rebuilt (missing,
+        or written in an older layout)."""
+        ...
 
     def writer(self) -> TextIndexWriter: ...
 

@@ -9,7 +9,8 @@ One Whoosh document per message, with fields:
   *position* of its ref within the message. The refs of a message have consecutive ids, so
   a term's postings give ``ref_id = first_ref + position``: that is the terms -> semantic
   refs map, one document per message instead of one per ref, which keeps ingest fast;
-* columns ``mkey``, ``first_ref`` and ``length`` (number of text terms) for scoring.
+* columns ``mkey``, ``first_ref``, ``length`` (number of text terms) and ``content``
+  (how many of them carry content; 0 for a backchannel such as "Yeah.") for scoring.
 
 Terms arrive already analysed (:mod:`structrag.analysis` is the one chain shared by
 indexing and querying); scoring is done by the query engine from the raw postings, so the
@@ -130,6 +131,7 @@ def _schema() -> fields.Schema:
         mkey=fields.COLUMN(columns.NumericColumn("Q")),
         first_ref=fields.COLUMN(columns.NumericColumn("Q")),
         length=fields.COLUMN(columns.NumericColumn("I")),
+        content=fields.COLUMN(columns.NumericColumn("I")),
     )
 
 
@@ -145,6 +147,7 @@ def _document(message: IndexedMessage) -> dict[str, Any]:
         "mkey": message.mkey,
         "first_ref": message.first_ref,
         "length": len(message.terms),
+        "content": message.content,
     }
 
 
@@ -193,7 +196,7 @@ class WhooshTextIndex:
         self.path = Path(directory) / INDEX_DIRNAME
         self.read_only = read_only
         self._searcher: Any = None
-        self._columns: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._columns: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
         self._conv_docs: dict[str, np.ndarray] = {}
         self._ix: Any = None
         if index.exists_in(str(self.path)):
@@ -208,8 +211,8 @@ class WhooshTextIndex:
 
     def generation(self) -> int | None:
         marker = self.path / "GENERATION"
-        if self._ix is None or not marker.exists():
-            return None
+        if self._ix is None or not marker.exists() or "content" not in self._ix.schema:
+            return None  # missing, or an older layout: rebuild
         try:
             return int(marker.read_text().strip())
         except ValueError:
@@ -277,18 +280,19 @@ class WhooshTextIndex:
             self._searcher = self._ix.searcher()
         return self._searcher.reader()
 
-    def _cols(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _cols(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The per-document columns: mkey, first_ref, length, content."""
         if self._columns is None:
             reader = self._reader
             if reader is None or reader.doc_count_all() == 0:
                 empty = np.zeros(0, dtype=np.int64)
-                self._columns = (empty, empty, empty)
+                self._columns = (empty, empty, empty, empty)
                 return self._columns
-            self._columns = (
-                np.array(list(reader.column_reader("mkey")), dtype=np.int64),
-                np.array(list(reader.column_reader("first_ref")), dtype=np.int64),
-                np.array(list(reader.column_reader("length")), dtype=np.int64),
+            names = ("mkey", "first_ref", "length", "content")
+            mkeys, first_refs, lengths, contents = (
+                np.array(list(reader.column_reader(name)), dtype=np.int64) for name in names
             )
+            self._columns = (mkeys, first_refs, lengths, contents)
         return self._columns
 
     def doc_count(self) -> int:
@@ -311,15 +315,16 @@ class WhooshTextIndex:
             self._conv_docs[conversation] = np.array(sorted(docs), dtype=np.int64)
         return self._conv_docs[conversation]
 
-    def lengths(self, docs: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-        """(mkeys, text term counts) of ``docs`` (every live document when ``None``)."""
-        mkeys, _, length = self._cols()
+    def lengths(self, docs: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(mkeys, text term counts, content term counts) of ``docs`` (every live document
+        when ``None``)."""
+        mkeys, _, length, content = self._cols()
         if docs is None:
             reader = self._reader
             docs = np.array(
                 [d for d in range(len(mkeys)) if not reader.is_deleted(d)], dtype=np.int64
             )
-        return mkeys[docs], length[docs]
+        return mkeys[docs], length[docs], content[docs]
 
     def terms_with_prefix(self, prefix: str, limit: int = 50) -> list[str]:
         """Message-text terms that start with ``prefix`` (from the sorted lexicon)."""
@@ -335,7 +340,7 @@ class WhooshTextIndex:
 
     def text_postings(self, term: str, docs: np.ndarray | None) -> Postings:
         """Messages whose text has ``term``, with its frequency in each."""
-        mkeys, _, _ = self._cols()
+        mkeys = self._cols()[0]
         ids, values = self._read("text", term, docs, positions=False)
         if not len(ids):
             return _EMPTY
@@ -343,7 +348,7 @@ class WhooshTextIndex:
 
     def knowledge_postings(self, term: str, docs: np.ndarray | None) -> Postings:
         """Semantic refs whose index terms include ``term``: (mkeys, ref ids)."""
-        mkeys, first_refs, _ = self._cols()
+        mkeys, first_refs = self._cols()[:2]
         ids, positions = self._read("knowledge", term, docs, positions=True)
         if not len(ids):
             return _EMPTY
