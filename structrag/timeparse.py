@@ -53,11 +53,14 @@ _NUMERIC_DATE_RE = re.compile(
 _TIME_RE = re.compile(
     r"(?<![\d:])(?P<h>\d{1,2}):(?P<m>\d{2})(?::(?P<s>\d{2})(?:[.,](?P<f>\d{1,9}))?)?"
     r"(?:\s*(?P<ampm>[ap])\.?\s?m\.?(?![a-z]))?"
-    r"(?:\s*(?P<zone>Z|(?:UTC|GMT)?\s?[+-]\d{2}:?\d{2}|UTC|GMT)(?![\w]))?",
+    r"(?:\s*(?P<zone>Z|(?:UTC|GMT)?\s?[+-]\d{2}:?\d{2}|(?:UTC|GMT)[+-]\d{1,2}|UTC|GMT)(?![\w]))?",
     re.IGNORECASE,
 )
 _WEEKDAY_RE = re.compile(r"^(?:mon|tue|wed|thu|fri|sat|sun)[a-z]*\.?,?\s+", re.IGNORECASE)
-_FILLER_RE = re.compile(r"\((?:[^)]*)\)|\b(?:at|on)\b|,", re.IGNORECASE)
+# Words between a date and its time ("at", German "um", French "à", Finnish "klo" ...).
+_FILLER_RE = re.compile(
+    r"\((?:[^)]*)\)|\b(?:at|on|um|à|a las|alle|om|kl|klo)\b\.?|,", re.IGNORECASE
+)
 
 
 def _to_naive_utc(value: datetime) -> datetime:
@@ -147,7 +150,8 @@ def _parse_date_time(text: str, order: DateOrder | None) -> datetime | None:
         if offset and offset != "Z":
             sign = -1 if offset[0] == "-" else 1
             digits = offset[1:].replace(":", "")
-            delta = sign * timedelta(hours=int(digits[:2]), minutes=int(digits[2:]))
+            hours, minutes = (digits, "0") if len(digits) <= 2 else (digits[:2], digits[2:])
+            delta = sign * timedelta(hours=int(hours), minutes=int(minutes))
         try:
             moment = _to_naive_utc(moment.replace(tzinfo=timezone(delta)))
         except ValueError:  # an offset of a day or more
@@ -161,6 +165,9 @@ def _parse_date(text: str, order: DateOrder | None = None) -> datetime | None:
     if numeric:
         return _numeric_date(numeric, order)
     cleaned = re.sub(r"(\d)(st|nd|rd|th)\b", r"\1", cleaned)
+    # "28-Dec-2023", "Dec. 28": month names with dashes, slashes or abbreviation dots.
+    cleaned = re.sub(r"([A-Za-z]{3,})\.", r"\1", cleaned)
+    cleaned = re.sub(r"(?<=\w)[-/](?=\w)", " ", cleaned)
     cleaned = re.sub(r"\bSept\b", "Sep", cleaned, flags=re.IGNORECASE)
     for fmt in _DATE_FORMATS:
         try:

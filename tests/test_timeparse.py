@@ -39,6 +39,13 @@ from structrag.timeparse import (
         ("2024-03-01T09:00:00Z", datetime(2024, 3, 1, 9, 0)),
         ("1678629725.000200", datetime(2023, 3, 12, 14, 2, 5, 200)),  # Slack's ts
         ("1678629725000", datetime(2023, 3, 12, 14, 2, 5)),  # milliseconds
+        ("28-Dec-2023 20:02", datetime(2023, 12, 28, 20, 2)),
+        ("Dec. 28, 2023", datetime(2023, 12, 28)),
+        ("28.12.2023 um 20:02", datetime(2023, 12, 28, 20, 2)),
+        ("Thursday 28 December 2023, 20:02:02 GMT+1", datetime(2023, 12, 28, 19, 2, 2)),
+        ("Thu Dec 28 20:02:02 +0000 2023", datetime(2023, 12, 28, 20, 2, 2)),
+        ("2023-12-28 20:02:02 UTC", datetime(2023, 12, 28, 20, 2, 2)),
+        ("20:02, 28/12/2023", datetime(2023, 12, 28, 20, 2)),
     ],
 )
 def test_export_date_forms(text: str, expected: datetime) -> None:
