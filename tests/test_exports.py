@@ -204,8 +204,21 @@ def test_a_slack_channel_without_users_json_says_what_to_do(tmp_path: Path) -> N
     shutil.copytree(EXPORTS / "slack_export" / "seed-swap", channel)
     with pytest.raises(InputError) as info:
         load_source(channel)
-    assert "users.json" in str(info.value) and "U02BO" in str(info.value)
+    assert info.value.path == str(channel / "2023-03-12.json")
+    assert "at [1]: user U02BO has no name: users.json was not found" in str(info.value)
     assert "top folder" in (info.value.hint or "")
+
+
+def test_slack_channels_with_only_housekeeping_are_left_out(tmp_path: Path) -> None:
+    export = tmp_path / "export"
+    shutil.copytree(EXPORTS / "slack_export", export)
+    (export / "random").mkdir()
+    (export / "random" / "2023-03-12.json").write_text(
+        json.dumps([{"type": "message", "subtype": "channel_join", "ts": "1678611600.0"}])
+    )
+    source = load_source(export)
+    assert [c.id for c in source.conversations] == ["slack:general", "slack:seed-swap"]
+    assert any("left out: random" in w for w in source.warnings)
 
 
 def test_slack_errors_name_the_day_file_and_message(tmp_path: Path) -> None:

@@ -18,7 +18,8 @@ per channel of ``YYYY-MM-DD.json`` day files (each a JSON array of messages).
   speakers). Files, link attachments and reactions go into metadata; a message that is
   only a file gets ``[shared file: title]`` as its text.
 * **Skipped**: joins, leaves, topic/purpose/name changes, pins and other housekeeping
-  subtypes; their counts are in the conversation's ``metadata.skipped``.
+  subtypes; their counts are in the conversation's ``metadata.skipped``. A channel with
+  nothing else is left out, with a warning.
 
 One conversation per channel, with the id ``slack:<channel name>`` (DMs: the DM folder).
 A channel folder, or a single day file, given alone is read too; it needs the export's
@@ -207,10 +208,26 @@ def load_slack(
     digest = FolderDigest(root or (path if path.is_dir() else path.parent), known)
     export = _Export(root, digest, options.encoding)
     check_one_conversation(path, options, len(channel_dirs), "Slack channels")
-    parts = [
-        _load_channel(path, folder, days, export, digest, options) for folder, days in channel_dirs
-    ]
+    parts: list[ParsedSource] = []
+    empty: list[str] = []
+    for folder, days in channel_dirs:
+        part = _load_channel(path, folder, days, export, digest, options)
+        if part is None:
+            empty.append(folder.name)
+        else:
+            parts.append(part)
+    if not parts:
+        raise InputError(
+            path,
+            "no channel has messages (only joins, topic changes and the like)",
+            hint="check the export's date range",
+        )
     source = merge_sources(path, "slack", parts)
+    if empty:
+        source.warnings.append(
+            f"{path}: {len(empty)} channel(s) with no messages, only joins and the like, "
+            f"left out: {', '.join(empty[:10])}{' ...' if len(empty) > 10 else ''}"
+        )
     source.sha256 = digest.hexdigest()
     return source
 
@@ -226,7 +243,8 @@ def _load_channel(
     export: _Export,
     digest: FolderDigest,
     options: LoadOptions,
-) -> ParsedSource:
+) -> ParsedSource | None:
+    """One channel's conversation; ``None`` when it has no messages, only housekeeping."""
     name = folder.name
     info = export.channels.get(name, {})
     found: list[tuple[float, int, Path, str, dict[str, Any]]] = []
@@ -251,7 +269,7 @@ def _load_channel(
     found.sort(key=lambda item: (item[0], item[1]))
     skipped: dict[str, int] = {}
     unknown_subtypes: dict[str, int] = {}
-    unresolved: dict[str, str] = {}
+    unresolved: dict[str, tuple[Path, str]] = {}
     authors: dict[str, str] = {}  # ts -> speaker, for replies addressed to the starter
     raws: list[RawMessage] = []
     for _, _, day, where, msg in found:
@@ -275,27 +293,23 @@ def _load_channel(
         if not raw.recipients and starter and authors.get(starter) not in (None, raw.speaker):
             raw.recipients = (authors[starter],)
     if not raws:
-        raise InputError(
-            folder,
-            "the channel has no messages (only joins, topic changes and the like)",
-            hint="leave this channel out, or pass the export's other channels",
-        )
+        return None  # only joins, topic changes and the like
     warnings: list[str] = []
     if unresolved:
         ids = ", ".join(sorted(unresolved)[:5]) + (" ..." if len(unresolved) > 5 else "")
+        first_day, first_where = next(iter(unresolved.values()))
         if not export.has_users:
-            first = next(iter(unresolved.values()))
             raise InputError(
-                source_path,
-                f"at {first}: user {next(iter(unresolved))} has no name: users.json was "
-                f"not found next to {folder.name}/ and the message has no user_profile",
+                first_day,
+                f"at {first_where}: user {next(iter(unresolved))} has no name: users.json "
+                f"was not found next to {folder.name}/ and the message has no user_profile",
                 hint="pass the export's top folder (the one holding users.json and "
                 "channels.json), not a channel folder or a day file",
             )
         warnings.append(
             f"{source_path}: {len(unresolved)} user id(s) not in users.json ({ids}, first at "
-            f"{next(iter(unresolved.values()))}); their messages are kept without a "
-            "speaker, the id in metadata 'user'"
+            f"{first_day}: {first_where}); their messages are kept without a speaker, the "
+            "id in metadata 'user'"
         )
     for subtype, count in sorted(unknown_subtypes.items()):
         warnings.append(
@@ -358,7 +372,7 @@ def _message(
     location: str,
     msg: dict[str, Any],
     export: _Export,
-    unresolved: dict[str, str],
+    unresolved: dict[str, tuple[Path, str]],
 ) -> RawMessage:
     ts = str(msg["ts"])
     speaker, uid = _speaker(msg, export)
@@ -366,7 +380,7 @@ def _message(
     if uid:
         metadata["user"] = uid
     if speaker is None:
-        unresolved.setdefault(str(uid or "(no user)"), f"{day}: {where}")
+        unresolved.setdefault(str(uid or "(no user)"), (day, where))
     body = msg.get("text")
     text, mentioned = render_text(body if isinstance(body, str) else "", export)
     if msg.get("subtype") == "bot_message" or msg.get("bot_id"):
