@@ -696,3 +696,11 @@ def test_a_file_appended_during_ingest_is_read_again_next_time(
         (report,) = index.ingest([path])
         assert report.skipped is None and report.messages_added == 1
         assert [s.message.id for s in index.messages()] == ["1", "2"]
+
+
+def test_text_that_merely_starts_with_a_bracket_is_a_transcript(tmp_path: Path) -> None:
+    path = tmp_path / "episode.txt"
+    path.write_text("[MUSIC]\nHOST: Welcome back.\nGUEST: Thanks for having me.\n")
+    source = load_source(path)
+    assert source.format == "transcript"
+    assert [m.speaker for m in source.messages] == ["Host", "Guest"]
