@@ -22,7 +22,7 @@ import click
 
 from structrag import __version__
 from structrag.errors import InputError, NotFoundError, StructragError
-from structrag.importers import FORMATS
+from structrag.importers import ALIASES, FORMATS
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -172,13 +172,14 @@ def cli() -> None:
 
 
 @cli.command()
-@click.argument("paths", nargs=-1, type=click.Path(dir_okay=False))
+@click.argument("paths", nargs=-1, type=click.Path())
 @db_option
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice([*FORMATS, "vtt", "txt"], case_sensitive=False),
-    help="Input format; detected from the extension and content when omitted.",
+    type=click.Choice([*FORMATS, *ALIASES], case_sensitive=False),
+    help="Input format; detected from the extension and content when omitted (for a "
+    "folder, for each file in it).",
 )
 @click.option("--conversation", help="Conversation id for the input (default: from the file).")
 @click.option("--encoding", default="utf-8", show_default=True, help="Text encoding of inputs.")
@@ -242,10 +243,13 @@ def ingest(
 ) -> None:
     """Index conversation files into the index at --db.
 
-    Formats: json, jsonl (messages), transcript ('SPEAKER: text'), webvtt, locomo, and
-    typeagent (a KnowPro index: its LLM-extracted knowledge is imported). A file is
-    checked completely before anything is written; re-ingesting an unchanged file does
-    nothing, and only new or edited messages are extracted.
+    PATHS are files or folders; a folder stands for every file of a known kind inside it
+    (recursively), and a Slack export folder is one input. Formats: json, jsonl
+    (messages), transcript ('SPEAKER: text', Otter, Zoom), webvtt, locomo, typeagent (a
+    KnowPro index: its LLM-extracted knowledge is imported), slack, discord
+    (DiscordChatExporter JSON), whatsapp, chatgpt (conversations.json) and email (mbox,
+    .eml). Every input is checked completely before anything is written; re-ingesting an
+    unchanged file does nothing, and only new or edited messages are extracted.
 
     With --extractor llm or hybrid, the LLM endpoint comes from --llm-* flags or
     STRUCTRAG_LLM_* variables; answers are cached in the index, failed messages are

@@ -37,7 +37,7 @@ from structrag.extract.base import (
     RetriesFailures,
     outcome_of,
 )
-from structrag.importers import LoadOptions, ParsedSource, load_source
+from structrag.importers import LoadOptions, ParsedSource, expand_inputs, load_source
 from structrag.models import Action, Conversation, Entity, Message, SemanticRef, Tag, Topic
 from structrag.store.protocols import (
     ExtractionRecord,
@@ -96,14 +96,6 @@ class IngestReport:
             "seconds": round(self.seconds, 3),
             "llm": self.llm,
         }
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def ref_terms(ref: SemanticRef) -> list[str]:
@@ -225,18 +217,17 @@ class Ingestor:
         self.settings = dict(settings or {})
 
     def fingerprint(self, fmt: str, options: LoadOptions) -> str:
-        payload = json.dumps(
-            {
-                "format": fmt,
-                "conversation": options.conversation,
-                "encoding": options.encoding,
-                "extractor": self.extractor.name,
-                "version": self.extractor.version,
-                "settings": self.extractor.settings(),
-            },
-            sort_keys=True,
-            default=str,
-        )
+        settings: dict[str, Any] = {
+            "format": fmt,
+            "conversation": options.conversation,
+            "encoding": options.encoding,
+            "extractor": self.extractor.name,
+            "version": self.extractor.version,
+            "settings": self.extractor.settings(),
+        }
+        if options.date_order is not None:  # only when set: older fingerprints stay valid
+            settings["date_order"] = options.date_order
+        payload = json.dumps(settings, sort_keys=True, default=str)
         return hashlib.sha256(payload.encode()).hexdigest()[:24]
 
     def ingest(
@@ -266,12 +257,15 @@ class Ingestor:
         """Parse and check every input; the reports, and the sources that need work."""
         if not paths:
             raise InputError("(no input)", "no input files given", hint="pass one or more files")
-        # 1. Read and check every input before writing anything.
+        # 1. Read and check every input before writing anything. A folder stands for the
+        #    inputs inside it. Each source's hash is that of the bytes it was parsed from
+        #    (read once): hashing the file again could pair this version's messages with
+        #    a newer version's hash, and the newer version would then never be read.
+        inputs = expand_inputs(paths)
         parsed: list[tuple[Path, str, ParsedSource]] = []
-        for raw_path in paths:
-            path = Path(raw_path)
+        for path in inputs.paths:
             source = load_source(path, format=format, options=options)
-            parsed.append((path, file_sha256(path), source))
+            parsed.append((path, source.sha256, source))
         reports: list[IngestReport] = []
         plans = []
         for path, digest, source in parsed:
@@ -288,6 +282,10 @@ class Ingestor:
                 report.messages_unchanged = len(source.messages)
                 continue
             plans.append((path, digest, fingerprint, source, report))
+        reports.extend(
+            IngestReport(path=folder, format="folder", conversations=[], skipped=note)
+            for folder, note in inputs.skipped
+        )
         return reports, plans
 
     def estimate(

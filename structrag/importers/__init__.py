@@ -1,31 +1,97 @@
-"""Importers: one input file -> a :class:`ParsedSource`, chosen by ``--format`` or detected.
+"""Importers: one input (a file, or a folder such as a Slack export) -> a
+:class:`ParsedSource`, chosen by ``--format`` or detected.
 
-Formats: ``json`` and ``jsonl`` (generic messages), ``transcript`` (``SPEAKER: text``),
-``webvtt``, ``locomo`` and ``typeagent`` (a KnowPro index with its LLM-extracted knowledge).
-Detection looks at the extension first and then at the content.
+Formats: ``json`` and ``jsonl`` (generic messages), ``transcript`` (``SPEAKER: text``,
+Otter and Zoom text exports), ``webvtt``, ``locomo``, ``typeagent`` (a KnowPro index with
+its LLM-extracted knowledge), ``slack`` (a workspace export folder), ``discord``
+(DiscordChatExporter JSON), ``whatsapp`` (a chat exported as text), ``chatgpt``
+(``conversations.json`` of a ChatGPT data export) and ``email`` (mbox, ``.eml``, or a
+folder of ``.eml``). Detection looks at the extension first and then at the content; see
+:func:`detect_format`. :func:`expand_inputs` turns folders into the inputs inside them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from structrag.errors import UnknownFormatError
-from structrag.importers.base import LoadOptions, ParsedSource, parse_json, read_text
+from structrag.errors import InputError, UnknownFormatError
+from structrag.importers.base import (
+    LoadOptions,
+    ParsedSource,
+    decode_text,
+    parse_json,
+    read_bytes,
+    sha256_hex,
+)
+from structrag.importers.chatgpt import load_chatgpt, looks_like_chatgpt
+from structrag.importers.discord import load_discord, looks_like_discord
 from structrag.importers.locomo import load_locomo, looks_like_locomo
+from structrag.importers.mail import load_email, load_email_folder, looks_like_email
 from structrag.importers.messages_json import load_json, load_jsonl
-from structrag.importers.transcript import load_transcript
+from structrag.importers.slack import is_slack_folder, load_slack, looks_like_slack_day
+from structrag.importers.transcript import load_transcript, looks_timed
 from structrag.importers.typeagent import load_typeagent, looks_like_typeagent
 from structrag.importers.webvtt import load_webvtt
+from structrag.importers.whatsapp import load_whatsapp, looks_like_whatsapp
 
-FORMATS: tuple[str, ...] = ("json", "jsonl", "transcript", "webvtt", "locomo", "typeagent")
-_ALIASES = {"vtt": "webvtt", "txt": "transcript", "ndjson": "jsonl", "knowpro": "typeagent"}
+FORMATS: tuple[str, ...] = (
+    "json",
+    "jsonl",
+    "transcript",
+    "webvtt",
+    "locomo",
+    "typeagent",
+    "slack",
+    "discord",
+    "whatsapp",
+    "chatgpt",
+    "email",
+)
+ALIASES: dict[str, str] = {
+    "vtt": "webvtt",
+    "txt": "transcript",
+    "otter": "transcript",
+    "zoom": "transcript",
+    "ndjson": "jsonl",
+    "knowpro": "typeagent",
+    "mbox": "email",
+    "eml": "email",
+}
+#: File name endings a folder is searched for (files with no ending are read when their
+#: content is an email or an mbox).
+KNOWN_SUFFIXES = frozenset(
+    {".json", ".jsonl", ".ndjson", ".txt", ".md", ".transcript", ".vtt", ".eml", ".mbox"}
+)
+_TEXT_SUFFIXES = (".txt", ".md", ".transcript", "")
+# Files of a ChatGPT export that are not conversations.
+_CHATGPT_COMPANIONS = frozenset(
+    {
+        "chat.html",
+        "user.json",
+        "message_feedback.json",
+        "model_comparisons.json",
+        "shared_conversations.json",
+        "group_chats.json",
+    }
+)
 
-__all__ = ["FORMATS", "LoadOptions", "ParsedSource", "detect_format", "load_source"]
+__all__ = [
+    "ALIASES",
+    "FORMATS",
+    "Inputs",
+    "LoadOptions",
+    "ParsedSource",
+    "detect_format",
+    "expand_inputs",
+    "load_source",
+]
 
 
 def _canonical(fmt: str, path: Path) -> str:
-    name = _ALIASES.get(fmt.lower(), fmt.lower())
+    name = ALIASES.get(fmt.lower(), fmt.lower())
     if name not in FORMATS:
         raise UnknownFormatError(
             path,
@@ -35,27 +101,73 @@ def _canonical(fmt: str, path: Path) -> str:
     return name
 
 
+def _detect_folder(path: Path) -> str:
+    if is_slack_folder(path):
+        return "slack"
+    if any(p.suffix.lower() == ".eml" for p in path.iterdir() if p.is_file()):
+        return "email"
+    raise InputError(
+        path,
+        "is a directory, and not one read as a whole (a Slack export, or a folder of .eml files)",
+        hint="pass the files inside it, or ingest it with `structrag ingest DIR` / "
+        "Index.ingest([DIR]), which read every file of a known kind inside it",
+    )
+
+
 def detect_format(path: Path, text: str) -> tuple[str, Any]:
-    """Guess a file's format; returns it and the parsed JSON when JSON had to be read."""
+    """Guess an input's format from its name and text (for a folder, from its files);
+    returns it and the parsed JSON when JSON had to be read.
+
+    Rules, in order: a folder is a Slack export (``users.json``/``channels.json``, or day
+    files of Slack messages) or a folder of ``.eml``; ``.zip`` is refused (unzip it
+    first); ``.jsonl``/``.ndjson`` are JSON Lines, ``.eml``/``.mbox`` email, ``.vtt`` or a
+    ``WEBVTT`` first line WebVTT; text starting with an email header block (or an mbox
+    ``From`` line) is email, text whose first line is a dated WhatsApp line
+    (``12/03/2023, 14:02 - ``, ``[12/03/2023, 14:02:05] ``) is WhatsApp, and text whose
+    first line starts ``[00:00:01]`` is a transcript; then JSON (``.json``, or text
+    starting with ``{``/``[``) is told apart by its shape: a Slack day file, a
+    DiscordChatExporter file (``guild``/``channel``/``messages``), a ChatGPT export (chats
+    with ``mapping``), LoCoMo, TypeAgent, else generic messages. Other ``.txt``, ``.md``
+    and extension-less files are transcripts.
+    """
+    if path.is_dir():
+        return _detect_folder(path), None
     suffix = path.suffix.lower()
+    if suffix == ".zip":
+        raise UnknownFormatError(
+            path,
+            "is a .zip archive",
+            hint="unzip it first and pass the folder it makes (a Slack, WhatsApp or ChatGPT "
+            "export is a zip of the files structrag reads)",
+        )
     if suffix in (".jsonl", ".ndjson"):
         return "jsonl", None
+    if suffix in (".eml", ".mbox"):
+        return "email", None
     if suffix == ".vtt" or text.lstrip("\ufeff \n").startswith("WEBVTT"):
         return "webvtt", None
-    stripped = text.lstrip()
+    stripped = text.lstrip("\ufeff \t\r\n")
+    if suffix != ".json":
+        if looks_like_email(text):
+            return "email", None
+        if looks_like_whatsapp(text):
+            return "whatsapp", None
+        if looks_timed(stripped.split("\n", 1)[0]):
+            return "transcript", None
     if suffix == ".json" or stripped.startswith(("{", "[")):
         first_line = stripped.split("\n", 1)[0].strip()
         if suffix != ".json" and first_line.startswith("{") and first_line.endswith("}"):
             rest = stripped.split("\n", 1)[1].strip() if "\n" in stripped else ""
             if rest.startswith("{"):
                 return "jsonl", None
-        data = parse_json(path, text)
-        if looks_like_locomo(data):
-            return "locomo", data
-        if looks_like_typeagent(data):
-            return "typeagent", data
-        return "json", data
-    if suffix in (".txt", ".md", ".transcript", ""):
+        try:
+            data = parse_json(path, text)
+        except InputError:
+            if suffix in _TEXT_SUFFIXES and suffix != "":
+                return "transcript", None  # text that merely starts with a bracket
+            raise
+        return _json_kind(path, data), data
+    if suffix in _TEXT_SUFFIXES:
         return "transcript", None
     raise UnknownFormatError(
         path,
@@ -64,25 +176,161 @@ def detect_format(path: Path, text: str) -> tuple[str, Any]:
     )
 
 
+def _json_kind(path: Path, data: Any) -> str:
+    if looks_like_slack_day(path, data):
+        return "slack"
+    if looks_like_discord(data):
+        return "discord"
+    if looks_like_chatgpt(data):
+        return "chatgpt"
+    if looks_like_locomo(data):
+        return "locomo"
+    if looks_like_typeagent(data):
+        return "typeagent"
+    return "json"
+
+
 def load_source(
     path: str | Path, *, format: str | None = None, options: LoadOptions | None = None
 ) -> ParsedSource:
-    """Read and check one input file. Raises :class:`~structrag.errors.InputError`."""
+    """Read and check one input (a file, a Slack export folder, or a folder of ``.eml``);
+    its ``sha256`` is that of the bytes parsed, read once. Raises
+    :class:`~structrag.errors.InputError`."""
     path = Path(path)
     options = options or LoadOptions()
-    text = read_text(path, options.encoding)
-    data: Any = None
     fmt = _canonical(format, path) if format else None
+    if path.is_dir():
+        fmt = fmt or _detect_folder(path)
+        if fmt == "slack":
+            return load_slack(path, options)
+        if fmt == "email":
+            return load_email_folder(path, options)
+        _detect_folder(path)  # raises: a folder of another format is not one input
+    data = read_bytes(path)
+    digest = sha256_hex(data)
+    if fmt == "email" or (fmt is None and path.suffix.lower() in (".eml", ".mbox")):
+        source = load_email(path, data, options)
+    else:
+        try:
+            text = decode_text(path, data, options.encoding)
+        except InputError:
+            # Mail declares its own charsets; a mailbox need not decode as one text.
+            if fmt is None and looks_like_email(data[:16384].decode("utf-8", "replace")):
+                source = load_email(path, data, options)
+                source.sha256 = digest
+                return source
+            raise
+        source = _load_text(path, data, text, fmt, options)
+    if not source.sha256:
+        source.sha256 = digest
+    return source
+
+
+def _load_text(
+    path: Path, data: bytes, text: str, fmt: str | None, options: LoadOptions
+) -> ParsedSource:
+    parsed: Any = None
     if fmt is None:
-        fmt, data = detect_format(path, text)
+        fmt, parsed = detect_format(path, text)
+    if fmt == "email":
+        return load_email(path, data, options)
+    if fmt == "slack":
+        return load_slack(path, options, known={path: data})
     if fmt == "jsonl":
         return load_jsonl(path, text, options)
     if fmt == "json":
-        return load_json(path, text, options, data)
+        return load_json(path, text, options, parsed)
     if fmt == "locomo":
-        return load_locomo(path, text, options, data)
+        return load_locomo(path, text, options, parsed)
     if fmt == "typeagent":
-        return load_typeagent(path, text, options, data)
+        return load_typeagent(path, text, options, parsed)
+    if fmt == "discord":
+        return load_discord(path, text, options, parsed)
+    if fmt == "chatgpt":
+        return load_chatgpt(path, text, options, parsed)
+    if fmt == "whatsapp":
+        return load_whatsapp(path, text, options)
     if fmt == "webvtt":
         return load_webvtt(path, text, options)
     return load_transcript(path, text, options)
+
+
+@dataclass
+class Inputs:
+    """What a list of paths expands to: the inputs to load, in order (files, and folders
+    read as one input), and per folder argument a note on the files left out."""
+
+    paths: list[Path] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+
+
+def expand_inputs(paths: Sequence[str | Path]) -> Inputs:
+    """Files stay as they are; a folder becomes every input of a known kind inside it,
+    recursively, in name order. A Slack export (or channel) folder and a folder's ``.eml``
+    files are one input each; a ChatGPT export folder is its ``conversations.json``.
+    Hidden files and folders (``.git``, ``.DS_Store``) and ``__MACOSX`` are passed over;
+    other files of no known kind are left out with a note. A folder with no input at all
+    is an error."""
+    out = Inputs()
+    for raw in paths:
+        path = Path(raw)
+        if not path.is_dir():
+            out.paths.append(path)  # a missing file fails when it is loaded, by name
+            continue
+        before = len(out.paths)
+        left_out: list[tuple[Path, str]] = []
+        _walk(path, out.paths, left_out)
+        if len(out.paths) == before:
+            raise InputError(
+                path,
+                "the folder holds no file of a kind structrag reads"
+                + (f" ({len(left_out)} other file(s))" if left_out else ""),
+                hint=f"inputs end in {', '.join(sorted(KNOWN_SUFFIXES))}, or are a Slack "
+                "export folder; pass --format for a file with another name",
+            )
+        if left_out:
+            shown = ", ".join(
+                f"{p.relative_to(path).as_posix()} ({why})" for p, why in left_out[:5]
+            )
+            more = f" and {len(left_out) - 5} more" if len(left_out) > 5 else ""
+            out.skipped.append((str(path), f"left out {len(left_out)} file(s): {shown}{more}"))
+    return out
+
+
+def _walk(folder: Path, found: list[Path], left_out: list[tuple[Path, str]]) -> None:
+    if is_slack_folder(folder):
+        found.append(folder)
+        return
+    entries = sorted(
+        (p for p in folder.iterdir() if not p.name.startswith(".") and p.name != "__MACOSX"),
+        key=lambda p: p.name,
+    )
+    files = [p for p in entries if p.is_file()]
+    names = {p.name for p in files}
+    chatgpt = "conversations.json" in names and bool(names & _CHATGPT_COMPANIONS)
+    if any(p.suffix.lower() == ".eml" for p in files):
+        found.append(folder)  # its .eml files, threaded together
+    for file in files:
+        suffix = file.suffix.lower()
+        if suffix == ".eml":
+            continue
+        if chatgpt and file.name != "conversations.json":
+            left_out.append((file, "part of a ChatGPT export, not conversations"))
+        elif suffix == ".zip":
+            left_out.append((file, "a zip archive: unzip it to read it"))
+        elif suffix in KNOWN_SUFFIXES or (suffix == "" and _is_mailbox(file)):
+            found.append(file)
+        else:
+            left_out.append((file, f"no known kind{f' ({suffix})' if suffix else ''}"))
+    for sub in entries:
+        if sub.is_dir() and not sub.is_symlink():  # a linked folder could loop
+            _walk(sub, found, left_out)
+
+
+def _is_mailbox(path: Path) -> bool:
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(16384)
+    except OSError:
+        return False
+    return looks_like_email(head.decode("utf-8", "replace"))

@@ -1,12 +1,15 @@
 """Shared pieces of the importers: reading bytes safely, JSON with positions, message checks.
 
-An importer turns one input file into a :class:`ParsedSource` without touching the index,
-so a bad file is rejected before anything is written. Each message keeps where it came
-from (a line number or a JSON path) so later checks can point at it.
+An importer turns one input (a file, or a folder such as a Slack export) into a
+:class:`ParsedSource` without touching the index, so a bad file is rejected before anything
+is written. Each message keeps where it came from (a line number or a JSON path) so later
+checks can point at it. The source carries the SHA-256 of the very bytes it was parsed
+from, so the ingest log never pairs one version's messages with another version's hash.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Callable, Iterator
@@ -16,6 +19,7 @@ from typing import Any
 
 from structrag.errors import InputError
 from structrag.models import Conversation, Message, SemanticRef
+from structrag.timeparse import DateOrder, parse_datetime
 
 #: Messages longer than this are still stored whole, but extracted in pieces.
 HUGE_MESSAGE_CHARS = 100_000
@@ -32,6 +36,9 @@ class ParsedSource:
     locations: list[str]
     knowledge: list[SemanticRef] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    #: SHA-256 of the bytes parsed (for a folder, of its files' names and bytes); set by
+    #: :func:`structrag.importers.load_source`.
+    sha256: str = ""
 
 
 @dataclass
@@ -46,6 +53,10 @@ class RawMessage:
     timestamp: Any = None
     tags: tuple[str, ...] = ()
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: False for a system prompt or a tool's output: such a message is not addressed to
+    #: the people in the conversation, and nobody addresses it, so it neither gets default
+    #: recipients nor counts as one.
+    addressable: bool = True
 
 
 @dataclass(frozen=True)
@@ -54,18 +65,68 @@ class LoadOptions:
 
     conversation: str | None = None
     encoding: str = "utf-8"
+    #: How to read numeric dates that could be day- or month-first (``12/03/2023``);
+    #: ``None``: decided per file from its values (see :mod:`structrag.timeparse`).
+    date_order: DateOrder | None = None
+
+
+def read_bytes(path: Path) -> bytes:
+    """A file's bytes, with errors that say what to do."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        raise InputError(path, "file not found", hint="check the path") from None
+    except IsADirectoryError:
+        raise InputError(
+            path,
+            "is a directory, and not one structrag reads as a whole (a Slack export)",
+            hint="pass the files inside it, or use `structrag ingest DIR`, which reads every "
+            "file of a known kind inside it",
+        ) from None
+    except OSError as exc:
+        raise InputError(path, f"cannot read file: {exc.strerror}") from exc
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+class FolderDigest:
+    """The SHA-256 of a folder source: each file's name (relative to the folder) and bytes,
+    in the order read, so renaming, adding or editing any file changes it."""
+
+    def __init__(self, root: Path, known: dict[Path, bytes] | None = None) -> None:
+        self.root = root
+        self._digest = hashlib.sha256()
+        self._known = dict(known or {})  # bytes already read (for detection)
+
+    def add(self, path: Path, data: bytes) -> None:
+        try:
+            name = path.relative_to(self.root).as_posix()
+        except ValueError:
+            name = path.as_posix()
+        self._digest.update(f"{name}\0{len(data)}\0".encode())
+        self._digest.update(data)
+
+    def read_text(self, path: Path, encoding: str = "utf-8") -> str:
+        """Read one of the folder's files (once), adding it to the digest."""
+        data = self._known.pop(path, None)
+        if data is None:
+            data = read_bytes(path)
+        self.add(path, data)
+        return decode_text(path, data, encoding)
+
+    def hexdigest(self) -> str:
+        return self._digest.hexdigest()
 
 
 def read_text(path: Path, encoding: str = "utf-8") -> str:
     """Read a file, naming the line and column of the first byte that does not decode."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise InputError(path, "file not found", hint="check the path") from None
-    except IsADirectoryError:
-        raise InputError(path, "is a directory", hint="pass the files inside it") from None
-    except OSError as exc:
-        raise InputError(path, f"cannot read file: {exc.strerror}") from exc
+    return decode_text(path, read_bytes(path), encoding)
+
+
+def decode_text(path: Path, data: bytes, encoding: str = "utf-8") -> str:
+    """Decode bytes read from ``path``, naming the line and column of the first bad byte."""
     codec = "utf-8-sig" if encoding.lower().replace("_", "-") in ("utf-8", "utf8") else encoding
     try:
         text = data.decode(codec)
@@ -207,6 +268,21 @@ _JSON_NAMES = {
 }
 
 
+def as_dict(value: Any) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else an empty one (for optional sub-objects)."""
+    return value if isinstance(value, dict) else {}
+
+
+def as_list(value: Any) -> list[Any]:
+    """``value`` when it is a JSON array, else an empty one (for optional lists)."""
+    return value if isinstance(value, list) else []
+
+
+def as_count(value: Any) -> int:
+    """A JSON number as a count (0 when it is not one)."""
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
+
+
 def str_list(path: Path, value: Any, where: str) -> tuple[str, ...]:
     """A JSON string or list of strings as a tuple (``None`` is empty)."""
     if value is None:
@@ -237,7 +313,7 @@ def finish(
     conversation: Conversation,
     raws: list[RawMessage],
     *,
-    parse_time: Callable[[Any], Any],
+    parse_time: Callable[[Any], Any] = parse_datetime,
     warnings: list[str] | None = None,
     default_recipients: bool = True,
 ) -> ParsedSource:
@@ -245,10 +321,11 @@ def finish(
 
     Assigns ids (``1``, ``2`` ... where the input has none) and ordinals, drops exact
     duplicates with a warning, rejects conflicting duplicate ids, and notes empty and huge
-    messages.
+    messages. A message with no recipients of its own is addressed to the conversation's
+    other speakers, leaving out the ones that are not addressable (system prompts, tools).
     """
     warnings = list(warnings or [])
-    speakers = sorted({r.speaker for r in raws if r.speaker})
+    speakers = sorted({r.speaker for r in raws if r.speaker and r.addressable})
     messages: list[Message] = []
     locations: list[str] = []
     seen: dict[str, int] = {}
@@ -257,7 +334,13 @@ def finish(
     for raw in raws:
         msg_id = raw.id if raw.id is not None else str(len(messages) + 1)
         recipients = raw.recipients
-        if not recipients and default_recipients and raw.speaker and len(speakers) > 1:
+        if (
+            not recipients
+            and default_recipients
+            and raw.addressable
+            and raw.speaker
+            and len(speakers) > 1
+        ):
             recipients = tuple(s for s in speakers if s != raw.speaker)
         timestamp = parse_time(raw.timestamp)
         if raw.timestamp not in (None, "") and timestamp is None:
@@ -336,3 +419,14 @@ def merge_sources(path: Path, fmt: str, parts: list[ParsedSource]) -> ParsedSour
         knowledge=[k for p in parts for k in p.knowledge],
         warnings=[w for p in parts for w in p.warnings],
     )
+
+
+def check_one_conversation(path: Path, options: LoadOptions, count: int, what: str) -> None:
+    """``--conversation`` names one conversation; refuse it for a file that holds several
+    whose message ids are only unique within each (merging them could collide)."""
+    if options.conversation and count > 1:
+        raise InputError(
+            path,
+            f"--conversation names one conversation but the input holds {count} {what}",
+            hint=f"drop --conversation: each of the {what} becomes its own conversation",
+        )

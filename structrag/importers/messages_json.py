@@ -4,7 +4,15 @@ Schema (documented in the README): each message is an object with ``text`` (or `
 a string or OpenAI-style list of ``{"type": "text", "text": ...}`` parts) and optionally
 ``id``, ``speaker`` (or ``role`` / ``author`` / ``sender``), ``recipients`` (or
 ``listeners`` / ``to``), ``timestamp`` (ISO 8601, epoch seconds, or ``"8 May 2023"``),
-``tags``, ``metadata`` and ``conversation``. Other keys are kept in ``metadata``.
+``tags``, ``metadata`` and ``conversation``. Other keys are kept in ``metadata``. A speaker
+given as an object (``"author": {"id": ..., "name": ...}``) is its name, never its repr.
+
+OpenAI-style ``role: system`` (or ``developer``, ``tool``, ``function``) messages are kept
+as messages, but they are not addressable: they get no default recipients and are nobody's
+recipient; nor is an assistant turn that only calls tools (``tool_calls``, no text).
+
+Numeric dates (``12/03/2023``) are read day- or month-first as the file's own values
+settle it (see :mod:`structrag.timeparse`); when none does, day-first with a warning.
 
 A ``.json`` file holds a list of messages, ``{"messages": [...]}`` (with optional ``id`` /
 ``name``), or ``{"conversations": [{"id": ..., "messages": [...]}, ...]}``. A ``.jsonl``
@@ -15,6 +23,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +43,7 @@ from structrag.importers.base import (
     str_list,
 )
 from structrag.models import Conversation
-from structrag.timeparse import parse_datetime
+from structrag.timeparse import infer_date_order, parse_datetime
 
 _TEXT_KEYS = ("text", "content", "message", "body")
 _SPEAKER_KEYS = ("speaker", "role", "author", "sender", "from", "name")
@@ -42,6 +51,9 @@ _RECIPIENT_KEYS = ("recipients", "listeners", "to")
 _TIME_KEYS = ("timestamp", "time", "date", "created_at", "datetime")
 _KNOWN = {"id", "tags", "metadata", "conversation", *_TEXT_KEYS, *_SPEAKER_KEYS}
 _KNOWN.update(_RECIPIENT_KEYS, _TIME_KEYS)
+#: Roles whose messages are not addressed to, nor by, the people in the conversation.
+NOT_ADDRESSABLE_ROLES = frozenset({"system", "developer", "tool", "function"})
+_NAME_KEYS = ("display_name", "nickname", "name", "real_name", "username", "full_name")
 
 
 def _first(obj: dict[str, Any], keys: tuple[str, ...]) -> tuple[str | None, Any]:
@@ -72,20 +84,62 @@ def _content_text(path: Path, value: Any, where: str) -> str:
     raise InputError(path, f"at {where}: message text must be a string, found {found}")
 
 
+def _speaker_name(path: Path, value: Any, where: str) -> str | None:
+    """A speaker as a name: a string, a number, or an object's name field (never a repr)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value.strip() or None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    if isinstance(value, dict):
+        for key in _NAME_KEYS:
+            if isinstance(value.get(key), str) and value[key].strip():
+                return str(value[key]).strip()
+        raise InputError(
+            path,
+            f"at {where}: the speaker is an object with no name field "
+            f"(keys: {', '.join(sorted(map(str, value))[:8])})",
+            hint="give the speaker as a string, or as an object with 'name' or "
+            "'display_name'; for a chat app's export, pass its --format",
+        )
+    found = "array" if isinstance(value, list) else type(value).__name__
+    raise InputError(
+        path,
+        f"at {where}: the speaker must be a string, found a JSON {found}",
+        hint="give each message one speaker name",
+    )
+
+
+def _no_text_hint(obj: dict[str, Any]) -> str:
+    if "mapping" in obj:
+        return "this looks like a ChatGPT export (conversations.json): pass --format chatgpt"
+    if "ts" in obj and ("user" in obj or "subtype" in obj):
+        return "this looks like a Slack export: pass the export's folder (--format slack)"
+    return "every message needs its text; see the JSON schema in the README"
+
+
 def raw_message(path: Path, obj: Any, where: str) -> RawMessage:
     """One message object -> :class:`RawMessage`, with errors naming ``where``."""
     expect(path, obj, dict, where, "a message")
     key, text_value = _first(obj, _TEXT_KEYS)
+    if key is None and ("tool_calls" in obj or "function_call" in obj):
+        key, text_value = "content", ""  # an assistant turn that only calls tools
     if key is None:
         raise InputError(
             path,
             f"at {where}: message has no 'text' (or 'content') field",
-            hint="every message needs its text; see the JSON schema in the README",
+            hint=_no_text_hint(obj),
         )
     text = clean_text(_content_text(path, text_value, json_path(where, f".{key}")))
-    _, speaker = _first(obj, _SPEAKER_KEYS)
-    if speaker is not None and not isinstance(speaker, str):
-        speaker = str(speaker)
+    skey, speaker_value = _first(obj, _SPEAKER_KEYS)
+    speaker = _speaker_name(path, speaker_value, json_path(where, f".{skey}"))
+    role = obj.get("role")
+    addressable = not (
+        (isinstance(role, str) and role.strip().lower() in NOT_ADDRESSABLE_ROLES)
+        or (speaker is not None and speaker.lower() in NOT_ADDRESSABLE_ROLES)
+        or (not text and ("tool_calls" in obj or "function_call" in obj))  # talks to a tool
+    )
     rkey, recipients = _first(obj, _RECIPIENT_KEYS)
     _, timestamp = _first(obj, _TIME_KEYS)
     meta = obj.get("metadata") or {}
@@ -102,11 +156,12 @@ def raw_message(path: Path, obj: Any, where: str) -> RawMessage:
         text=text,
         location=where,
         id=msg_id,
-        speaker=speaker.strip() if isinstance(speaker, str) and speaker.strip() else None,
+        speaker=speaker,
         recipients=str_list(path, recipients, json_path(where, f".{rkey}")),
         timestamp=timestamp,
         tags=str_list(path, obj.get("tags"), json_path(where, ".tags")),
         metadata=metadata,
+        addressable=addressable,
     )
 
 
@@ -115,6 +170,7 @@ def _group(
     fmt: str,
     default_conv: str,
     items: Sequence[tuple[str | None, RawMessage]],
+    options: LoadOptions,
     names: dict[str, str] | None = None,
 ) -> ParsedSource:
     order: list[str] = []
@@ -128,17 +184,24 @@ def _group(
     if not order:
         raise InputError(path, "no messages found", hint="see the JSON schema in the README")
     names = names or {}
+    # One day/month order for the whole file, decided from all its dates.
+    dates = infer_date_order((raw.timestamp for _, raw in items), forced=options.date_order)
+    metadata: dict[str, Any] = {"source": str(path)}
+    if dates.evidence is not None or dates.ambiguous:
+        metadata["date_order"] = dates.basis
     parts = [
         finish(
             path,
             fmt,
-            Conversation(id=cid, name=names.get(cid), metadata={"source": str(path)}),
+            Conversation(id=cid, name=names.get(cid), metadata=metadata),
             groups[cid],
-            parse_time=parse_datetime,
+            parse_time=partial(parse_datetime, order=dates.order),
         )
         for cid in order
     ]
-    return merge_sources(path, fmt, parts)
+    source = merge_sources(path, fmt, parts)
+    source.warnings.extend(dates.notes(path))
+    return source
 
 
 def load_jsonl(path: Path, text: str, options: LoadOptions) -> ParsedSource:
@@ -154,7 +217,7 @@ def load_jsonl(path: Path, text: str, options: LoadOptions) -> ParsedSource:
         if conv is not None and not isinstance(conv, str | int):
             raise InputError(path, "'conversation' must be a string", line=lineno)
         items.append((options.conversation or (str(conv) if conv is not None else None), raw))
-    return _group(path, "jsonl", options.conversation or path.stem, items)
+    return _group(path, "jsonl", options.conversation or path.stem, items, options)
 
 
 def _parse_line(path: Path, line: str, lineno: int, *, is_last: bool) -> Any:
@@ -182,7 +245,7 @@ def load_json(path: Path, text: str, options: LoadOptions, data: Any = None) -> 
         items: list[tuple[str | None, RawMessage]] = [
             (None, raw_message(path, m, f"[{i}]")) for i, m in enumerate(data)
         ]
-        return _group(path, "json", default, items)
+        return _group(path, "json", default, items, options)
     expect(path, data, dict, "the top level", "the file")
     if "conversations" in data:
         convs = expect(path, data["conversations"], list, "conversations", "'conversations'")
@@ -201,13 +264,13 @@ def load_json(path: Path, text: str, options: LoadOptions, data: Any = None) -> 
                 (cid, raw_message(path, m, json_path(where, f".messages[{i}]")))
                 for i, m in enumerate(msgs)
             )
-        return _group(path, "json", default, items, names)
+        return _group(path, "json", default, items, options, names)
     if "messages" in data:
         msgs = expect(path, data["messages"], list, "messages", "'messages'")
         cid = options.conversation or str(data.get("id") or data.get("conversation") or path.stem)
         items = [(cid, raw_message(path, m, f"messages[{i}]")) for i, m in enumerate(msgs)]
         names = {cid: data["name"]} if isinstance(data.get("name"), str) else {}
-        return _group(path, "json", cid, items, names)
+        return _group(path, "json", cid, items, options, names)
     raise InputError(
         path,
         "JSON object has neither 'messages' nor 'conversations'",

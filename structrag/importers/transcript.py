@@ -1,12 +1,25 @@
-"""Plain-text transcripts: ``SPEAKER: text`` turns that may run over several lines.
+"""Plain-text transcripts: ``SPEAKER: text`` turns, and the timestamped layouts that
+meeting tools export. One layout is chosen per file (the one most of its lines fit):
 
-A line that starts with a speaker label opens a turn; the lines after it, up to the next
-label, belong to that turn (stage directions such as ``[MUSIC]`` included). A label is
-one to five words in capitals (``KEVIN SCOTT:``) or in Title Case (``Kevin Scott:``),
-optionally with a ``[00:12:03]`` or ``(00:12:03)`` time next to it. Lines before the first
-turn (titles, episode headers) are kept as the conversation's ``header`` metadata. All-caps
-names are stored in Title Case. Each turn's line in the file it was first ingested from is kept
-in ``metadata.source_line`` (left out of the content hash: lines moving is not an edit).
+* **labels**: a line that starts with a speaker label opens a turn; the lines after it, up
+  to the next label, belong to that turn (stage directions such as ``[MUSIC]`` included).
+  A label is one to five words in capitals (``KEVIN SCOTT:``) or in Title Case (``Kevin
+  Scott:``), optionally with a ``[00:12:03]`` or ``(00:12:03)`` time next to it.
+* **timed** (Zoom and others): every turn starts with a time, ``00:00:01 Name: text``,
+  ``[00:00:01] Name: text``, or Zoom's chat ``14:02:05 From Ana Souza to Everyone: text``
+  (a message sent "to" one person is addressed to them, with ``metadata.private``). Any
+  name is accepted after a time, lower case included.
+* **headed** (Otter.ai, Zoom closed captions): a heading line with the name and a time,
+  ``Ana Souza  0:03`` or ``[Ana Souza] 14:02:05``, then the turn's text on the lines below.
+
+Lines before the first turn (titles, episode headers) are kept as the conversation's
+``header`` metadata. All-caps names are stored in Title Case. The time written with a turn
+is kept as ``metadata.offset`` (as written: these exports give no date). Each turn's line
+in the file it was first ingested from is kept in ``metadata.source_line`` (left out of the
+content hash: lines moving is not an edit).
+
+An email (a header block with ``From:`` and ``Subject:``) or a WhatsApp export is refused,
+with the right ``--format`` to use: their header lines must never become speakers.
 """
 
 from __future__ import annotations
@@ -23,8 +36,9 @@ from structrag.importers.base import (
     file_lines,
     finish,
 )
+from structrag.importers.mail import looks_like_email
+from structrag.importers.whatsapp import looks_like_whatsapp
 from structrag.models import Conversation
-from structrag.timeparse import parse_datetime
 
 _TIME = r"\d{1,2}:\d{2}(?::\d{2})?(?:[.,]\d+)?"
 _LABEL_RE = re.compile(
@@ -60,8 +74,44 @@ _NOT_SPEAKERS = frozenset(
         "title",
         "q",
         "a",
+        # Email and HTTP-style headers, which must never become speakers.
+        "from",
+        "to",
+        "cc",
+        "bcc",
+        "sent",
+        "reply-to",
+        "in-reply-to",
+        "references",
+        "message-id",
+        "mime-version",
+        "content-type",
+        "content-transfer-encoding",
+        "received",
+        "return-path",
+        "delivered-to",
+        "kind",
+        "language",
+        "attendees",
+        "participants",
+        "agenda",
+        "location",
     }
 )
+_T = r"\d{1,2}:\d{2}(?::\d{2})?(?:[.,]\d+)?"
+_TIMED_RE = re.compile(
+    rf"^\s*(?:\[(?P<t1>{_T})\]|(?P<t2>{_T}))[ \t]+(?:From[ \t]+)?"
+    r"(?P<name>[^:\[\]\n]*?[^\W\d_][^:\[\]\n]*?)"
+    r"(?:[ \t]+to[ \t]+(?P<to>[^:\n]{1,80}?))?[ \t]*:(?:[ \t]+(?P<text>.*)|[ \t]*$)"
+)
+_HEADED_RE = re.compile(
+    rf"^\s*(?:\[(?P<n1>[^\]\n]{{1,80}})\]|(?P<n2>[^\s:\[][^:\n]{{0,80}}?))"
+    rf"[ \t]+(?P<t>{_T})\s*$"
+)
+# The line Otter.ai adds at the end of its exports.
+_FOOTER_RE = re.compile(r"^\s*Transcribed by https?://otter\.ai\s*$", re.IGNORECASE)
+_EVERYONE = ("everyone", "everyone (in waiting room)", "all panelists", "hosts and panelists")
+_PRIVATE_RE = re.compile(r"\s*\((?:direct message|privately|private)\)\s*$", re.IGNORECASE)
 
 
 def _speaker(match: re.Match[str]) -> str | None:
@@ -77,7 +127,68 @@ def _speaker(match: re.Match[str]) -> str | None:
     return None
 
 
+def _timed_name(match: re.Match[str]) -> str | None:
+    name = " ".join(match.group("name").split())
+    if not name or name.lower() in _NOT_SPEAKERS or len(name.split()) > 8:
+        return None
+    if name.isupper():
+        return " ".join(w.capitalize() if w.isalpha() else w for w in name.split())
+    return name
+
+
+def looks_timed(line: str) -> bool:
+    """A ``[00:00:01] Name: text`` line (a transcript, though it starts with a bracket)."""
+    match = _TIMED_RE.match(line.lstrip("\ufeff"))
+    return bool(match and match.group("t1") and _timed_name(match))
+
+
+def _headed_name(match: re.Match[str]) -> str | None:
+    name = " ".join((match.group("n1") or match.group("n2") or "").split())
+    if not any(c.isalpha() for c in name) or name.lower() in _NOT_SPEAKERS:
+        return None
+    return name if len(name.split()) <= 8 else None
+
+
+def _layout(lines: list[str]) -> str:
+    """The layout most of the file's lines fit (ties go to plain labels)."""
+    counts = {"labels": 0, "timed": 0, "headed": 0}
+    for line in lines:
+        timed = _TIMED_RE.match(line)
+        if timed and _timed_name(timed):
+            counts["timed"] += 1
+        headed = _HEADED_RE.match(line)
+        if headed and _headed_name(headed):
+            counts["headed"] += 1
+        label = _LABEL_RE.match(line)
+        if label and _speaker(label):
+            counts["labels"] += 1
+    best = max(counts.values())
+    if best and counts["labels"] < best:
+        return "timed" if counts["timed"] == best else "headed"
+    return "labels"
+
+
+def _refuse_other_formats(path: Path, text: str) -> None:
+    if looks_like_email(text[:16384]):
+        raise InputError(
+            path,
+            "this is an email (it starts with From:/Subject: headers), not a transcript",
+            line=1,
+            hint="pass --format email (or leave --format out: .eml and mbox are detected)",
+        )
+    if looks_like_whatsapp(text):
+        raise InputError(
+            path,
+            "this is a WhatsApp chat export, not a transcript",
+            line=1,
+            hint="pass --format whatsapp (or leave --format out: it is detected)",
+        )
+
+
 def load_transcript(path: Path, text: str, options: LoadOptions) -> ParsedSource:
+    _refuse_other_formats(path, text)
+    lines = file_lines(text)
+    layout = _layout(lines)
     header: list[str] = []
     raws: list[RawMessage] = []
     current: RawMessage | None = None
@@ -88,19 +199,16 @@ def load_transcript(path: Path, text: str, options: LoadOptions) -> ParsedSource
             current.text = clean_text("\n".join(body))
             raws.append(current)
 
-    for lineno, line in enumerate(file_lines(text), start=1):
-        match = _LABEL_RE.match(line)
-        speaker = _speaker(match) if match else None
-        if match and speaker:
+    for lineno, line in enumerate(lines, start=1):
+        if _FOOTER_RE.match(line):
+            continue
+        if layout == "timed":
+            line = line.removeprefix("\t")  # Zoom indents a chat message's lines
+        turn = _turn(layout, line, lineno)
+        if turn is not None:
             close()
-            offset = match.group("t1") or match.group("t2")
-            current = RawMessage(
-                text="",
-                location=f"line {lineno}",
-                speaker=speaker,
-                metadata={"source_line": lineno, **({"offset": offset} if offset else {})},
-            )
-            body = [match.group("text") or ""]
+            current, first = turn
+            body = [first]
         elif current is None:
             if line.strip():
                 header.append(line.strip())
@@ -112,11 +220,55 @@ def load_transcript(path: Path, text: str, options: LoadOptions) -> ParsedSource
             path,
             "no 'SPEAKER: text' turns found",
             hint="a transcript turn starts with the speaker's name and a colon, e.g. "
-            "'KEVIN SCOTT: Hello'; for other layouts pass --format json or jsonl",
+            "'KEVIN SCOTT: Hello', or with a time ('00:00:01 Kevin Scott: Hello', "
+            "'Kevin Scott  0:01' above the text); for other layouts pass --format json or jsonl",
         )
     conv_id = options.conversation or path.stem
     metadata: dict[str, object] = {"source": str(path), "format": "transcript"}
+    if layout != "labels":
+        metadata["layout"] = layout
     if header:
         metadata["header"] = "\n".join(header)
     conversation = Conversation(id=conv_id, name=header[0] if header else None, metadata=metadata)
-    return finish(path, "transcript", conversation, raws, parse_time=parse_datetime)
+    return finish(path, "transcript", conversation, raws)
+
+
+def _turn(layout: str, line: str, lineno: int) -> tuple[RawMessage, str] | None:
+    """The turn a line opens in ``layout`` (and its first line of text), or ``None``."""
+    speaker: str | None = None
+    offset: str | None = None
+    first = ""
+    recipients: tuple[str, ...] = ()
+    extra: dict[str, object] = {}
+    if layout == "timed":
+        timed = _TIMED_RE.match(line)
+        speaker = _timed_name(timed) if timed else None
+        if timed and speaker:
+            offset, first = timed.group("t1") or timed.group("t2"), timed.group("text") or ""
+            to = (timed.group("to") or "").strip()
+            if to and to.lower() not in _EVERYONE:
+                recipients = (_PRIVATE_RE.sub("", to),)
+                extra["private"] = True
+    elif layout == "headed":
+        headed = _HEADED_RE.match(line)
+        speaker = _headed_name(headed) if headed else None
+        if headed and speaker:
+            offset = headed.group("t")
+    else:
+        label = _LABEL_RE.match(line)
+        speaker = _speaker(label) if label else None
+        if label and speaker:
+            offset, first = label.group("t1") or label.group("t2"), label.group("text") or ""
+    if speaker is None:
+        return None
+    metadata: dict[str, object] = {"source_line": lineno, **extra}
+    if offset:
+        metadata["offset"] = offset
+    raw = RawMessage(
+        text="",
+        location=f"line {lineno}",
+        speaker=speaker,
+        recipients=recipients,
+        metadata=metadata,
+    )
+    return raw, first

@@ -3,7 +3,9 @@
 Cues carry the speaker in a voice tag (``<v Kevin Scott>``) or as a ``Name:`` prefix.
 Consecutive cues from the same speaker are merged into one message; ``metadata.start`` and
 ``metadata.end`` keep the cue times in seconds and ``metadata.cues`` the cue ids. NOTE,
-STYLE and REGION blocks are skipped. Message timestamps are set only when the file's
+STYLE and REGION blocks are skipped, and so are the header lines after ``WEBVTT``
+(``Kind: captions``, ``Language: en``), which go into the conversation's
+``metadata.header``. Message timestamps are set only when the file's
 header gives a date (``WEBVTT - 2023-05-01T10:00:00``); cue times are offsets from it.
 """
 
@@ -54,9 +56,17 @@ def load_webvtt(path: Path, text: str, options: LoadOptions) -> ParsedSource:
             hint="pass --format transcript for plain 'SPEAKER: text' transcripts",
         )
     base = parse_datetime(lines[first].lstrip("\ufeff")[6:].strip(" -\t"))
-    blocks: list[tuple[int, list[str]]] = []
+    # The header runs from the WEBVTT line to the first blank line: "Kind: captions",
+    # "Language: en" and the like (YouTube and Zoom write them). A cue timing ends it too.
+    header: dict[str, str] = {}
     start = first + 1
-    for i in range(first + 1, len(lines) + 1):
+    while start < len(lines) and lines[start].strip() and "-->" not in lines[start]:
+        key, sep, value = lines[start].partition(":")
+        if sep and key.strip():
+            header[key.strip()] = value.strip()
+        start += 1
+    blocks: list[tuple[int, list[str]]] = []
+    for i in range(start, len(lines) + 1):
         if i == len(lines) or not lines[i].strip():
             if i > start:
                 blocks.append((start + 1, lines[start:i]))
@@ -93,7 +103,10 @@ def load_webvtt(path: Path, text: str, options: LoadOptions) -> ParsedSource:
     if not raws:
         raise InputError(path, "no cues with text found")
     conv_id = options.conversation or path.stem
-    conversation = Conversation(id=conv_id, metadata={"source": str(path), "format": "webvtt"})
+    metadata: dict[str, Any] = {"source": str(path), "format": "webvtt"}
+    if header:
+        metadata["header"] = header
+    conversation = Conversation(id=conv_id, metadata=metadata)
     return finish(path, "webvtt", conversation, raws, parse_time=parse_datetime, warnings=warnings)
 
 

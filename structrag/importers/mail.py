@@ -1,0 +1,446 @@
+"""Email: mbox files (Gmail Takeout, Thunderbird, ``mail`` spools), single ``.eml`` files,
+and folders of ``.eml`` files.
+
+* **Speaker**: the From display name (``"Souza, Ana"`` turned into ``Ana Souza``), else
+  the address. **Recipients**: the To and Cc people, the same way. The addresses, the
+  subject, the Message-ID and the reply headers are in the message's metadata.
+* **Time**: the Date header, converted to UTC.
+* **Text**: the ``text/plain`` part, else the ``text/html`` part reduced to text. What the
+  sender did not write is kept out of the text, in metadata: quoted lines (``> ...``),
+  the quoted message after an attribution ("On Tue, 14 Mar 2023, Bo wrote:", Outlook's
+  "-----Original Message-----" / "From: ... Sent: ..." block, HTML ``blockquote`` and
+  Gmail quote blocks) go to ``metadata.quoted``; the signature (after a ``-- `` line, a
+  closing sign-off such as "Best," or "Thanks," followed by a short name block, or
+  "Sent from my iPhone") to ``metadata.signature``. Attachments are listed by file name.
+* **Threads**: one conversation per thread. Messages are joined by Message-ID,
+  In-Reply-To and References; the thread's id is ``email:<Message-ID of its first
+  message>`` (as a reply's first References entry names it), so replies in other files
+  or later mailboxes join the same conversation. Messages are ordered by date within a
+  thread; the conversation's name is the subject without ``Re:``/``Fwd:``.
+
+Duplicate copies of one Message-ID (the same mail in two folders of a mailbox) are read
+once, with a warning.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from datetime import datetime
+from email import message_from_bytes, policy
+from email.message import EmailMessage, Message
+from email.utils import getaddresses, parsedate_to_datetime
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+from structrag.errors import InputError
+from structrag.importers.base import (
+    FolderDigest,
+    LoadOptions,
+    ParsedSource,
+    RawMessage,
+    clean_text,
+    finish,
+    merge_sources,
+    read_bytes,
+)
+from structrag.models import Conversation
+from structrag.timeparse import parse_datetime
+
+_HEADER_RE = re.compile(r"^[A-Za-z][A-Za-z0-9-]*:[ \t]")
+_EMAIL_HEADERS = ("from", "date", "subject", "to", "message-id", "received", "return-path")
+_SUBJECT_PREFIX_RE = re.compile(r"^\s*(?:(?:re|fwd?|aw|sv|wg|tr|r)\s*(?:\[\d+\])?\s*:\s*)+", re.I)
+_ATTRIBUTION_RE = re.compile(
+    r"^\s*(?:On\b.{3,300}\bwrote\s*:|Am\b.{3,300}\bschrieb.{0,80}:|Le\b.{3,300}\ba écrit\s*:"
+    r"|El\b.{3,300}\bescribió\s*:|-{2,}\s*Original Message\s*-{2,}"
+    r"|-{2,}\s*Forwarded message\s*-{2,}|Begin forwarded message\s*:)\s*$",
+    re.IGNORECASE | re.DOTALL,
+)
+_OUTLOOK_FROM_RE = re.compile(r"^\s*\*?From:\*?\s+\S")
+_OUTLOOK_NEXT_RE = re.compile(r"^\s*\*?(?:Sent|Date|To|Subject):\*?\s", re.IGNORECASE)
+_SIGN_OFF_RE = re.compile(
+    r"^\s*(?:best(?: regards| wishes)?|thanks(?: again| so much| a lot)?|thank you|many thanks"
+    r"|cheers|regards|kind regards|warm regards|warmly|all the best|sincerely|yours(?: truly)?"
+    r"|talk soon|speak soon|take care|love|xo+|cordialement|viele grüße|liebe grüße|grüße"
+    r"|saludos|un saludo)\s*[,.!]?\s*$",
+    re.IGNORECASE,
+)
+_SENT_FROM_RE = re.compile(r"^\s*(?:Sent from my \w|Get Outlook for \w|Sent from Mail for)", re.I)
+
+
+def looks_like_email(text: str) -> bool:
+    """An mbox (a ``From `` line, then headers) or a message's header block at the top."""
+    lines = text.lstrip("\ufeff\r\n").replace("\r\n", "\n").split("\n")
+    if lines and lines[0].startswith("From ") and len(lines) > 1:
+        lines = lines[1:]
+    seen: set[str] = set()
+    for line in lines[:60]:
+        if not line.strip():
+            break
+        if line[:1] in (" ", "\t"):
+            continue  # a folded header line
+        if not _HEADER_RE.match(line):
+            return False
+        seen.add(line.split(":", 1)[0].lower())
+    return "from" in seen and len(seen & set(_EMAIL_HEADERS)) >= 2
+
+
+def split_mbox(data: bytes) -> list[tuple[int, bytes]]:
+    """An mbox's messages: (line number of its ``From `` line, the message's bytes)."""
+    starts = [0] if data.startswith(b"From ") else []
+    starts.extend(m.end() for m in re.finditer(rb"\n(?=From )", data))
+    out = []
+    for i, start in enumerate(starts):
+        end = starts[i + 1] if i + 1 < len(starts) else len(data)
+        chunk = data[start:end]
+        body = chunk.split(b"\n", 1)[1] if b"\n" in chunk else b""
+        body = re.sub(rb"(?m)^>(>*From )", rb"\1", body)  # mboxrd escaping
+        out.append((data.count(b"\n", 0, start) + 1, body))
+    return out
+
+
+def load_email(path: Path, data: bytes, options: LoadOptions) -> ParsedSource:
+    """An mbox file or one message (``.eml``)."""
+    stripped = data.lstrip(b"\r\n\xef\xbb\xbf")
+    offset = data.count(b"\n", 0, len(data) - len(stripped))
+    if stripped.startswith(b"From "):
+        chunks = [(line + offset, body) for line, body in split_mbox(stripped)]
+    else:
+        chunks = [(offset + 1, stripped)]
+    mails = [_parse(path, body, f"line {line}", line) for line, body in chunks]
+    return _threads(path, mails, options)
+
+
+def load_email_folder(folder: Path, options: LoadOptions) -> ParsedSource:
+    """Every ``.eml`` file directly inside ``folder``, threaded together."""
+    files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() == ".eml")
+    if not files:
+        raise InputError(folder, "the folder holds no .eml files")
+    digest = FolderDigest(folder)
+    mails = []
+    for file in files:
+        data = read_bytes(file)
+        digest.add(file, data)
+        mails.append(_parse(file, data.lstrip(b"\r\n\xef\xbb\xbf"), file.name, 1))
+    source = _threads(folder, mails, options)
+    source.sha256 = digest.hexdigest()
+    return source
+
+
+class _Mail:
+    def __init__(self, raw: RawMessage, msg_id: str, links: list[str], subject: str) -> None:
+        self.raw = raw
+        self.msg_id = msg_id
+        self.links = links  # In-Reply-To and References ids
+        self.subject = subject
+
+
+def _ids(value: Any) -> list[str]:
+    return re.findall(r"<([^<>\s]+)>", str(value or "")) or (
+        [str(value).strip()]
+        if value and str(value).strip() and " " not in str(value).strip()
+        else []
+    )
+
+
+def _person(name: str, address: str) -> str:
+    name = " ".join(name.replace('"', "").split())
+    if name.count(",") == 1:  # "Souza, Ana" -> "Ana Souza"
+        last, first = (p.strip() for p in name.split(","))
+        if last and first and " " not in last:
+            name = f"{first} {last}"
+    if name and "@" not in name:
+        return name
+    return address or name
+
+
+def _parse(path: Path, data: bytes, location: str, line: int) -> _Mail:
+    head = data[:16384].decode("utf-8", "replace")
+    if _HEADER_RE.match(head) and not looks_like_email(head):
+        raise InputError(
+            path,
+            "the message has no From: header (or too few headers to be an email)",
+            line=line,
+            hint="every message needs From: and Date: or Subject:; fix or delete this one",
+        )
+    if not looks_like_email(head):
+        raise InputError(
+            path,
+            "not an email: the message does not start with a header block "
+            "(From:, Date:, Subject: ...)",
+            line=line,
+            hint="pass an mbox file or .eml files; for other text pass another --format",
+        )
+    msg = message_from_bytes(data, policy=policy.default)
+    senders = getaddresses([str(v) for v in msg.get_all("From", [])])
+    if not senders or not (senders[0][0] or senders[0][1]):
+        raise InputError(path, "the message has no From: header", line=line)
+    speaker = _person(*senders[0])
+    to = getaddresses([str(v) for v in msg.get_all("To", [])])
+    cc = getaddresses([str(v) for v in msg.get_all("Cc", [])])
+    recipients = tuple(
+        dict.fromkeys(p for p in (_person(n, a) for n, a in to + cc) if p and p != speaker)
+    )
+    date_text = str(msg.get("Date", "") or "")
+    timestamp: datetime | str | None = date_text or None
+    try:
+        timestamp = parsedate_to_datetime(date_text) if date_text else None
+    except (TypeError, ValueError, IndexError):
+        pass  # finish() tries parse_datetime and keeps the text if that fails too
+    subject = " ".join(str(msg.get("Subject", "") or "").split())
+    body, quoted, signature = _body(msg)
+    msg_ids = _ids(msg.get("Message-ID"))
+    metadata: dict[str, Any] = {"subject": subject, "from_address": senders[0][1]}
+    if to:
+        metadata["to"] = [a or n for n, a in to]
+    if cc:
+        metadata["cc"] = [a or n for n, a in cc]
+    if msg_ids:
+        metadata["message_id"] = msg_ids[0]
+    in_reply_to = _ids(msg.get("In-Reply-To"))
+    references = _ids(msg.get("References"))
+    if in_reply_to:
+        metadata["in_reply_to"] = in_reply_to[0]
+    if references:
+        metadata["references"] = references
+    if quoted:
+        metadata["quoted"] = quoted
+    if signature:
+        metadata["signature"] = signature
+    attachments = [
+        str(part.get_filename())
+        for part in (msg.iter_attachments() if isinstance(msg, EmailMessage) else [])
+        if part.get_filename()
+    ]
+    if attachments:
+        metadata["attachments"] = attachments
+    msg_id = msg_ids[0] if msg_ids else _synthetic_id(speaker, date_text, subject, body)
+    raw = RawMessage(
+        text=body,
+        location=location,
+        id=msg_id,
+        speaker=speaker,
+        recipients=recipients,
+        timestamp=timestamp,
+        metadata=metadata,
+    )
+    # The thread's first message is the first References entry (RFC 5322 keeps it first).
+    links = [*references, *in_reply_to]
+    return _Mail(raw, msg_id, links, _SUBJECT_PREFIX_RE.sub("", subject))
+
+
+def _synthetic_id(*parts: str) -> str:
+    return "no-message-id-" + hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+
+
+def _part_text(part: Message) -> str:
+    try:
+        content = part.get_content()  # type: ignore[attr-defined]
+    except (LookupError, ValueError, AttributeError):
+        payload = part.get_payload(decode=True)
+        content = payload.decode("utf-8", "replace") if isinstance(payload, bytes) else ""
+    return content if isinstance(content, str) else ""
+
+
+def _body(msg: Message) -> tuple[str, str, str]:
+    """The text the sender wrote, the quoted text, and the signature."""
+    part: Message | None = msg
+    if isinstance(msg, EmailMessage):
+        part = msg.get_body(preferencelist=("plain", "html"))
+    if part is None:
+        return "", "", ""
+    text = _part_text(part)
+    quoted, signature = "", ""
+    if part.get_content_subtype() == "html":
+        html = _HTMLText()
+        html.feed(text)
+        html.close()
+        text, quoted, signature = html.text(), html.quoted(), html.signature()
+    body, more_quoted, more_signature = split_reply(text)
+    quoted = "\n".join(q for q in (more_quoted, quoted) if q)
+    signature = "\n".join(s for s in (more_signature, signature) if s)
+    return body, quoted, signature
+
+
+def split_reply(text: str) -> tuple[str, str, str]:
+    """Split an email body into what the sender wrote, what they quoted, and their
+    signature; the written part keeps inline answers between quoted lines."""
+    lines = clean_text(text).split("\n")
+    cut = len(lines)
+    for i, line in enumerate(lines):
+        pair = line + " " + lines[i + 1] if i + 1 < len(lines) else line
+        if _ATTRIBUTION_RE.match(line) or (
+            line.strip().startswith("On ") and _ATTRIBUTION_RE.match(pair)
+        ):
+            cut = i
+            break
+        if re.match(r"^\s*_{10,}\s*$", line) or (
+            _OUTLOOK_FROM_RE.match(line)
+            and any(_OUTLOOK_NEXT_RE.match(n) for n in lines[i + 1 : i + 5])
+        ):
+            cut = i
+            break
+    quoted = lines[cut:]
+    own: list[str] = []
+    for line in lines[:cut]:
+        (quoted if line.lstrip().startswith(">") else own).append(line)
+    signature: list[str] = []
+    for i in range(len(own) - 1, -1, -1):
+        if own[i] in ("-- ", "--"):
+            signature, own = own[i + 1 :], own[:i]
+            break
+    else:
+        filled = [i for i, line in enumerate(own) if line.strip()]
+        for i in filled[-5:]:
+            rest = [line for line in own[i + 1 :] if line.strip()]
+            sign_off = _SIGN_OFF_RE.match(own[i]) and len(rest) <= 3
+            if (sign_off and all(len(r) <= 40 for r in rest)) or _SENT_FROM_RE.match(own[i]):
+                if any(line.strip() for line in own[:i]):  # never leave the message empty
+                    signature, own = own[i:], own[:i]
+                break
+    return (
+        clean_text("\n".join(own)),
+        clean_text("\n".join(line for line in quoted)),
+        clean_text("\n".join(signature)),
+    )
+
+
+class _HTMLText(HTMLParser):
+    """HTML reduced to text, with quoted blocks and Gmail signatures set apart."""
+
+    _BLOCKS = frozenset(
+        {"p", "div", "br", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "blockquote", "hr"}
+    )
+    _QUOTE_CLASSES = ("gmail_quote", "yahoo_quoted", "moz-cite-prefix", "protonmail_quote")
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self._out: dict[str, list[str]] = {"text": [], "quoted": [], "signature": []}
+        self._stack: list[tuple[str, str | None]] = []  # (tag, the section it opened)
+        self._skip = 0
+
+    def _section(self) -> str:
+        for _, opened in reversed(self._stack):
+            if opened:
+                return opened
+        return "text"
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in ("script", "style", "head", "title"):
+            self._skip += 1
+            return
+        if tag in self._BLOCKS:
+            self._out[self._section()].append("\n")
+        if tag in ("br", "hr", "img", "meta", "link", "input"):
+            return
+        classes = " ".join(v or "" for k, v in attrs if k in ("class", "id"))
+        opened = None
+        if tag == "blockquote" or any(c in classes for c in self._QUOTE_CLASSES):
+            opened = "quoted"
+        elif "gmail_signature" in classes or "signature" in classes.lower():
+            opened = "signature"
+        self._stack.append((tag, opened))
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("script", "style", "head", "title"):
+            self._skip = max(0, self._skip - 1)
+            return
+        for i in range(len(self._stack) - 1, -1, -1):
+            if self._stack[i][0] == tag:
+                del self._stack[i:]
+                break
+        if tag in self._BLOCKS:
+            self._out[self._section()].append("\n")
+
+    def handle_data(self, data: str) -> None:
+        if not self._skip:
+            self._out[self._section()].append(data)
+
+    def _joined(self, key: str) -> str:
+        text = "".join(self._out[key]).replace("\xa0", " ")
+        text = re.sub(r"[ \t]+", " ", text)
+        return clean_text(re.sub(r"\n\s*\n\s*(\n\s*)+", "\n\n", text))
+
+    def text(self) -> str:
+        return self._joined("text")
+
+    def quoted(self) -> str:
+        return self._joined("quoted")
+
+    def signature(self) -> str:
+        return self._joined("signature")
+
+
+def _threads(path: Path, mails: list[_Mail], options: LoadOptions) -> ParsedSource:
+    """Group messages into threads (one conversation each) and order them by date."""
+    if not mails:
+        raise InputError(path, "no email messages found")
+    unique: list[_Mail] = []
+    seen: set[str] = set()
+    duplicates = 0
+    for mail in mails:
+        if mail.msg_id in seen:
+            duplicates += 1
+            continue
+        seen.add(mail.msg_id)
+        unique.append(mail)
+    parent: dict[str, str] = {}
+
+    def find(key: str) -> str:
+        parent.setdefault(key, key)
+        while parent[key] != key:
+            parent[key] = parent[parent[key]]
+            key = parent[key]
+        return key
+
+    for mail in unique:
+        for link in mail.links:
+            parent[find(link)] = find(mail.msg_id)
+    groups: dict[str, list[_Mail]] = {}
+    for mail in unique:
+        groups.setdefault(find(mail.msg_id), []).append(mail)
+
+    def when(mail: _Mail) -> datetime:
+        moment = parse_datetime(mail.raw.timestamp)
+        return moment or datetime.max
+
+    threads: list[tuple[str, list[_Mail]]] = []
+    for members in groups.values():
+        members.sort(key=when)
+        first = members[0]
+        thread = first.links[0] if first.links else first.msg_id
+        threads.append((thread, members))
+    threads.sort(key=lambda item: when(item[1][0]))
+    warnings = []
+    if duplicates:
+        warnings.append(f"{path}: {duplicates} duplicate copie(s) of a message id were skipped")
+    if options.conversation:
+        raws = []
+        for thread, members in threads:
+            for mail in members:
+                mail.raw.metadata["thread"] = thread
+                raws.append(mail.raw)
+        conversation = Conversation(
+            id=options.conversation,
+            name=threads[0][1][0].subject or None,
+            metadata={"source": str(path), "format": "email", "threads": len(threads)},
+        )
+        return finish(path, "email", conversation, raws, warnings=warnings)
+    parts = []
+    for thread, members in threads:
+        people = sorted({m.raw.speaker for m in members if m.raw.speaker})
+        conversation = Conversation(
+            id=f"email:{thread}",
+            name=members[0].subject or None,
+            metadata={
+                "source": str(path),
+                "format": "email",
+                "subject": members[0].subject,
+                "participants": people,
+            },
+        )
+        parts.append(finish(path, "email", conversation, [m.raw for m in members]))
+    source = merge_sources(path, "email", parts)
+    source.warnings.extend(warnings)
+    return source

@@ -1,0 +1,236 @@
+"""WhatsApp chat exports ("Export chat" -> without media or with media), as text.
+
+Two layouts, both with the date and time as the phone's locale writes them:
+
+* Android: ``12/03/2023, 14:02 - Ana Souza: text`` (also ``3/12/23, 2:02 PM - ...``,
+  ``12.03.23, 14:02 - ...``, ``2023-03-12 14:02 - ...``);
+* iOS: ``[12/03/2023, 14:02:05] Ana Souza: text``, with U+200E marks before attachments
+  and system lines, and a narrow no-break space before ``PM``.
+
+A line without that prefix continues the message above (multi-line messages). Lines that
+are not someone saying something become the conversation's ``metadata.events`` (time,
+line, kind and text), never speakers or message text: system lines (the end-to-end
+encryption notice, "Ana added Bo", "changed the subject", group name lines on iOS),
+``<Media omitted>`` / ``image omitted`` / ``<attached: ...>`` without a caption, deleted
+messages and missed calls. A shared file with a caption stays a message, the file name
+in ``metadata.attachment``; ``<This message was edited>`` becomes ``metadata.edited``.
+
+Day or month first is decided once per file from its dates: a first number above 12
+settles day-first, a second one above 12 month-first, dots are day-first. When no date
+settles it the file is read day-first (the default) with a warning; the choice and its
+reason are in the conversation's ``metadata.date_order``. Times are the phone's local
+time, as written.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from structrag.errors import InputError
+from structrag.importers.base import (
+    LoadOptions,
+    ParsedSource,
+    RawMessage,
+    clean_text,
+    file_lines,
+    finish,
+)
+from structrag.models import Conversation
+from structrag.timeparse import infer_date_order, parse_datetime
+
+_SP = r"[ \u00a0\u202f]"
+_DATE = r"\d{1,4}[./-]\d{1,2}[./-]\d{2,4}\.?"
+_TIME = rf"\d{{1,2}}:\d{{2}}(?::\d{{2}})?(?:{_SP}?[AaPp]\.?{_SP}?[Mm]\.?)?"
+_ANDROID_RE = re.compile(rf"^(?P<date>{_DATE}),?{_SP}(?P<time>{_TIME}){_SP}[-–]{_SP}(?P<rest>.*)$")
+_IOS_RE = re.compile(rf"^\[(?P<date>{_DATE}),?{_SP}(?P<time>{_TIME})\]{_SP}(?P<rest>.*)$")
+_NAME_RE = re.compile(r"^(?P<name>[^:\n]{1,80}?): (?P<text>.*)$|^(?P<bare>[^:\n]{1,80}?):$")
+_MARKS = "\u200e\u200f\u202a\u202b\u202c\u202d\u202e\ufeff"
+# Lines WhatsApp writes itself; checked before "Name: text" so that a subject change
+# whose new subject holds ": " is not read as someone speaking.
+_SYSTEM_RE = re.compile(
+    r"Messages and calls are end-to-end encrypted"
+    r"|Messages to this (?:group|chat) are now (?:secured|end-to-end)"
+    r"|created (?:group|this group)"
+    r"|changed the (?:subject|group description|group name)"
+    r"|changed this group's (?:icon|settings|description)"
+    r"|deleted this group's icon"
+    r"|joined using this group's invite link"
+    r"|^\S.{0,80}? (?:added|removed) \S"
+    r"|^\S.{0,80}? left$"
+    r"|changed (?:their|your) phone number"
+    r"|security code (?:with \S.{0,80} )?changed"
+    r"|You're now an admin|is now an admin"
+    r"|disappearing messages",
+    re.IGNORECASE,
+)
+_MEDIA_RE = re.compile(
+    r"^(?:<Media omitted>|(?:.*?\s)?(?:image|video|audio|sticker|GIF|document|Contact card)"
+    r" omitted|<attached: (?P<file>[^>]+)>)$",
+    re.IGNORECASE,
+)
+_ANDROID_FILE_RE = re.compile(r"^(?P<file>\S.*?\.\w{2,5}) \(file attached\)$")
+_DELETED_RE = re.compile(r"^(?:This message was deleted|You deleted this message)\.?$", re.I)
+_CALL_RE = re.compile(r"^(?:Missed (?:voice|video) call|(?:Voice|Video) call)\b", re.I)
+_EDITED = "<This message was edited>"
+
+
+def _prefix(line: str) -> re.Match[str] | None:
+    bare = line.lstrip(_MARKS)
+    return _IOS_RE.match(bare) or _ANDROID_RE.match(bare)
+
+
+def looks_like_whatsapp(text: str) -> bool:
+    """The first non-blank line is a dated WhatsApp line."""
+    for line in file_lines(text[:4096]):
+        if line.strip(_MARKS + " \t"):
+            return _prefix(line) is not None
+    return False
+
+
+def _conversation_id(path: Path) -> str:
+    # iOS exports are always "_chat.txt"; the folder it was unzipped to names the chat.
+    if path.stem.lower() in ("_chat", "chat") and path.parent.name:
+        return path.parent.name
+    return path.stem
+
+
+def load_whatsapp(path: Path, text: str, options: LoadOptions) -> ParsedSource:
+    lines = file_lines(text)
+    entries: list[dict[str, Any]] = []  # in file order: messages and events
+    for lineno, line in enumerate(lines, start=1):
+        match = _prefix(line)
+        if match is None:
+            if entries:
+                entries[-1]["body"].append(line)
+            elif line.strip(_MARKS + " \t"):
+                raise InputError(
+                    path,
+                    f"not a WhatsApp export line: {line.strip()[:60]!r}",
+                    line=lineno,
+                    hint="a WhatsApp export starts every message with its date and time, "
+                    "like '12/03/2023, 14:02 - Name: text' or '[12/03/2023, 14:02:05] Name: "
+                    "text'; check the file, or pass another --format",
+                )
+            continue
+        rest = match.group("rest")
+        entry: dict[str, Any] = {
+            "line": lineno,
+            "date": match.group("date"),
+            "time": match.group("time"),
+            "ios": line.lstrip(_MARKS).startswith("["),
+            "rest": rest,
+            "body": [],
+        }
+        entries.append(entry)
+    if not entries:
+        raise InputError(path, "no WhatsApp messages found", hint="the file is empty")
+    dates = infer_date_order((e["date"] for e in entries), forced=options.date_order)
+    parse = partial(parse_datetime, order=dates.order)
+    raws: list[RawMessage] = []
+    events: list[dict[str, Any]] = []
+    for entry in entries:
+        when = f"{entry['date']} {entry['time']}"
+        raw, event = _entry(entry, when)
+        if raw is not None:
+            raws.append(raw)
+        if event is not None:
+            moment = parse(when)
+            event["time"] = moment.isoformat() if moment else when
+            events.append(event)
+    if not raws:
+        raise InputError(
+            path,
+            "the chat has no messages, only system lines, media and deleted messages",
+            hint="export the chat again with its messages",
+        )
+    metadata: dict[str, Any] = {
+        "source": str(path),
+        "format": "whatsapp",
+        "date_order": dates.basis,
+    }
+    if events:
+        metadata["events"] = events
+        counts: dict[str, int] = {}
+        for event in events:
+            counts[event["kind"]] = counts.get(event["kind"], 0) + 1
+        metadata["event_counts"] = counts
+    conv_id = options.conversation or _conversation_id(path)
+    conversation = Conversation(id=conv_id, name=_conversation_id(path), metadata=metadata)
+    return finish(
+        path,
+        "whatsapp",
+        conversation,
+        raws,
+        parse_time=lambda value: parse(value) if isinstance(value, str) else None,
+        warnings=dates.notes(path),
+    )
+
+
+def _entry(entry: dict[str, Any], when: str) -> tuple[RawMessage | None, dict[str, Any] | None]:
+    """One dated line (and its continuation lines): a message, or an event."""
+    rest: str = entry["rest"]
+    lineno: int = entry["line"]
+    continuation = "\n".join(entry["body"])
+    plain = rest.strip(_MARKS + " ")
+
+    def event(kind: str, text: str, speaker: str | None = None) -> dict[str, Any]:
+        out: dict[str, Any] = {"line": lineno, "kind": kind, "text": text.strip(_MARKS + " ")}
+        if speaker:
+            out["speaker"] = speaker
+        return out
+
+    name_match = _NAME_RE.match(rest)
+    label = name_match.group("name") or name_match.group("bare") if name_match else None
+    if name_match is None or (not entry["ios"] and _SYSTEM_RE.search(label or "")):
+        # Android writes its own lines without a "Name:" label (a ": " in them is inside
+        # a quoted subject: 'Ana changed the subject from "Trip: Porto" to ...').
+        full = (plain + ("\n" + continuation if continuation.strip() else "")).strip()
+        return None, event("system", full)
+    name = (label or "").strip(_MARKS + " ")
+    said = name_match.group("text") or ""
+    marked = said.startswith(_MARKS[0]) or said.startswith(_MARKS[1])
+    said = said.strip(_MARKS + " ")
+    edited = False
+    if said.endswith(_EDITED):
+        said, edited = said[: -len(_EDITED)].rstrip(), True
+    body = "\n".join([said, *entry["body"]])
+    if continuation.rstrip().endswith(_EDITED):
+        body, edited = body.rstrip()[: -len(_EDITED)].rstrip(), True
+    media = _MEDIA_RE.match(said)
+    if media and not continuation.strip():
+        return None, event("media", said, name)
+    if _DELETED_RE.match(said):
+        return None, event("deleted", said, name)
+    if _CALL_RE.match(said) and not continuation.strip():
+        return None, event("call", said, name)
+    if marked and not media and (entry["ios"] or _SYSTEM_RE.search(said)):
+        # iOS marks its own lines: "Trip to Porto: <U+200E>Ana added Bo" (the group's name
+        # in the speaker's place), "Ana: <U+200E>Messages and calls are end-to-end ...".
+        return None, event("system", said)
+    if entry["ios"] and _SYSTEM_RE.search(said) and re.search("end-to-end", said, re.I):
+        return None, event("system", said)
+    metadata: dict[str, Any] = {"source_line": lineno}
+    attached = (media.group("file") if media else None) or None
+    android_file = _ANDROID_FILE_RE.match(said)
+    if android_file:
+        attached = android_file.group("file")
+    if attached:
+        metadata["attachment"] = attached.strip()
+        body = body.partition("\n")[2]  # the caption, on the lines below the file
+        if not body.strip():
+            return None, event("media", said, name)
+    if edited:
+        metadata["edited"] = True
+    return (
+        RawMessage(
+            text=clean_text(body.replace(_MARKS[0], "")),
+            location=f"line {lineno}",
+            speaker=name or None,
+            timestamp=when,
+            metadata=metadata,
+        ),
+        None,
+    )
