@@ -454,23 +454,50 @@ def _pos_table(vocab: Any) -> dict[int, int]:
     return {vocab.strings.add(tag): int(getattr(symbols, pos)) for tag, pos in _TAG_TO_POS.items()}
 
 
+# Fine tags whose word is its own lemma. spaCy's English lemmatizer checks this first
+# (``EnglishLemmatizer.is_base_form``, on the morphology its attribute ruler gives each
+# tag): singular nouns (Number=Sing), infinitives (VerbForm=Inf), present verbs that are
+# not 3rd person singular (Fin + Pres, no Number) and positive adjectives (Degree=Pos).
+# Without it the suffix rules strip words that only look inflected: "guess" -> "gues",
+# "bring" -> "bre", "need" -> "nee", "process" -> "proces".
+_BASE_FORM_TAGS = frozenset({"NN", "VB", "VBP", "JJ"})
+
+
 @lru_cache(maxsize=200_000)
 def lemma(word: str, tag: str) -> str:
     """A lemma by spaCy's English rules for a word with a Penn tag, cached.
 
-    Same algorithm as ``spacy.pipeline.Lemmatizer.rule_lemmatize`` over the pipeline's own
-    tables, but with set lookups: spaCy keeps the lemma index as lists, which makes each
-    call scan thousands of entries.
+    The extractor runs spaCy without its attribute ruler and lemmatizer (they cost more
+    than the rest of the lemma work on chat-length messages), so this redoes what they do
+    from the word and its tag alone: the base-form check, then
+    ``spacy.pipeline.Lemmatizer.rule_lemmatize`` over the pipeline's own tables, with set
+    lookups (spaCy keeps the lemma index as lists, which makes each call scan thousands of
+    entries). Deliberate differences, each measured by ``benchmarks/lemma_agreement.py``:
+
+    * A verb tagged as a base form (VB, VBP) that is not a known verb, while an exception
+      or a suffix rule makes it one, is lemmatized anyway: the tagger's "I got" (VBP) gives
+      "get", not "got"; and callers that have a verb without its tag pass "VB" (the query
+      engine lemmatizes a typed "adopted" that way).
+    * Where several suffix rules give a known word, the first rule wins ("hoping" ->
+      "hope", "riding" -> "ride"); spaCy 3.8 takes the last ("hop", "rid").
+    * Contractions get their word whatever the tag ("gon" of "gonna" -> "go", "'d" ->
+      "would", or "have" when tagged as a past form), and typographic apostrophes count
+      as plain ones ("’s" -> "be").
     """
-    pos = _TAG_TO_POS.get(tag, "X").lower()
-    low = word.lower()
-    if pos == "propn":
+    low = plain_quotes(word.lower())
+    if tag in ("NNP", "NNPS"):
         return low
+    if low in _CONTRACTIONS and tag != "POS":
+        return "have" if low == "'d" and tag in ("VBD", "VBN") else _CONTRACTIONS[low]
+    if low in _VERB_CONTRACTIONS and tag.startswith(("VB", "MD")):
+        return _VERB_CONTRACTIONS[low]
+    pos = _TAG_TO_POS.get(tag, "X").lower()
     if pos not in ("noun", "verb", "adj", "adv"):
-        return _CONTRACTIONS.get(low, low)
-    if pos == "verb" and low in _CONTRACTIONS:
-        return _CONTRACTIONS[low]
+        return low
     index, exceptions, rules = _lemma_tables()[pos]
+    base = tag in _BASE_FORM_TAGS
+    if base and (pos != "verb" or low in index):
+        return low
     forms: list[str] = []
     oov: list[str] = []
     for old, new in rules:
@@ -486,11 +513,13 @@ def lemma(word: str, tag: str) -> str:
     for form in exceptions.get(low, []):
         if form not in forms:
             forms.insert(0, form)
-    if not forms:
+    if not forms and not base:
+        # spaCy's last resort: a stripped form that is not in the index beats nothing.
         forms.extend(oov)
     return forms[0] if forms else low
 
 
+# Pieces spaCy's tokenizer cuts contractions into ("gonna" -> "gon" + "na").
 _CONTRACTIONS = {
     "'s": "be",
     "'m": "be",
@@ -498,12 +527,13 @@ _CONTRACTIONS = {
     "'ve": "have",
     "'d": "would",
     "'ll": "will",
-    "ca": "can",
-    "wo": "will",
     "n't": "not",
     "gon": "go",
     "wan": "want",
 }
+# Pieces that are also other words ("AI"), so only when tagged as a verb: "can't",
+# "won't", "shan't", "ain't".
+_VERB_CONTRACTIONS = {"ca": "can", "wo": "will", "sha": "shall", "ai": "be"}
 _Tables = dict[str, tuple[frozenset[str], dict[str, list[str]], list[tuple[str, str]]]]
 
 
@@ -522,6 +552,31 @@ def _lemma_tables() -> _Tables:
         )
         for pos in ("noun", "verb", "adj", "adv")
     }
+
+
+# Typographic quotes the tagger has rarely seen: "I’m" parses as "I" + a verb "’m". Each
+# maps to one ASCII character, so offsets into the parsed text are offsets into the original.
+_PLAIN_QUOTES = str.maketrans(
+    {
+        "\u2019": "'",  # right single quotation mark, the usual typographic apostrophe
+        "\u2018": "'",  # left single quotation mark
+        "\u201b": "'",  # single high-reversed-9 quotation mark
+        "\u02bc": "'",  # modifier letter apostrophe
+        "\u00b4": "'",  # acute accent typed as an apostrophe
+        "\u2032": "'",  # prime
+        "\u201c": '"',  # left double quotation mark
+        "\u201d": '"',  # right double quotation mark
+        "\u201e": '"',  # double low-9 quotation mark
+        "\u201f": '"',  # double high-reversed-9 quotation mark
+        "\u2033": '"',  # double prime
+    }
+)
+
+
+def plain_quotes(text: str) -> str:
+    """The text with typographic quotes and apostrophes made ASCII, one character for one
+    (so every offset still points at the same character of the original)."""
+    return text.translate(_PLAIN_QUOTES)
 
 
 def _split(text: str) -> list[tuple[int, str]]:
