@@ -180,14 +180,19 @@ def _norm_phrase(tokens: Sequence[Token], text: str) -> tuple[str, int, int] | N
 
 
 class _Context:
-    """Per-message facts the extraction rules need (who "I" and "you" are)."""
+    """Per-message facts the extraction rules need (who "I" and "you" are).
+
+    ``text`` is the piece of the message as written; the doc was parsed from
+    :func:`plain_quotes` of it, which has the same length, so token offsets index both and
+    names are cut from what the message says.
+    """
 
     __slots__ = ("chunk_of", "chunks", "me", "message", "offset", "people", "text", "you")
 
-    def __init__(self, message: Message, offset: int, doc: Doc) -> None:
+    def __init__(self, message: Message, offset: int, doc: Doc, text: str | None = None) -> None:
         self.message = message
         self.offset = offset
-        self.text = doc.text
+        self.text = doc.text if text is None else text
         self.chunks: list[SpacySpan] = list(doc.noun_chunks)
         self.chunk_of: dict[int, SpacySpan] = {}
         for chunk in self.chunks:
@@ -256,14 +261,14 @@ class SpacyExtractor:
             pieces.extend((i, offset, text) for offset, text in _split(message.text))
         results: list[list[SemanticRef]] = [[] for _ in messages]
         done = 0
-        docs = self.nlp.pipe((p[2] for p in pieces), batch_size=self.batch_size)
-        for (index, offset, _), doc in zip(pieces, docs, strict=True):
+        docs = self.nlp.pipe((plain_quotes(p[2]) for p in pieces), batch_size=self.batch_size)
+        for (index, offset, text), doc in zip(pieces, docs, strict=True):
             while done < index:
                 yield self._finish(messages[done], results[done])
                 done += 1
             _set_pos(doc)
             results[index].extend(
-                extract_doc(doc, _Context(messages[index], offset, doc), self.lexicon)
+                extract_doc(doc, _Context(messages[index], offset, doc, text), self.lexicon)
             )
         while done < len(messages):
             yield self._finish(messages[done], results[done])
@@ -829,13 +834,28 @@ def _subject(verb: Token) -> Token | None:
     return None
 
 
+_MODALS = frozenset({"will", "would", "can", "could", "should", "may", "might", "must"})
+_VERB_WORD_RE = re.compile(r"[a-z][a-z-]*[a-z]\Z")
+# What the tokenizer splits off contractions ("it's", "we're", "can't"); with their
+# apostrophe lost (a stray quote character, "it s") they are still not verbs.
+_CONTRACTION_PIECES = frozenset({"s", "m", "re", "ve", "d", "ll", "nt", "t"})
+
+
+def is_verb_word(verb: str) -> bool:
+    """Whether ``verb`` may be a verb of an action: a lower-case word of two or more
+    letters (inner hyphens allowed), never punctuation or a contraction piece ('s, 're,
+    'm, n't). A parser that meets an unusual apostrophe can make one the head of a clause;
+    as an action verb it would match every question about "is" or "are"."""
+    return bool(_VERB_WORD_RE.match(verb)) and verb not in _CONTRACTION_PIECES
+
+
 def _actions(doc: Doc, ctx: _Context, items: list[tuple[Any, int, int]]) -> None:
     for verb in doc:
         is_verb = verb.tag_.startswith("VB") or verb.tag_ == "MD"
         if not is_verb or verb.dep_ in ("aux", "auxpass", "amod", "compound"):
             continue
         verb_lemma = lemma(verb.text, verb.tag_)
-        if verb_lemma in ("will", "would", "can", "could", "should", "may", "might", "must"):
+        if verb_lemma in _MODALS or not is_verb_word(verb_lemma):
             continue
         subject_tok = _subject(verb)
         subject = _phrase(subject_tok, ctx) if subject_tok is not None else None
@@ -847,7 +867,8 @@ def _actions(doc: Doc, ctx: _Context, items: list[tuple[Any, int, int]]) -> None
         for child in verb.children:
             dep = child.dep_
             if dep == "prt":
-                verbs.append(child.lower_)
+                if is_verb_word(child.lower_):
+                    verbs.append(child.lower_)
             elif dep in _OBJECT_DEPS and obj is None:
                 obj = _phrase(child, ctx)
                 used.append(child.i)
