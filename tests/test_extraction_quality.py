@@ -107,3 +107,66 @@ def test_transcript_spans_point_at_the_original_text(
                 assert message.text[ref.span.start : ref.span.end] == ref.knowledge.name
                 checked += 1
     assert checked > 500
+
+
+# -- titles and names joined by "and" -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "whole", "not_names"),
+    [
+        (
+            "He's prolific, but is probably most famous for two of his series, "
+            "Shadows of the Apt and Children of Time.",
+            ["Shadows of the Apt", "Children of Time"],
+            ["Shadows of the Apt and Children of Time"],
+        ),
+        (
+            "His first novel, Empire in Black and Gold, was published in 2008.",
+            ["Empire in Black and Gold"],
+            ["Black and Gold", "Empire in Black"],
+        ),
+        (
+            "I finally got published with Empire in Black and Gold and the next couple of books.",
+            ["Empire in Black and Gold"],
+            ["Black and Gold"],
+        ),
+        (
+            "I met Kevin and Christina at the Museum of Modern Art.",
+            ["Kevin", "Christina", "Museum of Modern Art"],
+            ["Kevin and Christina"],
+        ),
+        (
+            "Kevin Scott and Christina Warren talked to Satya from Microsoft.",
+            ["Kevin Scott", "Christina Warren", "Satya", "Microsoft"],
+            ["Kevin Scott and Christina Warren", "Satya from Microsoft"],
+        ),
+        ("I bought Nike and Gatorade for the team.", ["Nike", "Gatorade"], ["Nike and Gatorade"]),
+        ("We spent a day at the Museum of Art and History.", ["Museum of Art and History"], []),
+        ("My favourite book is A Dance with Dragons.", ["Dance with Dragons"], []),
+        ("I met Kevin in Boston last May.", ["Kevin", "Boston"], ["Kevin in Boston"]),
+    ],
+)
+def test_titles_are_whole_and_names_joined_by_and_are_separate(
+    extractor: SpacyExtractor, text: str, whole: list[str], not_names: list[str]
+) -> None:
+    names = _entities(_extract(extractor, text))
+    assert set(whole) <= set(names)
+    assert not set(not_names) & set(names)
+
+
+def test_a_title_is_typed_as_a_name_and_by_its_apposition(extractor: SpacyExtractor) -> None:
+    names = _entities(
+        _extract(extractor, "His first novel, Empire in Black and Gold, followed Children of Time.")
+    )
+    assert names["Empire in Black and Gold"].types == ("name", "novel")
+    assert names["Children of Time"].types == ("name",)
+
+
+def test_titles_on_the_transcript(episode: list[tuple[Message, list[SemanticRef]]]) -> None:
+    names = [
+        r.knowledge.name for _, refs in episode for r in refs if isinstance(r.knowledge, Entity)
+    ]
+    for title in ("Empire in Black and Gold", "Shadows of the Apt", "Children of Time"):
+        assert title in names
+    assert not [n for n in names if n.startswith(("Shadows of the Apt and", "Black and Gold"))]

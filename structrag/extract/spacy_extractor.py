@@ -151,7 +151,13 @@ _OBJECT_DEPS = frozenset({"dobj", "obj", "attr", "oprd", "acomp"})
 _TITLES = frozenset({"mr", "mrs", "ms", "dr", "prof", "sir", "madam", "mr.", "mrs.", "ms.", "dr."})
 _LIGHT_VERBS = frozenset({"be", "have", "do", "get", "go", "make", "let", "know", "think"})
 _SPACE_RE = re.compile(r"\s+")
-_TITLE_JOINERS = frozenset({"of", "the", "and", "&", "de", "von", "van"})
+# Small words inside names: "Children of Time", "Barnes & Noble", "Ludwig van Beethoven".
+_TITLE_JOINERS = wordset("of the and & de von van der del da la le")
+# Prepositions that title case leaves in lower case ("Empire in Black and Gold"); inside
+# a name only when the parse hangs them on a one-word name before them (_joins_title).
+_TITLE_PREPOSITIONS = wordset(
+    "in on for to with by into over under upon without beyond through against among"
+)
 # Capitalised words that open chat messages and are not names.
 _GREETINGS = wordset(
     "hey hi hello hiya yo dear thanks thank congrats congratulations wow oh ooh aw aww",
@@ -642,30 +648,84 @@ def _is_name_token(token: Token) -> bool:
 
 
 def _proper_runs(doc: Doc) -> Iterator[list[Token]]:
-    """Maximal runs of name tokens, allowing 'of'/'the'/'and' inside titles."""
+    """Names: maximal runs of name tokens with the small words of titles inside them
+    ("Children of Time", "Empire in Black and Gold"), cut where "and" joins two names
+    ("Kevin and Christina", "Shadows of the Apt and Children of Time")."""
     run: list[Token] = []
     for token in doc:
-        if _is_name_token(token):
+        if _is_name_token(token) or (run and _joins_title(token, run)):
             run.append(token)
             continue
-        if run and token.lower_ in _TITLE_JOINERS:
-            # "Children of Time", "Shadows of the Apt": keep joiners inside a title.
-            j = token.i + 1
-            if j < len(doc) and doc[j].lower_ in ("the", "a", "an") and token.lower_ != "the":
-                j += 1
-            if j < len(doc) and _is_name_token(doc[j]):
-                run.append(token)
-                continue
         if run:
-            yield run
+            yield from _split_coordination(run)
             run = []
     if run:
-        yield run
+        yield from _split_coordination(run)
+
+
+def _joins_title(token: Token, run: list[Token]) -> bool:
+    """Whether a lower-case word continues the name in ``run``: a joiner followed (maybe
+    after an article) by another name token. "of", "the", "&" and the particles of
+    surnames always may. Another preposition only when it hangs on a one-word name before
+    it: titles are made so ("Empire in Black and Gold", "Alice in Wonderland", "A Dance
+    with Dragons"), while after a longer name, or on the verb, it starts a description
+    ("Commander Data in Star Trek", "met Kevin in Boston"). "from" and "at" never do:
+    they say where a person is from or works ("Satya from Microsoft")."""
+    low = token.lower_
+    if low not in _TITLE_JOINERS and low not in _TITLE_PREPOSITIONS:
+        return False
+    doc = token.doc
+    j = token.i + 1
+    if j < len(doc) and doc[j].lower_ in ("the", "a", "an") and low != "the":
+        j += 1
+    if j >= len(doc) or not _is_name_token(doc[j]):
+        return False
+    if low in _TITLE_JOINERS:
+        return True
+    return len(run) == 1 and token.head.i == run[0].i and token.dep_ == "prep"
+
+
+def _split_coordination(run: list[Token]) -> Iterator[list[Token]]:
+    """Cut a run at each "and" that coordinates two names. An "and" inside a phrase of a
+    title ("Empire in Black and Gold": "Gold" is coordinated with "Black", the object of
+    "in") stays; one whose second conjunct hangs on the head of the first part ("Kevin
+    and Christina", "Shadows of the Apt and Children of Time") joins two names, and so
+    does one the parse says nothing about."""
+    part: list[Token] = []
+    for k, token in enumerate(run):
+        if token.lower_ == "and" and part and not _inner_coordination(part, run[k + 1 :]):
+            yield part
+            part = []
+            continue
+        part.append(token)
+    if part:
+        yield part
+
+
+def _top(tokens: Sequence[Token]) -> Token:
+    """The token of a run that the rest hangs on: "Scott" of "Kevin Scott", "Empire" of
+    "Empire in Black and Gold" (the parse's head, not the last word)."""
+    inside = {t.i for t in tokens}
+    return next((t for t in tokens if t.head.i not in inside or t.head.i == t.i), tokens[-1])
+
+
+def _inner_coordination(left: list[Token], right: list[Token]) -> bool:
+    inside = {t.i for t in left}
+    top = _top(left)
+    return any(t.dep_ == "conj" and t.head.i in inside and t.head.i != top.i for t in right)
 
 
 def _entity_types(
-    head: Token, name: str, ctx: _Context, lexicon: Lexicon | None, ner_label: str | None
+    head: Token,
+    name: str,
+    ctx: _Context,
+    lexicon: Lexicon | None,
+    ner_label: str | None,
+    title: bool = False,
 ) -> tuple[str, ...]:
+    """Types of an entity, most specific first. A ``title`` (a capitalised run with small
+    words inside, "Children of Time") is a name: its head noun says nothing of what it
+    names (the book is not a child)."""
     types: list[str] = []
     low = name.lower()
     if ner_label:
@@ -674,14 +734,14 @@ def _entity_types(
             types.append(mapped)
     if low in ctx.people or (head.i > 0 and head.doc[head.i - 1].lower_.rstrip(".") in _TITLES):
         types.insert(0, "person")
-    common = head.tag_ in ("NN", "NNS")
+    common = head.tag_ in ("NN", "NNS") and not title
     head_lemma = lemma(head.text, head.tag_) if common else low
     if common:
         types.append(head_lemma)
     if lexicon is not None:
         types.extend(lexicon.categories(head_lemma))
     if not types:
-        types.append("name" if head.tag_ in ("NNP", "NNPS") else "thing")
+        types.append("name" if title or head.tag_ in ("NNP", "NNPS") else "thing")
     return tuple(dict.fromkeys(t for t in types if t))
 
 
@@ -694,7 +754,9 @@ def _entities(
         for token in ent:
             ner_labels[token.i] = ent.label_
 
-    def add(tokens: Sequence[Token], head: Token, facets: tuple[Facet, ...] = ()) -> None:
+    def add(
+        tokens: Sequence[Token], head: Token, facets: tuple[Facet, ...] = (), title: bool = False
+    ) -> None:
         normed = _norm_phrase(tokens, ctx.text)
         if normed is None:
             return
@@ -706,7 +768,7 @@ def _entities(
         if label in ("DATE", "TIME", "CARDINAL", "ORDINAL", "PERCENT", "MONEY", "QUANTITY"):
             return
         seen.add(key)
-        types = _entity_types(head, name, ctx, lexicon, label)
+        types = _entity_types(head, name, ctx, lexicon, label, title)
         role = _apposition(head)
         if role and role not in types:
             types = (*types, role)
@@ -720,7 +782,7 @@ def _entities(
             run = run[:-1]
         if not run:
             continue
-        add(run, run[-1])
+        add(run, _top(run), title=any(t.lower_ in _TITLE_JOINERS for t in run))
     for chunk in ctx.chunks:
         root = chunk.root
         if root.tag_ not in ("NN", "NNS", "NNP", "NNPS") or root.lower_ in _VAGUE:
