@@ -12,7 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from structrag.extract.spacy_extractor import SpacyExtractor, is_verb_word, plain_quotes
+from structrag.extract.spacy_extractor import (
+    SpacyExtractor,
+    is_verb_word,
+    plain_quotes,
+    stage_directions,
+)
 from structrag.importers import load_source
 from structrag.models import Action, Entity, Message, SemanticRef
 
@@ -170,3 +175,85 @@ def test_titles_on_the_transcript(episode: list[tuple[Message, list[SemanticRef]
     for title in ("Empire in Black and Gold", "Shadows of the Apt", "Children of Time"):
         assert title in names
     assert not [n for n in names if n.startswith(("Shadows of the Apt and", "Black and Gold"))]
+
+
+# -- stage directions -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "directions"),
+    [
+        ("Aw, poor George. (Laughter.)", ["(Laughter.)"]),
+        ("[MUSIC]\n\nWelcome to the show.", ["[MUSIC]"]),
+        (
+            "I think (laughs) it is [inaudible] and [crosstalk].",
+            ["(laughs)", "[inaudible]", "[crosstalk]"],
+        ),
+        ("[LAUGHTER] That was Bing Chat.", ["[LAUGHTER]"]),
+        ("[upbeat music playing]\nHi, everyone.", ["[upbeat music playing]"]),
+        ("*sighs* fine, you win", ["*sighs*"]),
+        ("Applause\nThank you all for coming.", ["Applause"]),
+        ("Thanks!\nLAUGHTER", ["LAUGHTER"]),
+        ("Laughter and joy are really important!", []),
+        ("Music!", []),
+        ("Nice! [shares sheet music for the piano]", []),
+        ("We went to the park (the big one) with music.", []),
+    ],
+)
+def test_stage_directions_are_found(text: str, directions: list[str]) -> None:
+    assert [text[start:end] for start, end in stage_directions(text)] == directions
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Aw, poor George. (Laughter.)",
+        "(Laughter.) Right.",
+        "[MUSIC]",
+        "[LAUGHTER]\n\nApplause\n\n(laughs) [inaudible] [crosstalk]",
+        "I think (laughs) that Kevin read the book [inaudible] in [crosstalk] Boston.",
+    ],
+)
+def test_stage_directions_give_no_knowledge(extractor: SpacyExtractor, text: str) -> None:
+    refs = _extract(extractor, text)
+    for ref in refs:
+        assert ref.span.within(text)
+        assert not _from_stage_direction(ref, stage_directions(text)), ref
+    words = {"laughter", "music", "laughs", "applause", "inaudible", "crosstalk", "right"}
+    assert not words & {n.lower() for n in _entities(refs)}
+
+
+def test_knowledge_around_a_stage_direction_is_kept(extractor: SpacyExtractor) -> None:
+    text = "I think (laughs) that Kevin read the book [inaudible] in Boston."
+    names = _entities(_extract(extractor, text))
+    assert {"Kevin", "book", "Boston"} <= set(names)
+    names = _entities(_extract(extractor, "Laughter and joy are really important to me!"))
+    assert "Laughter" in names
+
+
+def test_no_knowledge_from_the_transcripts_stage_directions(
+    episode: list[tuple[Message, list[SemanticRef]]],
+) -> None:
+    directions = 0
+    for message, refs in episode:
+        ranges = stage_directions(message.text)
+        directions += len(ranges)
+        assert "(Laughter.)" not in message.text or ranges  # the text itself is untouched
+        for ref in refs:
+            if ref.extractor == "spacy":
+                assert not _from_stage_direction(ref, ranges), ref
+    assert directions >= 15
+
+
+def _from_stage_direction(ref: SemanticRef, ranges: list[tuple[int, int]]) -> bool:
+    """Whether a ref draws on a stage direction: an entity or topic that overlaps one, or
+    an action that starts or ends inside one (an action may span a direction between its
+    words: "Kevin read the book [inaudible] in Boston")."""
+    start, end = ref.span.start, ref.span.end
+    for d_start, d_end in ranges:
+        if isinstance(ref.knowledge, Action):
+            if d_start <= start < d_end or d_start < end <= d_end:
+                return True
+        elif start < d_end and d_start < end:
+            return True
+    return False

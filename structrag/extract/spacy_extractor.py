@@ -172,9 +172,10 @@ def _norm_phrase(tokens: Sequence[Token], text: str) -> tuple[str, int, int] | N
         items[0].lower_ in _DETERMINERS
         or items[0].tag_ in ("PRP$", "DT", "POS", "PDT")
         or items[0].is_punct
+        or items[0].is_space
     ):
         items.pop(0)
-    while items and (items[-1].is_punct or items[-1].tag_ == "POS"):
+    while items and (items[-1].is_punct or items[-1].tag_ == "POS" or items[-1].is_space):
         items.pop()
     if not items:
         return None
@@ -189,7 +190,7 @@ class _Context:
     """Per-message facts the extraction rules need (who "I" and "you" are).
 
     ``text`` is the piece of the message as written; the doc was parsed from
-    :func:`plain_quotes` of it, which has the same length, so token offsets index both and
+    :func:`_parse_text` of it, which has the same length, so token offsets index both and
     names are cut from what the message says.
     """
 
@@ -262,13 +263,13 @@ class SpacyExtractor:
                 progress(1)
 
     def _extract_local(self, messages: Sequence[Message]) -> Iterator[list[SemanticRef]]:
-        pieces: list[tuple[int, int, str]] = []
+        pieces: list[tuple[int, int, str, str]] = []
         for i, message in enumerate(messages):
-            pieces.extend((i, offset, text) for offset, text in _split(message.text))
+            pieces.extend((i, *piece) for piece in _pieces(message.text))
         results: list[list[SemanticRef]] = [[] for _ in messages]
         done = 0
-        docs = self.nlp.pipe((plain_quotes(p[2]) for p in pieces), batch_size=self.batch_size)
-        for (index, offset, text), doc in zip(pieces, docs, strict=True):
+        docs = self.nlp.pipe((p[3] for p in pieces), batch_size=self.batch_size)
+        for (index, offset, text, _), doc in zip(pieces, docs, strict=True):
             while done < index:
                 yield self._finish(messages[done], results[done])
                 done += 1
@@ -590,6 +591,71 @@ def plain_quotes(text: str) -> str:
     return text.translate(_PLAIN_QUOTES)
 
 
+# Stage directions in transcripts: "[MUSIC]", "(Laughter.)", "(laughs)", "[inaudible]",
+# "*sighs*", or a line that is only "Applause". They say what was heard, not what anyone
+# said: no entity, topic or action may come from them. A bracketed segment is one when
+# every word in it is a sound word or a word that goes with one ("[upbeat music
+# playing]", "(both laugh)"), so "[shares sheet music]" (a shared photo's caption) is not.
+_STAGE_SOUNDS = wordset(
+    "laughter laughs laughing laugh laughed chuckles chuckling chuckle giggles giggling",
+    "music applause applauding applauds clapping claps inaudible unintelligible indistinct",
+    "crosstalk cross-talk overlapping silence pause pauses sighs sighing coughs coughing",
+    "cheering cheers noise static beep beeps bleep bleeps sniffles groans gasps",
+)
+_STAGE_COMPANIONS = wordset(
+    "both all audience everyone crowd background soft upbeat theme intro outro playing",
+    "plays continues fades out in up loud loudly voices talking speaking sound sounds",
+    "effect effects end of the and",
+)
+# Unbracketed, a line is a stage direction only when it is one of these words alone:
+# "Music!" may answer a question, "Applause." does not.
+_STAGE_LINE_WORDS = wordset("laughter applause crosstalk inaudible silence")
+_STAGE_BRACKETED_RE = re.compile(r"\[[^\[\]\n]{1,60}\]|\([^()\n]{1,60}\)|\*[^*\n]{1,60}\*")
+_STAGE_LINE_RE = re.compile(r"^[^\w\n]*([A-Za-z-]+)[^\w\n]*$", re.MULTILINE)
+_WORD_RE = re.compile(r"[A-Za-z][A-Za-z'-]*")
+
+
+def stage_directions(text: str) -> list[tuple[int, int]]:
+    """Character ranges of the stage directions in ``text``, in order."""
+    found: list[tuple[int, int]] = []
+    if "[" in text or "(" in text or "*" in text:
+        for match in _STAGE_BRACKETED_RE.finditer(text):
+            words = [w.lower() for w in _WORD_RE.findall(match.group())]
+            if (
+                words
+                and any(w in _STAGE_SOUNDS for w in words)
+                and all(w in _STAGE_SOUNDS or w in _STAGE_COMPANIONS for w in words)
+            ):
+                found.append(match.span())
+    for match in _STAGE_LINE_RE.finditer(text):
+        word = match.group(1)
+        if word.lower() in _STAGE_LINE_WORDS or (word.isupper() and word.lower() in _STAGE_SOUNDS):
+            found.append(match.span())
+    return sorted(set(found))
+
+
+def _parse_text(text: str) -> str:
+    """What the parser reads for ``text``: plain quotes, stage directions blanked out. The
+    same length as ``text``, so every offset into it is an offset into the message."""
+    parsed = plain_quotes(text)
+    for start, end in stage_directions(parsed):
+        parsed = parsed[:start] + " " * (end - start) + parsed[end:]
+    return parsed
+
+
+def _pieces(text: str) -> list[tuple[int, str, str]]:
+    """The pieces of a message to parse: (offset, text as written, text to parse). A piece
+    starts at its first character that is not white space once stage directions are blanked
+    out: a parse that opens on white space tags the next word as a name ("Right")."""
+    pieces = []
+    for offset, piece in _split(text):
+        parsed = _parse_text(piece)
+        lead = len(parsed) - len(parsed.lstrip())
+        if lead < len(parsed):
+            pieces.append((offset + lead, piece[lead:], parsed[lead:]))
+    return pieces
+
+
 def _split(text: str) -> list[tuple[int, str]]:
     """Cut a long text into pieces at paragraph or sentence ends, keeping offsets."""
     if len(text) <= MAX_PIECE_CHARS:
@@ -642,9 +708,23 @@ def _is_name_token(token: Token) -> bool:
         return token.lower_ not in _GREETINGS
     return (
         token.tag_ in ("NN", "NNS", "JJ")
-        and not token.is_sent_start
+        and not _opens_sentence(token)
         and token.lower_ not in _GREETINGS
     )
+
+
+def _opens_sentence(token: Token) -> bool:
+    """Whether only white space (a blanked stage direction) or an opening bracket stands
+    between the token and the start of its sentence: its capital is then no sign of a name
+    ("(Laughter.) Right.", "(Okay)"). An opening quote may well start a title."""
+    doc = token.doc
+    i = token.i
+    while i > 0 and not doc[i].is_sent_start:
+        before = doc[i - 1]
+        if not (before.is_space or before.text in ("(", "[")):
+            return False
+        i -= 1
+    return True
 
 
 def _proper_runs(doc: Doc) -> Iterator[list[Token]]:
