@@ -12,13 +12,16 @@ from pathlib import Path
 
 import pytest
 
+from structrag import Index
 from structrag.extract.spacy_extractor import (
+    JOB_FACET,
     SpacyExtractor,
     is_verb_word,
     plain_quotes,
     stage_directions,
 )
 from structrag.importers import load_source
+from structrag.ingest import ref_terms
 from structrag.models import Action, Entity, Message, SemanticRef
 
 EPISODE_53 = Path(__file__).parent / "fixtures" / "typeagent" / "Episode_53_AdrianTchaikovsky.txt"
@@ -109,7 +112,11 @@ def test_transcript_spans_point_at_the_original_text(
         for ref in refs:
             assert ref.span.within(message.text)
             if isinstance(ref.knowledge, Entity) and ref.extractor == "spacy":
-                assert message.text[ref.span.start : ref.span.end] == ref.knowledge.name
+                stated = message.text[ref.span.start : ref.span.end]
+                jobs = [str(f.value) for f in ref.knowledge.facets if f.name == JOB_FACET]
+                # A role stated with "I" ("I was ... a published author") spans the
+                # statement, on an entity named after the speaker.
+                assert stated == ref.knowledge.name or (jobs and all(j in stated for j in jobs))
                 checked += 1
     assert checked > 500
 
@@ -257,3 +264,114 @@ def _from_stage_direction(ref: SemanticRef, ranges: list[tuple[int, int]]) -> bo
         elif start < d_end and d_start < end:
             return True
     return False
+
+
+# -- roles ----------------------------------------------------------------------------------
+
+
+def _jobs(refs: Sequence[SemanticRef]) -> dict[str, list[str]]:
+    return {
+        r.knowledge.name: [str(f.value) for f in r.knowledge.facets if f.name == JOB_FACET]
+        for r in refs
+        if isinstance(r.knowledge, Entity) and any(f.name == JOB_FACET for f in r.knowledge.facets)
+    }
+
+
+@pytest.mark.parametrize(
+    ("text", "speaker", "person", "jobs"),
+    [
+        (
+            "Hi, everyone. I’m your host, Kevin Scott, Chief Technology Officer for Microsoft.",
+            "Kevin Scott",
+            "Kevin Scott",
+            ["host", "Chief Technology Officer for Microsoft"],
+        ),
+        (
+            "Hello, and welcome to Behind the Tech. I’m Christina Warren, Senior Developer "
+            "Advocate at GitHub.",
+            "Christina Warren",
+            "Christina Warren",
+            ["Senior Developer Advocate at GitHub"],
+        ),
+        ("Adrian is a sci-fi author.", "Kevin Scott", "Adrian", ["sci-fi author"]),
+        (
+            "Adrian Tchaikovsky is a sci-fi author who’s written dozens of books.",
+            "Christina Warren",
+            "Adrian Tchaikovsky",
+            ["sci-fi author"],
+        ),
+        ("I work as a nurse.", "Caroline", "Caroline", ["nurse"]),
+        ("You're a brilliant teacher!", "Caroline", "Melanie", ["brilliant teacher"]),
+        ("My friend Ana is a nurse at the hospital.", "Caroline", "Ana", ["nurse at the hospital"]),
+        (
+            "Kevin Roose, the reporter, was trying to get the system to talk.",
+            "Kevin Scott",
+            "Kevin Roose",
+            ["reporter"],
+        ),
+    ],
+)
+def test_a_stated_role_is_a_job_facet_of_the_person(
+    extractor: SpacyExtractor, text: str, speaker: str, person: str, jobs: list[str]
+) -> None:
+    refs = _extract(extractor, text, speaker=speaker, to=("Melanie",))
+    assert _jobs(refs).get(person) == jobs
+    entity = next(r for r in refs if isinstance(r.knowledge, Entity) and r.knowledge.name == person)
+    assert isinstance(entity.knowledge, Entity)
+    assert "person" in entity.knowledge.types
+    assert JOB_FACET in ref_terms(entity)  # a question's "job" finds it
+    for job in jobs:  # the span covers where the text states it, or the name stating it
+        stated = text[entity.span.start : entity.span.end]
+        assert stated == person or job in stated
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Melanie is a great mom.",
+        "I'm a huge fan of Tina Turner.",
+        "Thanks for the offer, Maria!",
+        "Nice reminder, Gina!",
+        "Aww, bummer!",
+        "I'm not a writer.",
+        "I'm no writer like you, but something awesome happened.",
+        "You'd be a great counselor!",
+        "I was a teenager then.",
+        "His first novel, Empire in Black and Gold, was published in 2008.",
+        "I met Kevin, Satya and Ana at the shelter.",
+        "It matters a lot to me.",
+    ],
+)
+def test_no_job_where_none_is_stated(extractor: SpacyExtractor, text: str) -> None:
+    assert _jobs(_extract(extractor, text, speaker="Caroline", to=("Melanie",))) == {}
+
+
+def test_roles_on_the_transcript(episode: list[tuple[Message, list[SemanticRef]]]) -> None:
+    jobs: dict[str, set[str]] = {}
+    for _, refs in episode:
+        for person, values in _jobs(refs).items():
+            jobs.setdefault(person, set()).update(values)
+    assert {"host", "Chief Technology Officer for Microsoft"} <= jobs["Kevin Scott"]
+    assert "Senior Developer Advocate at GitHub" in jobs["Christina Warren"]
+    assert "sci-fi author" in jobs["Adrian Tchaikovsky"]
+
+
+def test_a_job_is_found_in_a_real_index(tmp_path: Path) -> None:
+    transcript = tmp_path / "show.txt"
+    transcript.write_text(
+        "KEVIN SCOTT: Hi, everyone. I’m your host, Kevin Scott, Chief Technology Officer "
+        "for Microsoft.\n\n[MUSIC]\n\n"
+        "CHRISTINA WARREN: I’m Christina Warren, Senior Developer Advocate at GitHub.\n\n"
+        "KEVIN SCOTT: And Kevin Scott loves the books of Adrian Tchaikovsky. (Laughter.)\n",
+        encoding="utf-8",
+    )
+    with Index(tmp_path / "index") as index:
+        index.ingest([transcript], format="transcript")
+        found = index.query('entity(name="Kevin Scott", facet.job=*)', limit=None).messages
+        assert [index.show(m.id)["text"][:13] for m in found] == ["Hi, everyone."]
+        found = index.query("entity(facet.job=*)", limit=None).messages
+        assert len(found) == 2
+        names = {
+            r.knowledge.name for r in index.knowledge("entity") if isinstance(r.knowledge, Entity)
+        }
+        assert "Laughter" not in names

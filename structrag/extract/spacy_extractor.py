@@ -3,12 +3,19 @@
 * **Entities**: proper-noun names (and spaCy's named entities when ``ner=True``) plus
   salient noun chunks, with types (``person`` for speakers and NER people, the NER label,
   otherwise the head noun and its coarse lexical category when a lexicon is available) and
-  facets (possessor, numbers, adjectives).
+  facets (possessor, numbers, adjectives). Titles keep their small words ("Empire in Black
+  and Gold"); "and" between two names makes two entities ("Kevin and Christina"). A role
+  or job the text states ("Kevin Scott, Chief Technology Officer for Microsoft", "Adrian is
+  a sci-fi author", "I work as a nurse") is a ``job`` facet of the person.
 * **Actions**: subject-verb-object(-indirect object) from the dependency parse, with
   negation, tense, particles (``sign up``), prepositional params, and subjects inherited
   through ``xcomp``/``conj`` chains ("I want to adopt" -> speaker adopt). First- and
   second-person pronouns resolve to the speaker and (single) recipient.
 * **Topics**: multi-word key phrases and abstract head nouns.
+
+The parser reads each message with typographic quotes made plain ("I’m" would parse as
+"I" and a verb "’m") and stage directions ("[MUSIC]", "(Laughter.)") blanked out, both
+without moving a character, so every span points into the message as written.
 
 Speed: the pipeline runs ``tok2vec``, ``tagger`` and ``parser`` only (plus ``ner`` when
 asked); the attribute ruler and lemmatizer are replaced by a tag->POS table and a cached
@@ -33,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 import numpy
 
 from structrag.analysis import wordset
-from structrag.extract.base import Progress, metadata_knowledge
+from structrag.extract.base import ROLE_FACET_NAMES, Progress, metadata_knowledge
 from structrag.models import (
     Action,
     Entity,
@@ -833,6 +840,7 @@ def _entities(
     for ent in doc.ents:
         for token in ent:
             ner_labels[token.i] = ent.label_
+    roles = _roles(doc, ctx)
 
     def add(
         tokens: Sequence[Token], head: Token, facets: tuple[Facet, ...] = (), title: bool = False
@@ -842,7 +850,8 @@ def _entities(
             return
         name, start, end = normed
         key = name.lower()
-        if key in seen or key in _VAGUE or len(name) < 2:
+        # A name seen before in the piece comes again only with a role stated here.
+        if (key in seen and head.i not in roles) or key in _VAGUE or len(name) < 2:
             return
         label = ner_labels.get(head.i)
         if label in ("DATE", "TIME", "CARDINAL", "ORDINAL", "PERCENT", "MONEY", "QUANTITY"):
@@ -852,6 +861,14 @@ def _entities(
         role = _apposition(head)
         if role and role not in types:
             types = (*types, role)
+        jobs = roles.pop(head.i, [])
+        for pronoun, person in (("me", ctx.me), ("you", ctx.you)):
+            if person and key == person.lower():
+                jobs = [*roles.pop(pronoun, []), *jobs]
+        if jobs:
+            facets = (*facets, *_job_facets(jobs))
+            if "person" not in types:
+                types = ("person", *types)
         items.append((Entity(name=name, types=types, facets=facets), start, end))
 
     for ent in doc.ents:
@@ -878,6 +895,227 @@ def _entities(
             )
         ]
         add(tokens, root, _facets(chunk, ctx))
+    # A role whose person was not an entity's head above ("Ana" inside a longer chunk).
+    for i in [k for k in roles if isinstance(k, int)]:
+        around = ctx.chunk_of.get(i)
+        add([t for t in around if t.i <= i] if around is not None else [doc[i]], doc[i])
+    # Roles of "I" and "you" ("I work as a nurse"): on an entity named after the speaker
+    # (or the one listener), spanning the statement, unless the text names them too.
+    for person, statements in _people_roles(roles, ctx).items():
+        if person.lower() in seen:
+            continue
+        seen.add(person.lower())
+        start = min(s for _, s, _ in statements)
+        end = max(e for _, _, e in statements)
+        entity = Entity(name=person, types=("person",), facets=_job_facets(statements))
+        items.append((entity, start, end))
+
+
+# -- roles: what a person does for a living, or their part in the conversation -------------
+
+#: The facet that holds a person's job or role ("Chief Technology Officer for Microsoft").
+JOB_FACET = ROLE_FACET_NAMES[0]
+# Nouns that name a role by themselves (the endings in _is_agent_noun find most others:
+# writer, reporter, scientist, librarian, assistant, student, engineer, trainee).
+_ROLE_NOUNS = wordset(
+    "host guest cohost co-host nurse chef cook doctor judge coach pilot clerk nanny maid",
+    "poet author officer lawyer ceo cto cfo coo cmo cio vp president chair head advocate",
+    "architect barista vet surgeon dentist cop detective soldier marine model athlete",
+    "mentor intern attorney scholar expert specialist fellow staff faculty crew agent",
+    "diplomat tutor principal dean priest pastor rabbi imam monk nun deputy chief",
+    "mayor senator governor minister secretary analyst critic guide",
+)
+# Person nouns that say how someone relates to others, how old they are or what they are
+# like, not what they do: "Melanie is a great mom", "Ana, my cousin", "I was a teenager".
+_NOT_ROLES = wordset(
+    "friend buddy pal mate bestie bff partner wife husband spouse boyfriend girlfriend",
+    "fiance fiancee mom mother dad father parent son daughter child kid baby brother",
+    "sister sibling cousin aunt uncle niece nephew grandma grandpa grandmother",
+    "grandfather grandparent grandson granddaughter grandchild neighbor neighbour",
+    "roommate classmate relative family member fan lover beginner winner loser",
+    "dreamer believer follower supporter user reader viewer listener survivor human",
+    "man woman person guy gal lady gentleman girl boy client patient customer owner",
+    "newcomer foreigner stranger teenager teen adult toddler youngster sucker career",
+    "reminder computer",
+)
+_ROLE_CUT_DEPS = frozenset({"relcl", "acl", "appos", "conj", "cc", "punct", "advcl", "parataxis"})
+# Prepositions that stay in a role ("nurse at the hospital", "professor of physics");
+# others start a comparison or an aside ("writer like you").
+_ROLE_PREPOSITIONS = wordset("at for of in with on from")
+_HYPOTHETICAL = wordset("would could might should may 'd")
+
+
+def _is_role_noun(token: Token) -> bool:
+    """Whether a noun names a role or a job: a listed one ("host", "CTO") or, for a common
+    noun, an agent noun by its ending ("writer", "scientist", "assistant"), unless it says
+    how someone relates to others ("friend", "mom", "fan"). A capitalised noun counts only
+    when listed: "Chief Technology Officer" is a title, "Turner" a surname."""
+    if not token.tag_.startswith("NN"):
+        return False
+    word = lemma(token.text, token.tag_) if token.tag_ in ("NN", "NNS") else token.lower_
+    last = word.rsplit("-", 1)[-1]
+    if word in _NOT_ROLES or last in _NOT_ROLES:
+        return False
+    if word in _ROLE_NOUNS or last in _ROLE_NOUNS:
+        return True
+    if token.tag_ in ("NNP", "NNPS"):
+        return word in ("manager", "director", "engineer", "developer", "editor", "producer")
+    return _is_agent_noun(word)
+
+
+def _is_agent_noun(word: str) -> bool:
+    """A noun for someone who does something, by its ending: "-er"/"-or" on a verb that
+    is not itself a verb ("writer", "reporter", "runner", "creator"; not "shelter" or
+    "mirror", which come from no verb, nor "matter" or "offer", which are verbs); "-ist",
+    "-ian", "-ant", "-ent", "-eer", "-ee"; compounds of "-man", "-woman", "-person"."""
+    if len(word) > 5 and word.endswith(("er", "or")):
+        verbs = _lemma_tables()["verb"][0]
+        stem = word[:-2]
+        return word not in verbs and (
+            stem in verbs or stem + "e" in verbs or (stem[-1] == stem[-2] and stem[:-1] in verbs)
+        )
+    if len(word) > 5 and word.endswith(("ist", "ian", "eer")):
+        return True
+    if len(word) > 6 and word.endswith(("ant", "ent", "ee")):
+        return True
+    return word.endswith(("man", "woman", "person")) and len(word) > 7
+
+
+def _role_phrase(head: Token, ctx: _Context) -> tuple[str, int, int] | None:
+    """The words of a role, from its head noun: "Chief Technology Officer for Microsoft",
+    "sci-fi author"; without the article, a relative clause ("who's written dozens of
+    books") or a list that follows."""
+    cut: set[int] = set()
+    for child in head.children:
+        if child.dep_ in _ROLE_CUT_DEPS or (
+            child.dep_ == "prep" and child.lower_ not in _ROLE_PREPOSITIONS
+        ):
+            cut.update(t.i for t in child.subtree)
+    tokens: list[Token] = []
+    for token in head.subtree:
+        if token.i in cut:
+            if token.i > head.i:
+                break
+            continue
+        tokens.append(token)
+    return _norm_phrase(tokens, ctx.text)
+
+
+def _roles(doc: Doc, ctx: _Context) -> dict[int | str, list[tuple[str, int, int]]]:
+    """Roles stated in a parsed piece, by the token of the person's name (its head) or, for
+    "I" and "you", by "me" and "you": (role, start, end) where the text states it.
+
+    * apposition: "Kevin Scott, Chief Technology Officer for Microsoft"; "your host,
+      Kevin Scott"; "I'm Christina Warren, Senior Developer Advocate at GitHub" (the
+      parser often makes the role a conjunct: a comma and no "and" tell it apart);
+    * copula: "Adrian is a sci-fi author", "I'm your host";
+    * "work as": "I work as a nurse".
+    """
+    roles: dict[int | str, list[tuple[str, int, int]]] = {}
+
+    def note(person: Token, role_head: Token, start: int, *, copula: bool = False) -> None:
+        key = _person_key(person, ctx, copula=copula)
+        if key is None or key == role_head.i or not _is_role_noun(role_head):
+            return
+        phrase = _role_phrase(role_head, ctx)
+        if phrase is None:
+            return
+        text, begin, end = phrase
+        statements = roles.setdefault(key, [])
+        if text.lower() not in (t.lower() for t, _, _ in statements):
+            statements.append((text, min(start, begin), end))
+
+    for token in doc:
+        dep = token.dep_
+        if dep == "appos" and token.head.tag_.startswith("NN"):
+            # "Kevin Scott, Chief Technology Officer" and "your host, Kevin Scott" (but not
+            # "Thanks for the offer, Maria!", where the name is whom the speaker addresses).
+            note(token.head, token, token.head.idx)
+            if not _addressed(token) and any(
+                c.dep_ in ("det", "poss") for c in token.head.children
+            ):
+                note(token, token.head, token.head.idx)
+        elif dep == "conj" and token.tag_.startswith("NN") and _comma_conjunct(token):
+            note(token.head, token, token.head.idx)
+        elif dep == "attr" and _states(token.head, "be") and not _negated(token):
+            subject = _subject(token.head)
+            if subject is not None:
+                note(subject, token, subject.idx, copula=True)
+        elif dep == "pobj" and token.head.lower_ == "as" and _states(token.head.head, "work"):
+            subject = _subject(token.head.head)
+            if subject is not None:
+                note(subject, token, subject.idx)
+    return roles
+
+
+def _person_key(person: Token, ctx: _Context, *, copula: bool) -> int | str | None:
+    """Whose role it is: "me" or "you" for those pronouns, else the token of a person's
+    name; in a copula also the name beside its subject ("My friend Ana is a nurse")."""
+    if person.tag_ == "PRP":
+        if person.lower_ in ("i", "me"):
+            return "me"
+        return "you" if person.lower_ == "you" else None
+    if _is_name_token(person) or (person.tag_.startswith("NN") and person.lower_ in ctx.people):
+        return person.i
+    if copula:
+        named = [c for c in person.children if c.dep_ == "appos" and _is_name_token(c)]
+        if named:
+            return named[0].i
+    return None
+
+
+def _states(verb: Token, word: str) -> bool:
+    """Whether ``verb`` is ``word`` said as a fact: not "would be", "could work as"."""
+    return (
+        verb.tag_.startswith("VB")
+        and lemma(verb.text, verb.tag_) == word
+        and not any(c.dep_ == "aux" and c.lower_ in _HYPOTHETICAL for c in verb.children)
+    )
+
+
+def _negated(attribute: Token) -> bool:
+    """ "I'm not a writer", "I'm no writer"."""
+    return any(c.dep_ == "neg" for c in attribute.head.children) or any(
+        c.dep_ == "det" and c.lower_ == "no" for c in attribute.children
+    )
+
+
+def _addressed(name: Token) -> bool:
+    """Whether a name ends its sentence after a comma: the person spoken to ("Nice
+    reminder, Gina!"), not one introduced ("your host, Kevin Scott, ...")."""
+    after = name.doc[name.i + 1] if name.i + 1 < len(name.doc) else None
+    return after is None or after.text in (".", "!", "?", "!!", "...") or after.is_space
+
+
+def _comma_conjunct(token: Token) -> bool:
+    """A conjunct set off by a comma alone ("Christina Warren, Senior Developer Advocate"):
+    an apposition the parser took for a list ("Kevin, Satya and Ana" has its "and")."""
+    head = token.head
+    between = token.doc[head.i + 1 : token.i]
+    return (
+        any(t.text == "," for t in between)
+        and not any(t.dep_ == "cc" for t in head.children)
+        and all(t.dep_ != "conj" or t.i == token.i for t in head.children)
+    )
+
+
+def _people_roles(
+    roles: dict[int | str, list[tuple[str, int, int]]], ctx: _Context
+) -> dict[str, list[tuple[str, int, int]]]:
+    """The roles of "I" and "you", by the person's name (the speaker, the one listener)."""
+    people: dict[str, list[tuple[str, int, int]]] = {}
+    for key, person in (("me", ctx.me), ("you", ctx.you)):
+        if person and key in roles:
+            people.setdefault(person, []).extend(roles[key])
+    return people
+
+
+def _job_facets(statements: list[tuple[str, int, int]]) -> tuple[Facet, ...]:
+    """One job facet per role, in the order stated ("host" said twice counts once)."""
+    texts: dict[str, str] = {}
+    for text, _, _ in statements:
+        texts.setdefault(text.lower(), text)
+    return tuple(Facet(name=JOB_FACET, value=text) for text in texts.values())
 
 
 def _apposition(head: Token) -> str | None:
