@@ -31,6 +31,7 @@ from typing import Any, Literal, Protocol
 from structrag.analysis import content_count, stems, term_key
 from structrag.errors import InputError
 from structrag.extract.base import (
+    ROLE_FACET_NAMES,
     Estimates,
     Extractor,
     ReportsUsage,
@@ -111,6 +112,9 @@ def _knowledge_terms(k: Entity | Action | Topic | Tag) -> list[str]:
         parts.extend(k.types)
         for f in k.facets:
             parts.append(f.value_text())
+            if f.name in ROLE_FACET_NAMES:
+                # "What is Kevin Scott's job?" asks by the facet's name, not its value.
+                parts.append(f.name)
     elif isinstance(k, Action):
         parts.extend(k.verbs)
         parts.extend(p for p in (k.subject, k.object, k.indirect_object) if p)

@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import pytest
 
 from structrag.extract.base import metadata_knowledge
-from structrag.extract.spacy_extractor import MAX_PIECE_CHARS, SpacyExtractor, lemma
+from structrag.extract.spacy_extractor import (
+    DEFAULT_MODEL,
+    MAX_PIECE_CHARS,
+    SpacyExtractor,
+    lemma,
+)
 from structrag.models import Action, Entity, Message, SemanticRef, Topic
+
+if TYPE_CHECKING:
+    from spacy.language import Language
 
 
 def _message(text: str, speaker: str = "Caroline", to: Sequence[str] = ("Melanie",)) -> Message:
@@ -119,10 +129,80 @@ def test_empty_message_gives_no_knowledge(extractor: SpacyExtractor) -> None:
         ("'s", "VBZ", "be"),
         ("children", "NNS", "child"),
         ("Sweden", "NNP", "sweden"),
+        # Words that end like an inflection but are base forms (the tag says so).
+        ("guess", "VB", "guess"),
+        ("guess", "VBP", "guess"),
+        ("guesses", "VBZ", "guess"),
+        ("guessed", "VBD", "guess"),
+        ("bring", "VB", "bring"),
+        ("bring", "VBP", "bring"),
+        ("brings", "VBZ", "bring"),
+        ("brought", "VBD", "bring"),
+        ("bringing", "VBG", "bring"),
+        ("need", "VB", "need"),
+        ("need", "VBP", "need"),
+        ("needed", "VBD", "need"),
+        ("needs", "VBZ", "need"),
+        ("process", "NN", "process"),
+        ("process", "VB", "process"),
+        ("processes", "NNS", "process"),
+        ("processing", "VBG", "process"),
+        ("processed", "VBN", "process"),
+        ("bless", "VB", "bless"),
+        ("blessed", "VBN", "bless"),
+        ("miss", "VBP", "miss"),
+        ("missed", "VBD", "miss"),
+        ("misses", "VBZ", "miss"),
+        ("kiss", "VB", "kiss"),
+        ("kissed", "VBD", "kiss"),
+        ("dress", "NN", "dress"),
+        ("dresses", "NNS", "dress"),
+        ("dressed", "VBN", "dress"),
+        ("business", "NN", "business"),
+        ("series", "NN", "series"),
+        ("news", "NN", "news"),
+        # "VB" for a verb of unknown form (the query engine's use) still lemmatizes it.
+        ("adopted", "VB", "adopt"),
+        ("went", "VB", "go"),
+        ("got", "VBP", "get"),
+        # Contractions, typographic apostrophes included; "AI" is not "ain't".
+        ("’s", "VBZ", "be"),
+        ("’re", "VBP", "be"),
+        ("'d", "MD", "would"),
+        ("'d", "VBD", "have"),
+        ("ai", "VBP", "be"),
+        ("AI", "NN", "ai"),
     ],
 )
 def test_lemma(word: str, tag: str, expected: str) -> None:
     assert lemma(word, tag) == expected
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "I guess we need to bring the process forward.",
+        "She guesses, he guessed, they brought it and needed it; we are processing it.",
+        "Bless you, I miss the kiss and the dress. She misses the news about the business.",
+    ],
+)
+def test_lemma_agrees_with_spacys_own_lemmatizer(sentence: str) -> None:
+    """On the verbs and nouns of these sentences, lemma() from the word and its tag gives
+    what the full pipeline's attribute ruler + lemmatizer give."""
+    nlp = _full_pipeline()
+    checked = 0
+    for token in nlp(sentence):
+        if token.pos_ in ("VERB", "NOUN"):
+            assert lemma(token.text, token.tag_) == token.lemma_.lower(), token.text
+            checked += 1
+    assert checked >= 4
+
+
+@lru_cache(maxsize=1)
+def _full_pipeline() -> Language:
+    import spacy
+
+    return spacy.load(DEFAULT_MODEL, exclude=["ner"])
 
 
 def test_parallel_extraction_matches_in_process(extractor: SpacyExtractor) -> None:

