@@ -160,7 +160,8 @@ def test_an_index_written_by_the_previous_version_is_upgraded(tmp_path: Path) ->
         )
         assert (
             sql(
-                "SELECT mkey, conversation, message_id, ts, speaker, text FROM messages ORDER BY mkey"
+                "SELECT mkey, conversation, message_id, ts, speaker, text FROM messages "
+                "ORDER BY mkey"
             )
             == messages
         )

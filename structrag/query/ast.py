@@ -210,8 +210,9 @@ PATTERNS = (EntityPattern, ActionPattern, TopicPattern)
 class Boost(Node):
     """``item^factor``. A boosted scope is soft: inside a group it does not restrict the
     group, it multiplies the text score of the messages it holds by ``factor``
-    (``speaker:Kevin^1.5`` prefers Kevin's messages). A boosted pattern or sub-group
-    counts ``factor`` times in its group. (A boosted word is a weighted :class:`Term`.)"""
+    (``speaker:Kevin^1.5`` prefers Kevin's messages). A boosted pattern or sub-group is a
+    signal of its own in its group, weighed ``factor`` times a pattern. (A boosted word is
+    a weighted :class:`Term`.)"""
 
     item: Node
     factor: float

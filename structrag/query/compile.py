@@ -33,7 +33,6 @@ from structrag.query.nodes import (
     PlanNode,
     Prefer,
     RelativeTime,
-    Scaled,
     TextMatch,
     TopicMatch,
     VectorMatch,
@@ -100,6 +99,7 @@ class Compiler:
         """A juxtaposed group: see the module docstring."""
         terms: list[ast.Term] = []
         signals: list[PlanNode] = []  # patterns and sub-expressions
+        boosted: list[tuple[PlanNode, float]] = []
         filters: list[PlanNode] = []
         prefers: list[tuple[PlanNode, float]] = []
         for item in items:
@@ -112,7 +112,7 @@ class Compiler:
                 elif restricts(inner):
                     prefers.append((self.compile(inner), item.factor))
                 else:
-                    signals.append(Scaled(self.compile(inner), item.factor))
+                    boosted.append((self.compile(inner), item.factor))
             elif restricts(item):
                 filters.append(self.compile(item))
             else:
@@ -126,6 +126,9 @@ class Compiler:
                 fused.append(("knowledge", s.knowledge_weight, KnowledgeMatch(bag)))
         if signals:
             fused.append(("patterns", s.pattern_weight, _any(signals)))
+        # A boosted pattern is a signal of its own, weighed ``factor`` times a pattern.
+        for node, factor in boosted:
+            fused.append((f"patterns^{factor:g}", s.pattern_weight * factor, node))
         if bag and s.vector_weight:
             words = " ".join(t.text for t in terms)
             fused.append(("vector", s.vector_weight, VectorMatch(words)))
@@ -142,7 +145,7 @@ class Compiler:
             for scope, factor in prefers:
                 node = Prefer(node, scope, factor)
             fused[0] = (name, weight, node)
-        if len(fused) == 1 and fused[0][0] == "patterns" and not filters:
+        if len(fused) == 1 and fused[0][0].startswith("patterns") and not filters:
             return fused[0][2]
         return Fuse(fused, filters)
 

@@ -111,8 +111,12 @@ class ConversationView:
         return self._aliases
 
     def name_keys(self, name: str) -> tuple[str, ...]:
+        """A name's key and its aliases' keys; a full name does not widen to the words it
+        is made of ("Kevin Scott" is not every Kevin, though "Kevin" may be Kevin Scott)."""
         key = term_key(name)
-        keys = {key, *(related for related, _ in self._alias_table().get(key, []))}
+        words = set(key.split())
+        aliases = (related for related, _ in self._alias_table().get(key, []))
+        keys = {key, *(a for a in aliases if not set(a.split()) < words)}
         return tuple(sorted(k for k in keys if k))
 
     def verb_lemma(self, verb: str) -> str:
@@ -133,6 +137,8 @@ class ConversationView:
         found: dict[str, float] = {}
         for related, weight in self._alias_table().get(stem, []):
             found[related] = max(found.get(related, 0.0), weight * s.alias_weight)
+        for synonym in self._synonyms().get(stem, ()):
+            found.setdefault(synonym, s.synonym_weight)
         for form in self._derived_forms(stem):
             found.setdefault(form, s.derived_weight)
         for neighbour, similarity in self._fuzzy(stem):
@@ -142,6 +148,9 @@ class ConversationView:
         result = sorted(found.items(), key=lambda kv: -kv[1])
         self._related[stem] = result
         return result
+
+    def _synonyms(self) -> dict[str, tuple[str, ...]]:
+        return self.owner.synonyms
 
     def _derived_forms(self, stem: str) -> list[str]:
         """Terms of the index that derive from a stem or it from them: teach ~ teacher,
@@ -284,6 +293,11 @@ class Derived:
         self.embedder = embedder
         self.lemmatize = lemmatize
         self._generation = -1
+        #: ``RankingSettings.term_synonyms`` by stem.
+        self.synonyms = {
+            term_key(word): tuple(term_key(s) for s in synonyms)
+            for word, synonyms in settings.term_synonyms.items()
+        }
         self._views: dict[str | None, ConversationView] = {}
         self._lines: dict[tuple[str, int], Line] = {}
 

@@ -273,6 +273,7 @@ class QueryEngine:
             people=people,
             related=related,
             prefer=1 + s.speaker_boost,
+            facet_boost=s.facet_boost,
         )
 
     def _run(self, node: ast.Node, view: ConversationView) -> tuple[PlanNode, Match, Evaluation]:

@@ -456,25 +456,6 @@ class Prefer(PlanNode):
 
 
 @dataclass
-class Scaled(PlanNode):
-    """A signal's scores times ``factor`` (a boosted pattern or sub-group)."""
-
-    inner: PlanNode
-    factor: float
-
-    def label(self) -> str:
-        return f"Scaled x{self.factor:g}"
-
-    def children(self) -> Sequence[PlanNode]:
-        return [self.inner]
-
-    def eval(self, ctx: PlanContext) -> Match:
-        match = self.inner.eval(ctx)
-        refs = {r: s * self.factor for r, s in match.refs.items()}
-        return Match(match.scores * self.factor, match.mask, refs, match.scored)
-
-
-@dataclass
 class VectorMatch(PlanNode):
     """Cosine similarity of the text with each message's embedding."""
 

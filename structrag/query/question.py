@@ -100,12 +100,14 @@ def question_query(
     people: Sequence[str],
     related: Sequence[tuple[str, float]] = (),
     prefer: float = 1.0,
+    facet_boost: float = 1.0,
 ) -> ast.Or:
     """The ranked group that answers ``question`` (see the module docstring).
 
     ``people`` are the speakers the question's names resolved to; ``related`` are names
     found by the entity graph, with their weights; ``prefer`` multiplies the text score of
-    messages by the people named (1: no preference)."""
+    messages by the people named (1: no preference); ``facet_boost`` weighs an entity
+    pattern with facets (a question for "Kevin Scott's job") above other patterns."""
     patterns: list[ast.Node] = []
     phrases: list[ast.Term] = []
     scopes: list[ast.Node] = []
@@ -120,7 +122,13 @@ def question_query(
     for scope in scopes:
         if isinstance(scope, ast.TimeScope):
             left_out.update(stems(scope.text))
-    items: list[ast.Node] = [*patterns, *phrases]
+    items: list[ast.Node] = [
+        ast.Boost(p, facet_boost)
+        if facet_boost != 1 and isinstance(p, ast.EntityPattern) and p.facets
+        else p
+        for p in patterns
+    ]
+    items.extend(phrases)
     items.extend(content_terms(question, left_out, covered=phrases))
     seen = {t.text.lower() for t in phrases} | {
         t.text.lower() for t in items if isinstance(t, ast.Term)

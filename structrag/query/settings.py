@@ -20,6 +20,16 @@ def _alias_sources() -> dict[str, float]:
     return {"first-name": 0.9, "short-name": 0.8}
 
 
+def _term_synonyms() -> dict[str, tuple[str, ...]]:
+    return {
+        "role": ("job",),
+        "occupation": ("job",),
+        "profession": ("job",),
+        "career": ("job",),
+        "living": ("job",),
+    }
+
+
 def _verb_synonyms() -> dict[str, tuple[str, ...]]:
     return {
         "say": ("tell", "talk", "speak", "mention"),
@@ -64,6 +74,9 @@ class RankingSettings:
     knowledge_weight: float = 0.15
     pattern_weight: float = 0.25
     vector_weight: float = 0.0
+    #: A question's entity pattern with facets (what a question for "Kevin Scott's job"
+    #: becomes) weighs this many times a pattern: it asks for exactly that knowledge.
+    facet_boost: float = 4.0
     #: Messages by a person the question names score ``1 + speaker_boost`` times higher
     #: (0.5 was chosen in every fold of a leave-one-conversation-out check on LoCoMo).
     speaker_boost: float = 0.5
@@ -84,6 +97,10 @@ class RankingSettings:
     alias_sources: dict[str, float] = field(default_factory=_alias_sources)
     #: A pattern's verb also matches these verbs ("what did Kevin tell Satya" finds "say").
     verb_synonyms: dict[str, tuple[str, ...]] = field(default_factory=_verb_synonyms)
+    #: A word also finds these words (at ``synonym_weight``): a question about someone's
+    #: "role" or "occupation" finds the ``job`` facets the extractor records.
+    term_synonyms: dict[str, tuple[str, ...]] = field(default_factory=_term_synonyms)
+    synonym_weight: float = 0.8
     #: Derived forms found in the index (teach ~ teacher) count this much.
     derived_weight: float = 0.6
     fuzzy_weight: float = 0.5

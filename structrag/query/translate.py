@@ -131,10 +131,58 @@ class SpacyTranslator:
         for token in doc:
             if token.dep_ == "poss" and token.i in name_tokens and token.head.tag_ in ("NN", "NNS"):
                 owner = _role_text(token, people, name_tokens) or token.text
-                relations.append((owner, lemma(token.head.text, token.head.tag_)))
+                noun = lemma(token.head.text, token.head.tag_)
+                if noun in JOB_WORDS:
+                    body = _with(body, _job_pattern(owner))
+                else:
+                    relations.append((owner, noun))
+        asked = _job_question(doc, people, name_tokens)
+        if asked:
+            body = _with(body, _job_pattern(asked))
         return Translation(
             query=body, people=people, kind=kind, time_phrases=time_phrases, relations=relations
         )
+
+
+#: Nouns that ask for a person's job: "What is Kevin Scott's job?", "... Ana's role?"
+JOB_WORDS = frozenset({"job", "role", "occupation", "profession", "career", "position", "work"})
+_FOR_A_LIVING = re.compile(r"\bfor (?:a )?(?:living|work)\b", re.IGNORECASE)
+
+
+def _job_pattern(person: str) -> ast.EntityPattern:
+    """The entity pattern of a person's job facet (the extractor records stated jobs)."""
+    return ast.EntityPattern(name=person, facets=(ast.FacetCondition("job", None),))
+
+
+def _with(body: ast.Node, item: ast.Node) -> ast.Node:
+    """``body`` with one more item in its group (scopes joined by AND stay outside)."""
+    if isinstance(body, ast.And) and body.items:
+        return ast.And((_with(body.items[0], item), *body.items[1:]))
+    if isinstance(body, ast.Or) and not body.explicit:
+        return ast.Or((*body.items, item))
+    return ast.Or((body, item))
+
+
+def _job_question(doc: object, people: list[str], name_tokens: set[int]) -> str | None:
+    """Whose job a question asks about: "What does Ana do for a living?", "What does Ana
+    work as?"; None for other questions."""
+    from spacy.tokens import Doc
+
+    assert isinstance(doc, Doc)
+    text = doc.text
+    for verb in doc:
+        if not verb.tag_.startswith("VB"):
+            continue
+        base = lemma(verb.text, verb.tag_)
+        asks = (base == "do" and _FOR_A_LIVING.search(text)) or (
+            base == "work" and any(c.lower_ == "as" for c in verb.children)
+        )
+        if not asks:
+            continue
+        subject = next((c for c in verb.children if c.dep_ in ("nsubj", "nsubjpass")), None)
+        if subject is not None:
+            return _role_text(subject, people, name_tokens)
+    return None
 
 
 def _speaker_for(name: str, keys: dict[str, str], speakers: Sequence[str]) -> str | None:
