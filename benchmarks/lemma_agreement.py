@@ -4,7 +4,7 @@
 
 The extractor runs spaCy without the attribute ruler and the lemmatizer (they cost more
 than they give on chat-length messages) and lemmatizes with
-:func:`structrag.extract.spacy_extractor.lemma` from the word and its Penn tag alone. This
+:func:`structrag.nlp.lemma.lemma` from the word and its Penn tag alone. This
 script checks that shortcut against the real thing: it reads every message of each PATH
 with structrag's importers (LoCoMo turns' ``text``, with a shared image's caption as
 ``[shares ...]``; a transcript's turns; any format ``structrag ingest`` reads), parses it
@@ -34,8 +34,10 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from structrag.extract.spacy_extractor import DEFAULT_MODEL, lemma, plain_quotes
 from structrag.importers import load_source
+from structrag.nlp.lemma import lemma
+from structrag.nlp.pipeline import DEFAULT_MODEL
+from structrag.nlp.text import plain_quotes
 
 POS_COMPARED = ("VERB", "NOUN")
 

@@ -18,7 +18,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from structrag.embeddings import EMBEDDERS, Embedder, get_embedder, message_text
+from structrag.embedders import get_embedder
+from structrag.embeddings import EMBEDDERS, Embedder, message_text
 from structrag.errors import ConfigError, IndexStateError, NotFoundError
 from structrag.extract.base import Extractor
 from structrag.importers import LoadOptions
@@ -276,8 +277,8 @@ class Index:
     @property
     def engine(self) -> QueryEngine:
         if self._engine is None:
-            from structrag.extract.spacy_extractor import lemma
-            from structrag.query.translate import SpacyTranslator
+            from structrag.nlp.lemma import lemma
+            from structrag.translate.offline import SpacyTranslator
 
             self._engine = QueryEngine(
                 self.store,
@@ -321,7 +322,7 @@ class Index:
         client = self._question_llm(translator, llm, needed=answer)
         chosen = None
         if translator == "llm":
-            from structrag.llm.translate import LLMTranslator
+            from structrag.translate.llm import LLMTranslator
 
             chosen = LLMTranslator(client)
         elif translator != "offline":
@@ -361,8 +362,8 @@ class Index:
                 "error": "no LLM configured: set --llm-base-url and --llm-model (or "
                 "STRUCTRAG_LLM_BASE_URL and STRUCTRAG_LLM_MODEL); the context is the answer",
             }
+        from structrag.answer import write_answer
         from structrag.errors import LLMError
-        from structrag.llm.answer import write_answer
 
         try:
             written = write_answer(

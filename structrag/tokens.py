@@ -17,9 +17,11 @@ import tempfile
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Protocol
 
 from structrag.errors import ConfigError
+from structrag.query.context import TokenCounter
+
+__all__ = ["DEFAULT_ENCODING", "TiktokenCounter", "TokenCounter", "get_counter", "seed_vocabulary"]
 
 DEFAULT_ENCODING = "cl100k_base"
 
@@ -34,14 +36,6 @@ _VOCABULARIES: dict[str, tuple[str, str]] = {
         "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
     ),
 }
-
-
-class TokenCounter(Protocol):
-    """Anything that counts tokens in a string."""
-
-    name: str
-
-    def count(self, text: str) -> int: ...
 
 
 def _cache_dir() -> Path:

@@ -13,8 +13,8 @@ import pytest
 from structrag import Index
 from structrag.query.context import render_message
 from structrag.query.question import question_kind
-from structrag.query.translate import SpacyTranslator
 from structrag.tokens import get_counter
+from structrag.translate.offline import SpacyTranslator
 
 QUESTIONS = [
     "When did Marco adopt Biscuit?",

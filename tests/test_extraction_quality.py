@@ -13,16 +13,12 @@ from pathlib import Path
 import pytest
 
 from structrag import Index
-from structrag.extract.spacy_extractor import (
-    JOB_FACET,
-    SpacyExtractor,
-    is_verb_word,
-    plain_quotes,
-    stage_directions,
-)
+from structrag.extract.spacy_extractor import JOB_FACET, SpacyExtractor
 from structrag.importers import load_source
 from structrag.ingest import ref_terms
 from structrag.models import Action, Entity, Message, SemanticRef
+from structrag.nlp.lemma import is_verb_word
+from structrag.nlp.text import plain_quotes, stage_directions
 
 EPISODE_53 = Path(__file__).parent / "fixtures" / "typeagent" / "Episode_53_AdrianTchaikovsky.txt"
 

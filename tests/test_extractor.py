@@ -9,13 +9,10 @@ from typing import TYPE_CHECKING
 import pytest
 
 from structrag.extract.base import metadata_knowledge
-from structrag.extract.spacy_extractor import (
-    DEFAULT_MODEL,
-    MAX_PIECE_CHARS,
-    SpacyExtractor,
-    lemma,
-)
+from structrag.extract.spacy_extractor import MAX_PIECE_CHARS, SpacyExtractor
 from structrag.models import Action, Entity, Message, SemanticRef, Topic
+from structrag.nlp.lemma import lemma
+from structrag.nlp.pipeline import DEFAULT_MODEL
 
 if TYPE_CHECKING:
     from spacy.language import Language

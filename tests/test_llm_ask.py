@@ -13,7 +13,7 @@ import pytest
 
 from structrag import Index
 from structrag.llm.config import LLMConfig
-from structrag.llm.translate import QuestionQuery, to_translation
+from structrag.translate.llm import QuestionQuery, to_translation
 from tests.openai_server import Reply, serve
 
 TRANSLATION = {

@@ -11,9 +11,8 @@ from pathlib import Path
 import pytest
 
 from structrag.errors import ConfigError
+from structrag.extract.llm_schema import MessageKnowledge, extraction_json_schema_text
 from structrag.llm.config import LLMConfig
-from structrag.llm.schema import MessageKnowledge, extraction_json_schema_text
-from tests.test_architecture import ADAPTERS, PACKAGE, _imports
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -102,7 +101,8 @@ def test_backoff_grows_with_jitter_and_is_capped() -> None:
 def test_the_committed_json_schema_is_the_generated_one() -> None:
     committed = (ROOT / "grammars" / "llm_extraction.schema.json").read_text(encoding="utf-8")
     assert committed == extraction_json_schema_text(), (
-        "regenerate it: python -m structrag.llm.schema > grammars/llm_extraction.schema.json"
+        "regenerate it: "
+        "python -m structrag.extract.llm_schema > grammars/llm_extraction.schema.json"
     )
 
 
@@ -120,32 +120,13 @@ def test_the_schema_is_lenient_where_small_models_are_sloppy() -> None:
         MessageKnowledge.model_validate({"actions": [{"verbs": ["go"], "tense": "someday"}]})
 
 
-LLM_CORE = [
-    "llm/__init__.py",
-    "llm/base.py",
-    "llm/cache.py",
-    "llm/config.py",
-    "llm/prompt.py",
-    "llm/schema.py",
-    "llm/usage.py",
-]
-
-
-@pytest.mark.parametrize("module", LLM_CORE)
-def test_llm_core_imports_no_adapter(module: str) -> None:
-    adapters = (*ADAPTERS, "structrag.llm.client", "structrag.store.duckdb")
-    imported = _imports(PACKAGE / module)
-    offending = {n for n in imported if any(n == a or n.startswith(a + ".") for a in adapters)}
-    assert not offending, f"{module} imports {offending}"
-
-
 # -- the client against the local server -----------------------------------------------------
 
 
 def test_the_client_retries_and_counts() -> None:
+    from structrag.extract.llm_prompt import SYSTEM_PROMPT
     from structrag.llm.base import Completion, LLMCallFailed
     from structrag.llm.client import InstructorLLM
-    from structrag.llm.prompt import SYSTEM_PROMPT
     from tests.openai_server import Reply, serve
 
     rules = [

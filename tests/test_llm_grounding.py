@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from structrag.extract.grounding import ground
-from structrag.llm.schema import MessageKnowledge
+from structrag.extract.llm_schema import MessageKnowledge
 from structrag.models import Action, Entity, Message, Topic
-from tests.test_architecture import ADAPTERS, PACKAGE, _imports
 
 
 def _message(text: str, speaker: str = "Kim", recipients: tuple[str, ...] = ("Lee",)) -> Message:
@@ -119,11 +117,3 @@ def test_every_kept_item_has_a_span_in_its_message(text: str, names: list[str]) 
         covered = text[ref.span.start : ref.span.end].lower()
         if name is not None and (ref.span.start, ref.span.end) != (0, len(text)):
             assert covered == name.lower() or covered in {"i", "you"} or covered.split()
-
-
-@pytest.mark.parametrize("module", ["extract/grounding.py", "extract/llm_extractor.py"])
-def test_the_llm_extractor_imports_no_adapter(module: str) -> None:
-    adapters = (*ADAPTERS, "structrag.llm.client", "structrag.store.duckdb")
-    imported = _imports(PACKAGE / module)
-    offending = {n for n in imported if any(n == a or n.startswith(a + ".") for a in adapters)}
-    assert not offending, f"{module} imports {offending}"

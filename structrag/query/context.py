@@ -15,9 +15,16 @@ from typing import Any, Protocol
 
 from structrag.store.protocols import StoredMessage
 from structrag.timeparse import format_date
-from structrag.tokens import TokenCounter
 
 MESSAGES_HEADER = "Messages:"
+
+
+class TokenCounter(Protocol):
+    """Anything that counts tokens in a string."""
+
+    name: str
+
+    def count(self, text: str) -> int: ...
 
 
 class Ranked(Protocol):

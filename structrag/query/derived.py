@@ -20,7 +20,7 @@ import numpy as np
 from structrag.analysis import term_key
 from structrag.embeddings import Embedder
 from structrag.errors import NotFoundError
-from structrag.query.context import Line, render_message
+from structrag.query.context import Line, TokenCounter, render_message
 from structrag.query.graph import EntityGraph
 from structrag.query.scope import ScopeData
 from structrag.query.settings import RankingSettings
@@ -30,7 +30,6 @@ from structrag.store.protocols import (
     RefTable,
     TextIndexReader,
 )
-from structrag.tokens import TokenCounter
 
 #: Suffixes that derive one word from another (in their stemmed form).
 DERIVATIONAL_SUFFIXES = frozenset(

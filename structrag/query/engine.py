@@ -25,14 +25,13 @@ from structrag.embeddings import Embedder
 from structrag.errors import QueryError
 from structrag.query import ast
 from structrag.query.compile import compile_query
-from structrag.query.context import AnswerContext, Line, build_context
+from structrag.query.context import AnswerContext, Line, TokenCounter, build_context
 from structrag.query.derived import ConversationView, Derived, Evaluation
 from structrag.query.nodes import Match, PlanNode
 from structrag.query.parser import parse
 from structrag.query.question import Translation, Translator, question_query, widen
 from structrag.query.settings import DEFAULT_SETTINGS, RankingSettings
 from structrag.store.protocols import KnowledgeStore, TextIndexReader
-from structrag.tokens import TokenCounter
 
 #: Questions longer than this are refused (the parser's cost grows with length).
 MAX_QUESTION_CHARS = 2_000

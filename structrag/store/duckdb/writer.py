@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterable, Sequence
 from contextlib import suppress
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import duckdb
 import numpy as np
@@ -21,8 +21,18 @@ from structrag.models import Action, Conversation, Entity, Facet, SemanticRef
 from structrag.store.duckdb.reader import first_row
 from structrag.store.protocols import ExtractionRecord, SourceRecord, StoredMessage
 
-if TYPE_CHECKING:
-    from structrag.store.duckdb.store import DuckDBStore
+
+class Owner(Protocol):
+    """What a transaction needs of its store: the connection and the generation counter."""
+
+    con: duckdb.DuckDBPyConnection
+
+    def generation(self) -> int: ...
+
+    def set_setting(self, key: str, value: str) -> None: ...
+
+    def committed(self, generation: int) -> None: ...
+
 
 Columns = Sequence[tuple[str, str]]
 
@@ -263,7 +273,7 @@ class DuckDBTransaction:
     """One ingest's writes: messages and refs arrive in chunks, all visible at commit."""
 
     def __init__(
-        self, store: DuckDBStore, source: SourceRecord, conversations: list[Conversation]
+        self, store: Owner, source: SourceRecord, conversations: list[Conversation]
     ) -> None:
         self.store = store
         self.con = store.con

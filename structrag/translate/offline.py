@@ -16,13 +16,9 @@ import re
 from collections.abc import Sequence
 
 from structrag.analysis import term_key
-from structrag.extract.spacy_extractor import (
-    DEFAULT_MODEL,
-    _is_name_token,
-    _set_pos,
-    lemma,
-    load_pipeline,
-)
+from structrag.nlp.lemma import lemma
+from structrag.nlp.names import is_name_token
+from structrag.nlp.pipeline import DEFAULT_MODEL, parse
 from structrag.query import ast
 from structrag.query.question import Translation, question_kind
 from structrag.query.timeexpr import MONTHS, understood
@@ -77,9 +73,7 @@ class SpacyTranslator:
         time_phrases = [m.group(0).strip() for m in _TIME_RE.finditer(text)]
         time_phrases = [p for p in time_phrases if understood(p)]
         rest = _TIME_RE.sub(" ", text) if time_phrases else text
-        nlp = load_pipeline(self.model, ner=False)
-        doc = nlp(rest)
-        _set_pos(doc)
+        doc = parse(rest, model=self.model)
         kind = question_kind([t.text for t in doc])
         speaker_keys = _speaker_keys(speakers)
         people: list[str] = []
@@ -88,7 +82,7 @@ class SpacyTranslator:
         run: list[str] = []
         run_ids: list[int] = []
         for token in [*doc, None]:
-            if token is not None and _is_name_token(token) and token.lower_ not in _WH:
+            if token is not None and is_name_token(token) and token.lower_ not in _WH:
                 run.append(token.text)
                 run_ids.append(token.i)
                 continue

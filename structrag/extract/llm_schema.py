@@ -5,7 +5,7 @@ LLM sees and the records stored are described by the same words. The schema is l
 where small models are sloppy in harmless ways (a string where a list belongs, ``"Past"``
 for ``"past"``, extra keys) and strict where it matters (names must be strings).
 
-``python -m structrag.llm.schema`` prints the JSON schema; the committed copy is
+``python -m structrag.extract.llm_schema`` prints the JSON schema; the committed copy is
 ``grammars/llm_extraction.schema.json`` (a test keeps them equal), usable for constrained
 decoding, e.g. ``llama-server --json-schema-file grammars/llm_extraction.schema.json``.
 """

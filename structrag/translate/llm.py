@@ -21,7 +21,7 @@ from structrag.llm.base import StructuredLLM
 from structrag.query import ast
 from structrag.query.question import Translation, question_kind
 from structrag.query.timeexpr import understood
-from structrag.query.translate import SpacyTranslator
+from structrag.translate.offline import SpacyTranslator
 
 TRANSLATE_PROMPT_VERSION = "1"
 

