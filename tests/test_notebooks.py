@@ -1,0 +1,176 @@
+"""The analytics notebooks in ``notebooks/`` run end to end: on an index of the bundled
+example, and on LoCoMo's ``locomo_dev.json`` when it is there (``STRUCTRAG_LOCOMO``, default
+``../shared/data/locomo/locomo_dev.json`` from the repository root). Each must run without
+errors, write its PNG plots, and print something the index confirms."""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from structrag import Index
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = ROOT / "notebooks"
+PNG = b"\x89PNG\r\n\x1a\n"
+
+nbformat = pytest.importorskip("nbformat")
+nbclient = pytest.importorskip("nbclient")
+pytest.importorskip("pandas")
+
+
+def locomo_path() -> tuple[Path | None, str]:
+    """The LoCoMo file to run the notebooks on, or None and why not."""
+    given = os.environ.get("STRUCTRAG_LOCOMO")
+    path = Path(given) if given else ROOT.parent / "shared" / "data" / "locomo" / "locomo_dev.json"
+    if path.is_file():
+        return path, ""
+    how = "STRUCTRAG_LOCOMO" if given else "the default path (set STRUCTRAG_LOCOMO to another)"
+    return None, f"no LoCoMo data at {path} ({how})"
+
+
+@pytest.fixture(scope="module")
+def locomo_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path, why = locomo_path()
+    if path is None:
+        pytest.skip(why)
+    directory = tmp_path_factory.mktemp("locomo") / "index"
+    with Index(directory) as ix:
+        ix.ingest([path], workers=2)
+    return directory
+
+
+@pytest.fixture(params=["example", "locomo"])
+def dataset(request: pytest.FixtureRequest) -> tuple[str, Path]:
+    """(name, index directory): ``example_index`` comes from conftest."""
+    name: str = request.param
+    directory: Path = request.getfixturevalue(f"{name}_index")
+    return name, directory
+
+
+def run(notebook: Path, index: Path, figures: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Execute a notebook against an index; returns its text outputs (stdout, plain text)."""
+    monkeypatch.setenv("STRUCTRAG_INDEX", str(index))
+    monkeypatch.setenv("STRUCTRAG_FIGURES", str(figures))
+    monkeypatch.delenv("STRUCTRAG_CONVERSATION", raising=False)
+    nb = nbformat.read(notebook, as_version=4)
+    client = nbclient.NotebookClient(
+        nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}
+    )
+    client.execute()
+    outputs: list[Any] = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    assert any("image/png" in o.get("data", {}) for o in outputs)  # drawn inline as well
+    return "\n".join(o.get("text", "") + o.get("data", {}).get("text/plain", "") for o in outputs)
+
+
+def printed(pattern: str, text: str) -> re.Match[str]:
+    found = re.search(pattern, text, flags=re.MULTILINE)
+    assert found, f"the notebook did not print {pattern!r}"
+    return found
+
+
+def column(index: Path, query: str, *params: Any) -> set[str]:
+    """The first column of a query over the index, as strings."""
+    with Index(index, read_only=True) as ix:
+        return {str(row[0]) for row in ix.sql(query, params)}
+
+
+def entity_names(index: Path, conversation: str | None = None) -> set[str]:
+    return column(
+        index,
+        "SELECT DISTINCT name_lower FROM v_entities WHERE ? IS NULL OR conversation = ?",
+        conversation,
+        conversation,
+    )
+
+
+def check_who_talks(text: str, index: Path, dataset: str) -> None:
+    top = printed(r"^most mentioned entity: (.+) \((\d+) messages\)$", text)
+    assert top[1].lower() in entity_names(index)
+    speakers = column(index, "SELECT DISTINCT speaker FROM v_messages WHERE speaker IS NOT NULL")
+    assert all(s in text for s in speakers)  # every speaker has a row in the tables
+    if dataset == "example":
+        assert (top[1], top[2]) == ("Biscuit", "7")
+
+
+def check_entity_graph(text: str, index: Path, dataset: str) -> None:
+    conversation = printed(r"^conversation: (.+)$", text)[1]
+    central = printed(r"^most central entity: (.+)$", text)[1]
+    assert central.lower() in entity_names(index, conversation)
+    communities = int(printed(r"^(\d+) communities, modularity", text)[1])
+    assert communities >= 2
+    if dataset == "example":
+        assert conversation == "friends"
+
+
+def check_sql_over_views(text: str, index: Path, dataset: str) -> None:
+    question = printed(r"^question: (.+) \(conversation (.+)\)$", text)
+    answer = printed(r"^answer message: (\S+)$", text)[1]
+    conversation, message_id = answer.split("/", 1)
+    assert conversation == question[2]
+    asked = printed(r"^ask's messages: (.+)$", text)[1].split(", ")
+    assert answer in asked
+    with Index(index, read_only=True) as ix:
+        assert ix.show(message_id, conversation=conversation)["id"] == message_id
+    if dataset == "example":
+        assert (question[1], answer) == ("When did Marco adopt Biscuit?", "friends/m11")
+
+
+Check = Callable[[str, Path, str], None]
+NOTEBOOK_CHECKS: dict[str, tuple[list[str], Check]] = {
+    "who_talks_about_what": (
+        ["trends", "entities_per_speaker", "topics_per_speaker"],
+        check_who_talks,
+    ),
+    "entity_graph": (["centrality", "graph"], check_entity_graph),
+    "sql_over_views": (["top_verbs", "entity_lifelines"], check_sql_over_views),
+}
+
+
+@pytest.mark.parametrize("stem", sorted(NOTEBOOK_CHECKS))
+def test_notebook_runs_on_an_index(
+    stem: str, dataset: tuple[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name, index = dataset
+    figures = tmp_path / "figures"
+    text = run(NOTEBOOKS / f"{stem}.ipynb", index, figures, monkeypatch)
+    expected, check = NOTEBOOK_CHECKS[stem]
+    written = sorted(p.name for p in figures.iterdir())
+    assert written == sorted(f"{stem}-{figure}.png" for figure in expected)
+    for png in figures.iterdir():
+        data = png.read_bytes()
+        assert data[:8] == PNG and len(data) > 5000, png
+    check(text, index, name)
+
+
+def test_every_notebook_is_tested() -> None:
+    found = {p.stem for p in NOTEBOOKS.glob("*.ipynb")} - {"bench_report"}
+    assert found == set(NOTEBOOK_CHECKS)
+
+
+@pytest.mark.parametrize("stem", sorted(NOTEBOOK_CHECKS))
+def test_committed_notebook_is_clean(stem: str) -> None:
+    """No outputs (they would go stale, and could hold LoCoMo text); valid Python; only
+    the public API of structrag."""
+    nb = nbformat.read(NOTEBOOKS / f"{stem}.ipynb", as_version=4)
+    nbformat.validate(nb)
+    assert nb.metadata["kernelspec"]["name"] == "python3"
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        assert not cell.outputs and cell.execution_count is None
+        tree = ast.parse(cell.source)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                assert node.module.split(".")[0] != "structrag" or node.module == "structrag"
+            if isinstance(node, ast.Import):
+                assert not [a for a in node.names if a.name.startswith("structrag.")]
+            if isinstance(node, ast.Attribute):
+                assert node.attr not in ("store", "text_index", "engine"), cell.source
