@@ -14,6 +14,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -33,8 +34,54 @@ from structrag.query.settings import DEFAULT_SETTINGS, RankingSettings
 from structrag.store.duckdb import DB_FILENAME, DuckDBStore, SchemaUpgradeNeeded
 from structrag.store.protocols import IndexedMessage, StoredMessage
 from structrag.store.whoosh_index import WhooshTextIndex
+from structrag.timeparse import DateOrder
 
 EXTRACTORS = ("spacy", "llm", "hybrid")
+
+
+@dataclass(frozen=True)
+class IngestOptions:
+    """How to ingest: shared by :meth:`Index.ingest`, :meth:`Index.estimate` (a dry run)
+    and the CLI's ``ingest``."""
+
+    #: Input format; detected from each input's name and content when None.
+    format: str | None = None
+    #: Conversation id for the inputs (default: from each input).
+    conversation: str | None = None
+    #: Text encoding of the inputs.
+    encoding: str = "utf-8"
+    #: How to read numeric dates that could be day- or month-first (``12/03/2023``):
+    #: ``dmy`` or ``mdy``; None decides per file from its values.
+    date_order: DateOrder | None = None
+    #: ``spacy`` (offline default), ``llm``, ``hybrid``, or an extractor.
+    extractor: str | Extractor = "spacy"
+    #: Extraction processes.
+    workers: int | None = 1
+    #: Also run spaCy's named-entity recognizer (slower).
+    ner: bool = False
+    #: Message embeddings, fixed at an index's first ingest (None: keep, or ``static``).
+    embeddings: str | None = None
+    #: Re-read inputs ingested before and extract every message again.
+    force: bool = False
+    #: The LLM for ``llm``/``hybrid`` (None: from the ``STRUCTRAG_LLM_*`` variables).
+    llm: LLMConfig | StructuredLLM | None = None
+
+    @classmethod
+    def of(cls, options: IngestOptions | None, changes: dict[str, Any]) -> IngestOptions:
+        """``options`` (or the defaults) with keyword changes; unknown names are an error."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(changes) - known)
+        if unknown:
+            raise ConfigError(
+                f"unknown ingest option(s): {', '.join(unknown)}",
+                hint=f"known: {', '.join(sorted(known))}",
+            )
+        return replace(options or cls(), **changes)
+
+    def load_options(self) -> LoadOptions:
+        return LoadOptions(
+            conversation=self.conversation, encoding=self.encoding, date_order=self.date_order
+        )
 
 
 def make_extractor(name: str = "spacy", **options: Any) -> Extractor:
@@ -155,38 +202,31 @@ class Index:
     def ingest(
         self,
         paths: Sequence[str | Path],
+        options: IngestOptions | None = None,
         *,
-        format: str | None = None,
-        conversation: str | None = None,
-        encoding: str = "utf-8",
-        extractor: str | Extractor = "spacy",
-        workers: int | None = 1,
-        ner: bool = False,
-        embeddings: str | None = None,
         progress: ProgressSink | None = None,
-        force: bool = False,
-        llm: LLMConfig | StructuredLLM | None = None,
         retry_failed: bool = False,
+        **changes: Any,
     ) -> list[IngestReport]:
-        """Ingest files; returns one report per file. See :mod:`structrag.ingest`.
+        """Ingest files and folders; returns one report per input. See
+        :mod:`structrag.ingest` and :class:`IngestOptions` (its fields may also be passed
+        as keywords: ``index.ingest(paths, extractor="llm", workers=2)``).
 
         ``workers > 1`` extracts in worker processes; a script doing that must guard its
         entry point with ``if __name__ == "__main__":`` (as for any multiprocessing).
-
-        ``extractor="llm"`` or ``"hybrid"`` asks the LLM that ``llm`` describes (default:
-        the ``STRUCTRAG_LLM_*`` environment variables); answers are cached in the index.
-        ``retry_failed`` then re-extracts the messages whose extraction failed before
+        ``retry_failed`` re-extracts the messages whose LLM extraction failed before
         (``paths`` may be empty); its report comes last.
         """
+        options = IngestOptions.of(options, changes)
         if self.read_only:
             raise IndexStateError("the index was opened read-only; open it for writing")
-        if retry_failed and extractor == "spacy":
+        if retry_failed and options.extractor == "spacy":
             raise ConfigError(
                 "--retry-failed redoes failed LLM extractions",
                 hint="pass --extractor llm (or hybrid) with the LLM settings",
             )
-        with self._extractor(extractor, ner=ner, workers=workers, llm=llm) as chosen:
-            setting, embedder = self._ingest_embedder(embeddings)
+        with self._extractor(options, llm=options.llm) as chosen:
+            setting, embedder = self._ingest_embedder(options.embeddings)
             ingestor = Ingestor(
                 self.store,
                 self.text_index,
@@ -198,54 +238,44 @@ class Index:
             if paths or not retry_failed:
                 reports = ingestor.ingest(
                     paths,
-                    format=format,
-                    options=LoadOptions(conversation=conversation, encoding=encoding),
+                    format=options.format,
+                    options=options.load_options(),
                     progress=progress,
-                    force=force,
+                    force=options.force,
                 )
             if retry_failed:
                 reports.append(ingestor.retry_failed(progress))
             return reports
 
     def estimate(
-        self,
-        paths: Sequence[str | Path],
-        *,
-        format: str | None = None,
-        conversation: str | None = None,
-        encoding: str = "utf-8",
-        extractor: str | Extractor = "spacy",
-        llm: LLMConfig | StructuredLLM | None = None,
-        force: bool = False,
+        self, paths: Sequence[str | Path], options: IngestOptions | None = None, **changes: Any
     ) -> dict[str, Any]:
-        """A dry run of :meth:`ingest`: which messages would be extracted and, for the LLM,
-        how many calls and tokens that would take (answers in the cache cost nothing).
-        Sends no request and writes nothing."""
-        offline = _offline(llm) if extractor in ("llm", "hybrid") else None
-        with self._extractor(extractor, workers=1, llm=offline) as chosen:
+        """A dry run of :meth:`ingest` with the same options: which messages would be
+        extracted and, for the LLM, how many calls and tokens that would take (answers in
+        the cache cost nothing). Sends no request and writes nothing."""
+        options = IngestOptions.of(options, changes)
+        offline = _offline(options.llm) if options.extractor in ("llm", "hybrid") else None
+        with self._extractor(replace(options, workers=1), llm=offline) as chosen:
             return Ingestor(self.store, self.text_index, chosen).estimate(
                 paths,
-                format=format,
-                options=LoadOptions(conversation=conversation, encoding=encoding),
-                force=force,
+                format=options.format,
+                options=options.load_options(),
+                force=options.force,
             )
 
     @contextmanager
     def _extractor(
-        self,
-        extractor: str | Extractor,
-        *,
-        ner: bool = False,
-        workers: int | None = 1,
-        llm: LLMConfig | StructuredLLM | None = None,
+        self, options: IngestOptions, *, llm: LLMConfig | StructuredLLM | None
     ) -> Iterator[Extractor]:
-        """The extractor ``extractor`` names (or is), with LLM answers cached in the index."""
-        if not isinstance(extractor, str):
-            yield extractor
+        """The extractor the options name (or give), with LLM answers cached in the index."""
+        if not isinstance(options.extractor, str):
+            yield options.extractor
             return
         cache = TableAnswerCache(self.store.answer_table())
         try:
-            yield make_extractor(extractor, ner=ner, workers=workers, llm=llm, cache=cache)
+            yield make_extractor(
+                options.extractor, ner=options.ner, workers=options.workers, llm=llm, cache=cache
+            )
         finally:
             cache.close()
 

@@ -28,9 +28,22 @@ class TokenCounter(Protocol):
 
 
 class Ranked(Protocol):
+    """What packing needs of a ranked message."""
+
     mkey: int
     score: float
     source: str
+
+
+@dataclass
+class RankedMessage:
+    """A message a ranker found (``source``: ``structured``, ``vector`` ...), with its score."""
+
+    mkey: int
+    conversation: str
+    id: str
+    score: float
+    source: str = "structured"
 
 
 @dataclass(frozen=True)

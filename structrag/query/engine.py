@@ -25,7 +25,13 @@ from structrag.embeddings import Embedder
 from structrag.errors import QueryError
 from structrag.query import ast
 from structrag.query.compile import compile_query
-from structrag.query.context import AnswerContext, Line, TokenCounter, build_context
+from structrag.query.context import (
+    AnswerContext,
+    Line,
+    RankedMessage,
+    TokenCounter,
+    build_context,
+)
 from structrag.query.derived import ConversationView, Derived, Evaluation
 from structrag.query.nodes import Match, PlanNode
 from structrag.query.parser import parse
@@ -35,15 +41,6 @@ from structrag.store.protocols import KnowledgeStore, TextIndexReader
 
 #: Questions longer than this are refused (the parser's cost grows with length).
 MAX_QUESTION_CHARS = 2_000
-
-
-@dataclass
-class RankedMessage:
-    mkey: int
-    conversation: str
-    id: str
-    score: float
-    source: str = "structured"
 
 
 @dataclass
