@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 import click
 
 from structrag import __version__
-from structrag.errors import InputError, NotFoundError, StructragError
+from structrag.errors import InputError, NotFoundError, StructragError, shown_path
 from structrag.importers import ALIASES, FORMATS
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -148,8 +148,9 @@ def open_for(db: str, *, write: bool = False) -> Iterator[Any]:
     from structrag.index import Index
 
     if not write and not Path(db).is_dir():
+        shown = shown_path(db)
         raise StructragError(
-            f"no index at {db}", hint=f"create one with `structrag ingest FILE --db {db}`"
+            f"no index at {shown}", hint=f"create one with `structrag ingest FILE --db {shown}`"
         )
     index = Index(db, read_only=not write, create=write)
     try:
@@ -1045,7 +1046,11 @@ def main(argv: list[str] | None = None) -> None:
         else "interrupted"
     )
     try:
-        cli.main(args=argv, prog_name="structrag", standalone_mode=False)
+        # Not cli.main(): it turns a closed pipe (`structrag query ... | head`) into exit 1.
+        with cli.make_context("structrag", list(args)) as ctx:
+            cli.invoke(ctx)
+    except click.exceptions.Exit as exc:  # --help, --version
+        sys.exit(exc.exit_code)
     except (click.exceptions.Abort, KeyboardInterrupt):  # click turns Ctrl-C into Abort
         click.echo(interrupted, err=True)
         sys.exit(130)
@@ -1056,4 +1061,7 @@ def main(argv: list[str] | None = None) -> None:
         click.secho(f"error: {exc}", err=True, fg="red")
         sys.exit(1)
     except BrokenPipeError:
+        # The reader went away (`| head`): what it wanted was written. Point stdout at
+        # /dev/null so the interpreter's final flush does not complain, and succeed.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(0)

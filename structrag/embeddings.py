@@ -23,6 +23,13 @@ class Embedder(Protocol):
         ...
 
 
+#: A message's embedding reads at most this many characters of it: the gist is in the
+#: start, models read a few hundred tokens at most, and a 20 MB message would otherwise
+#: take gigabytes.
+MAX_EMBED_CHARS = 8_000
+
+
 def message_text(speaker: str | None, text: str) -> str:
-    """What is embedded for a message: ``speaker: text``."""
+    """What is embedded for a message: ``speaker: text`` (its start, for a long text)."""
+    text = text[:MAX_EMBED_CHARS]
     return f"{speaker}: {text}" if speaker else text

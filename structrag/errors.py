@@ -10,6 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 
 
+def shown_path(path: str | Path) -> str:
+    """A path as an error message shows it: bytes that are not UTF-8 (a file name from an
+    old archive, say) appear as ``\xff`` instead of breaking the message."""
+    return str(path).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 class StructragError(Exception):
     """Root of every error structrag raises on purpose."""
 
@@ -39,7 +45,7 @@ class InputError(StructragError, ValueError):
         column: int | None = None,
         hint: str | None = None,
     ) -> None:
-        self.path = str(path)
+        self.path = shown_path(path)
         self.line = line
         self.column = column
         where = self.path

@@ -21,7 +21,7 @@ from typing import Any
 
 from structrag.embedders import get_embedder
 from structrag.embeddings import EMBEDDERS, Embedder, message_text
-from structrag.errors import ConfigError, IndexStateError, NotFoundError
+from structrag.errors import ConfigError, IndexStateError, NotFoundError, shown_path
 from structrag.extract.base import Extractor
 from structrag.importers import LoadOptions
 from structrag.ingest import Ingestor, IngestReport, ProgressSink, indexed_message
@@ -132,6 +132,13 @@ class Index:
         settings: RankingSettings = DEFAULT_SETTINGS,
     ) -> None:
         self.directory = Path(directory)
+        try:
+            str(self.directory).encode("utf-8")
+        except UnicodeEncodeError:
+            raise IndexStateError(
+                f"the index directory name {shown_path(self.directory)} is not valid UTF-8",
+                hint="pass --db a directory name in UTF-8",
+            ) from None
         self.read_only = read_only
         self.settings = settings
         self.notes: list[str] = []

@@ -28,6 +28,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from structrag import faults
 from structrag.analysis import content_count, stems, term_key
 from structrag.errors import InputError
 from structrag.extract.base import (
@@ -509,6 +510,7 @@ class Ingestor:
             record.messages_updated = report.messages_updated
             record.refs_added = report.refs_added
             # 3. The store commits first; the text index then says which generation it has.
+            faults.point("store-commit")
             generation = transaction.commit()
         except BaseException:
             transaction.rollback()
@@ -520,6 +522,7 @@ class Ingestor:
                 close()
             raise
         assert writer is not None
+        faults.point("text-commit")
         writer.commit(generation)
 
     def _flush(self, transaction: StoreTransaction, chunk: _Chunk, report: IngestReport) -> None:

@@ -231,7 +231,7 @@ def test_empty_and_huge_messages_are_kept_and_explained(tmp_path: Path) -> None:
     source = load_source(path)
     assert [m.id for m in source.messages] == ["e", "h"]
     assert any("empty" in w for w in source.warnings)
-    assert any("extracted in pieces" in w for w in source.warnings)
+    assert any("knowledge is extracted from its first" in w for w in source.warnings)
 
 
 def test_missing_text_field_names_the_json_position(tmp_path: Path) -> None:

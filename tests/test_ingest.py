@@ -3,11 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -150,51 +145,6 @@ def test_text_index_behind_the_store_is_rebuilt_on_open(
         assert ix.text_index.doc_count() == 8 + 3
     with Index(directory, read_only=True) as ix:
         assert ix.notes == []
-
-
-def test_killed_ingest_leaves_the_index_as_it_was(tmp_path: Path, locomo_file: Path) -> None:
-    directory = tmp_path / "idx"
-    with Index(directory) as ix:
-        ix.ingest([locomo_file])
-        before = _counts(ix)
-    big = tmp_path / "big.jsonl"
-    big.write_text(
-        "\n".join(
-            json.dumps(
-                {
-                    "id": str(i),
-                    "speaker": "Ann",
-                    "text": f"On day {i} Ann walked the dog to the river and read a book.",
-                }
-            )
-            for i in range(4000)
-        )
-    )
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "structrag",
-            "ingest",
-            str(big),
-            "--db",
-            str(directory),
-            "-q",
-            "--workers",
-            "1",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    time.sleep(4.0)
-    assert proc.poll() is None, "the ingest finished before it could be killed"
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    with Index(directory) as ix:
-        assert _counts(ix) == before
-        (report,) = ix.ingest([big])
-        assert report.messages_added == 4000
-        assert ix.stats()["messages"] == 8 + 4000
 
 
 def test_show_and_top_lists(index: Index, locomo_file: Path) -> None:

@@ -107,7 +107,7 @@ def test_rendering_round_trips(text: str) -> None:
         ('when:"blah blah"', 5, "as a time"),
         ("entity(colour=red)", 7, "no argument 'colour'"),
         ("   ", 0, "empty query"),
-        ("NOT " * 5000 + "x", 0, "nests too deeply"),
+        ("NOT " * 4000 + "x", 0, "nests too deeply"),
         ("meta.session. = 1", 12, "unexpected '.'"),
         ("word^0", 4, "above 0"),
     ],

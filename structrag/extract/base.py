@@ -20,6 +20,11 @@ from structrag.models import Action, Entity, Message, SemanticRef, Span
 
 Progress = Callable[[int], None]
 
+#: Extractors read at most this many characters of a message: a message of 20 MB would
+#: otherwise take minutes and gigabytes and make a million refs. The whole message is
+#: stored, and every word of it stays searchable as text.
+MAX_EXTRACT_CHARS = 100_000
+
 METADATA_EXTRACTOR = "metadata"
 METADATA_VERSION = "1"
 

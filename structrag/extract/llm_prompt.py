@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 
+from structrag.extract.base import MAX_EXTRACT_CHARS
 from structrag.models import Message
 
 PROMPT_VERSION = "1"
@@ -43,7 +44,7 @@ def render_message(message: Message) -> str:
     if message.timestamp is not None:
         lines.append(f"Time: {message.timestamp.isoformat(sep=' ', timespec='minutes')}")
     lines.append("Message:")
-    lines.append(message.text)
+    lines.append(message.text[:MAX_EXTRACT_CHARS])
     return "\n".join(lines)
 
 

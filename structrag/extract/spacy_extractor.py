@@ -26,10 +26,14 @@ spread over worker processes.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import multiprocessing
 import os
 import re
+import signal
 import sys
+import threading
+import time
 import warnings
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -37,7 +41,12 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING, Any
 
 from structrag.analysis import wordset
-from structrag.extract.base import ROLE_FACET_NAMES, Progress, metadata_knowledge
+from structrag.extract.base import (
+    MAX_EXTRACT_CHARS,
+    ROLE_FACET_NAMES,
+    Progress,
+    metadata_knowledge,
+)
 from structrag.models import (
     Action,
     Entity,
@@ -206,7 +215,7 @@ class SpacyExtractor:
     def _extract_local(self, messages: Sequence[Message]) -> Iterator[list[SemanticRef]]:
         pieces: list[tuple[int, int, str, str]] = []
         for i, message in enumerate(messages):
-            pieces.extend((i, *piece) for piece in _pieces(message.text))
+            pieces.extend((i, *p) for p in _pieces(message.text[:MAX_EXTRACT_CHARS]))
         results: list[list[SemanticRef]] = [[] for _ in messages]
         done = 0
         docs = self.nlp.pipe((p[3] for p in pieces), batch_size=self.batch_size)
@@ -278,8 +287,30 @@ class SpacyExtractor:
 _WORKER: SpacyExtractor | None = None
 
 
+def _exit_with_parent() -> None:
+    """End this worker when the process that started it dies (a ``kill -9`` of an
+    ingest must not leave workers holding hundreds of MB each): on Linux the kernel sends
+    SIGTERM at the parent's death; elsewhere a thread watches for the parent to change."""
+    parent = os.getppid()
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL("libc.so.6", use_errno=True)
+            if libc.prctl(1, signal.SIGTERM, 0, 0, 0) == 0:  # PR_SET_PDEATHSIG
+                if os.getppid() != parent:  # the parent died before the call took effect
+                    os._exit(1)
+                return
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True, name="structrag-parent-watch").start()
+
+
 def _worker_init(config: tuple[str, bool, int]) -> None:
     global _WORKER
+    _exit_with_parent()
     # One BLAS thread per worker: the workers already use every core between them.
     with contextlib.suppress(ImportError):
         from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]

@@ -21,6 +21,7 @@ from structrag.errors import InputError, UnknownFormatError
 from structrag.importers.base import (
     LoadOptions,
     ParsedSource,
+    check_name,
     decode_text,
     parse_json,
     read_bytes,
@@ -274,6 +275,7 @@ def expand_inputs(paths: Sequence[str | Path]) -> Inputs:
     out = Inputs()
     for raw in paths:
         path = Path(raw)
+        check_name(path)
         if not path.is_dir():
             out.paths.append(path)  # a missing file fails when it is loaded, by name
             continue

@@ -21,7 +21,8 @@ from structrag.errors import InputError
 from structrag.models import Conversation, Message, SemanticRef
 from structrag.timeparse import DateOrder, parse_datetime
 
-#: Messages longer than this are still stored whole, but extracted in pieces.
+#: Messages longer than this are stored whole (and searchable as text), but knowledge is
+#: extracted from their first characters only (see ``extract.base.MAX_EXTRACT_CHARS``).
 HUGE_MESSAGE_CHARS = 100_000
 
 
@@ -68,6 +69,20 @@ class LoadOptions:
     #: How to read numeric dates that could be day- or month-first (``12/03/2023``);
     #: ``None``: decided per file from its values (see :mod:`structrag.timeparse`).
     date_order: DateOrder | None = None
+
+
+def check_name(path: Path) -> None:
+    """Refuse a file name that is not valid UTF-8 (the index stores names and derives
+    conversation ids from them, as text)."""
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        raise InputError(
+            path,
+            "the file name is not valid UTF-8",
+            hint="rename the file (e.g. `convmv -f latin1 -t utf8 FILE`), or copy it to a "
+            "name in UTF-8",
+        ) from None
 
 
 def read_bytes(path: Path) -> bytes:
@@ -162,6 +177,17 @@ def file_lines(text: str) -> list[str]:
     return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
 
 
+def too_deep(path: Path, *, line: int | None = None) -> InputError:
+    """The error for JSON nested deeper than Python's parser goes (about 1,000 levels)."""
+    return InputError(
+        path,
+        "the JSON is nested too deeply to read (arrays or objects inside each other about "
+        "1,000 levels deep)",
+        line=line,
+        hint="no conversation export nests this deep: the file is damaged or not an export",
+    )
+
+
 def read_json_lines(
     path: Path, what: str = "a JSON object"
 ) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -176,6 +202,8 @@ def read_json_lines(
             raise InputError(
                 path, f"invalid JSON: {exc.msg}", line=lineno, column=exc.colno
             ) from None
+        except RecursionError:
+            raise too_deep(path, line=lineno) from None
         check_surrogates(path, line, item, line=lineno)
         if not isinstance(item, dict):
             raise InputError(path, f"each line must be {what}", line=lineno)
@@ -221,6 +249,8 @@ def parse_json(path: Path, text: str) -> Any:
     """``json.loads`` with errors that name the line and column, and spot truncation."""
     try:
         data = json.loads(text)
+    except RecursionError:
+        raise too_deep(path) from None
     except json.JSONDecodeError as exc:
         truncated = exc.pos >= len(text.rstrip())
         hint = (
@@ -378,7 +408,8 @@ def finish(
         elif len(raw.text) > HUGE_MESSAGE_CHARS:
             warnings.append(
                 f"{path}: {raw.location}: message {msg_id!r} has {len(raw.text):,} characters; "
-                "it is stored whole and extracted in pieces"
+                f"it is stored whole and searchable; knowledge is extracted from its first "
+                f"{HUGE_MESSAGE_CHARS:,} characters"
             )
         messages.append(message)
         locations.append(raw.location)

@@ -41,6 +41,7 @@ from structrag.importers.base import (
     merge_sources,
     parse_json,
     str_list,
+    too_deep,
 )
 from structrag.models import Conversation
 from structrag.timeparse import infer_date_order, parse_datetime
@@ -223,6 +224,8 @@ def load_jsonl(path: Path, text: str, options: LoadOptions) -> ParsedSource:
 def _parse_line(path: Path, line: str, lineno: int, *, is_last: bool) -> Any:
     try:
         data = json.loads(line)
+    except RecursionError:
+        raise too_deep(path, line=lineno) from None
     except json.JSONDecodeError as exc:
         hint = (
             "the last line ends before its JSON object is complete: the file looks "

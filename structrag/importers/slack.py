@@ -110,7 +110,7 @@ def is_slack_folder(path: Path) -> bool:
         return False
     try:
         data = json.loads(days[0].read_bytes())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return False
     return looks_like_slack_day(days[0], data)
 

@@ -68,4 +68,5 @@ class EntityGraph:
                     name = self.name(other)
                     if name not in found:
                         found.append(name)
-        return found
+        # A stable order, whatever order the edges came in: best connected first.
+        return sorted(found, key=lambda n: (-self._undirected.degree(term_key(n)), n))

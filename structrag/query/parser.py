@@ -28,6 +28,9 @@ from structrag.query import ast
 from structrag.query.timeexpr import absolute_range, understood
 
 GRAMMAR_PACKAGE = "structrag.grammars"
+#: Longer queries are refused: parsing and running grow with length (a query of 20,000
+#: characters has a few thousand terms at most, and runs in about a second).
+MAX_QUERY_CHARS = 20_000
 GRAMMAR_FILE = "query.lark"
 _ESCAPE = re.compile(r"\\(.)")
 
@@ -241,6 +244,13 @@ def parse(text: str) -> ast.Node:
     """Parse a query expression into an AST; raises :class:`QuerySyntaxError`."""
     if not text.strip():
         raise QuerySyntaxError(text, 0, "empty query", hint="type some words or a pattern")
+    if len(text) > MAX_QUERY_CHARS:
+        raise QuerySyntaxError(
+            text[:80],
+            0,
+            f"the query has {len(text):,} characters; the limit is {MAX_QUERY_CHARS:,}",
+            hint="split it into several queries",
+        )
     try:
         tree = _parser().parse(text)
     except RecursionError:

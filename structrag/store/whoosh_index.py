@@ -34,9 +34,31 @@ from whoosh import columns, fields, formats, index
 from whoosh.analysis import Token, Tokenizer
 from whoosh.codec import whoosh3
 
+from structrag import faults
+from structrag.errors import IndexStateError
 from structrag.store.protocols import IndexedMessage
 
 INDEX_DIRNAME = "whoosh"
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+#: The mode of a rebuilt text index folder: what a new folder gets (0755 by default).
+_DIR_MODE = 0o777 & ~_umask()
+
+
+def _unusable(path: Path, exc: OSError) -> IndexStateError:
+    """A text index folder the process cannot use (read-only, full disk, not a folder)."""
+    reason = exc.strerror or str(exc)
+    return IndexStateError(
+        f"cannot write the text index at {path}: {reason}",
+        hint="check that you may write to the index directory (and that the disk has room); "
+        "reading commands need no write access",
+    )
 
 
 def _cache_missing_columns() -> None:
@@ -199,13 +221,26 @@ class WhooshTextIndex:
         self._columns: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
         self._conv_docs: dict[str, np.ndarray] = {}
         self._ix: Any = None
-        if index.exists_in(str(self.path)):
-            self._ix = index.open_dir(str(self.path))
-        elif not read_only:
-            self.path.mkdir(parents=True, exist_ok=True)
-            self._ix = index.create_in(str(self.path), _schema())
-            if not any(self.path.glob("*.seg")):
-                self._mark(0)  # a new, empty index matches a new, empty store
+        try:
+            if not read_only:
+                self._sweep()
+            if index.exists_in(str(self.path)):
+                self._ix = index.open_dir(str(self.path))
+            elif not read_only:
+                self.path.mkdir(parents=True, exist_ok=True)
+                self._ix = index.create_in(str(self.path), _schema())
+                if not any(self.path.glob("*.seg")):
+                    self._mark(0)  # a new, empty index matches a new, empty store
+        except OSError as exc:
+            raise _unusable(self.path, exc) from exc
+
+    def _sweep(self) -> None:
+        """Remove what a rebuild killed half-way left behind. Only a writer opens the text
+        index for writing, and the store's lock lets one writer in at a time, so any
+        leftover is stale."""
+        for leftover in self.path.parent.glob(".whoosh-*"):
+            if leftover.name.startswith((".whoosh-new-", ".whoosh-old-")):
+                shutil.rmtree(leftover, ignore_errors=True)
 
     # -- generation marker ----------------------------------------------------------------
 
@@ -228,7 +263,10 @@ class WhooshTextIndex:
     # -- writing --------------------------------------------------------------------------
 
     def writer(self) -> WhooshWriter:
-        return WhooshWriter(self)
+        try:
+            return WhooshWriter(self)
+        except OSError as exc:
+            raise _unusable(self.path, exc) from exc
 
     def rebuild(self, messages: Iterable[IndexedMessage], generation: int) -> int:
         """Build a fresh index beside the old one, then swap it in."""
@@ -238,6 +276,7 @@ class WhooshTextIndex:
         fresh = Path(tempfile.mkdtemp(dir=parent, prefix=".whoosh-new-"))
         count = 0
         try:
+            fresh.chmod(_DIR_MODE)  # mkdtemp makes it 0700; readers of the index need it
             ix = index.create_in(str(fresh), _schema())
             writer = ix.writer(limitmb=256)
             for message in messages:
@@ -245,11 +284,15 @@ class WhooshTextIndex:
                 count += 1
             writer.commit()
             ix.close()
+            faults.point("rebuild-swap")
             old = parent / f".whoosh-old-{os.getpid()}"
             if self.path.exists():
                 self.path.replace(old)
             fresh.replace(self.path)
             shutil.rmtree(old, ignore_errors=True)
+        except OSError as exc:
+            shutil.rmtree(fresh, ignore_errors=True)
+            raise _unusable(self.path, exc) from exc
         except BaseException:
             shutil.rmtree(fresh, ignore_errors=True)
             raise

@@ -62,6 +62,20 @@ _GENERIC = {
 }
 
 
+# Runs of symbols (emoji, punctuation) and very long "words": spaCy's tokenizer splits them
+# one character at a time, in time that grows with the square of their length.
+_SYMBOL_RUN = re.compile(r"[^\w\s]{4,}")
+_LONG_WORD = re.compile(r"\S{40}")
+
+
+def tame(question: str) -> str:
+    """The question as the parser reads it: runs of four or more symbols (emoji, ``?!?!``)
+    become one space and words of 40 characters or more are cut, which keeps parsing time
+    linear in the question's length; they carry nothing a query could match."""
+    text = _SYMBOL_RUN.sub(" ", question)
+    return _LONG_WORD.sub(lambda m: m.group(0) + " ", text)
+
+
 class SpacyTranslator:
     """Question -> :class:`Translation` with the same spaCy pipeline as the extractor."""
 
@@ -69,7 +83,7 @@ class SpacyTranslator:
         self.model = model
 
     def translate(self, question: str, speakers: Sequence[str]) -> Translation:
-        text = question.strip()
+        text = tame(question.strip())
         time_phrases = [m.group(0).strip() for m in _TIME_RE.finditer(text)]
         time_phrases = [p for p in time_phrases if understood(p)]
         rest = _TIME_RE.sub(" ", text) if time_phrases else text

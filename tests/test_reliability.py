@@ -1,0 +1,102 @@
+"""Bad and huge input: one-line errors instead of tracebacks, bounded work, nothing lost."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from structrag import Index, InputError, QueryError, QuerySyntaxError
+from structrag.extract.base import MAX_EXTRACT_CHARS
+from structrag.query.parser import MAX_QUERY_CHARS
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "friends_chat.jsonl"
+
+
+def run_cli(*args: str | bytes, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "structrag", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=cwd,
+    )
+
+
+@pytest.mark.parametrize("depth", [990, 1000, 5000])
+@pytest.mark.parametrize("suffix", [".json", ".jsonl"])
+def test_deeply_nested_json_is_a_one_line_error(tmp_path: Path, depth: int, suffix: str) -> None:
+    path = tmp_path / f"deep{suffix}"
+    path.write_text('{"text": ' + "[" * depth + "]" * depth + "}\n")
+    done = run_cli("ingest", str(path), "--db", str(tmp_path / "ix"))
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "nested too deeply" in done.stderr or "must be" in done.stderr
+    assert not (tmp_path / "ix").exists()
+
+
+def test_names_that_are_not_utf8_are_one_line_errors(tmp_path: Path) -> None:
+    bad = os.fsdecode(b"chat\xff.jsonl")
+    (tmp_path / bad).write_bytes(EXAMPLE.read_bytes())
+    done = run_cli("ingest", bad, "--db", "ix", cwd=tmp_path)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "chat\\xff.jsonl: the file name is not valid UTF-8" in done.stderr
+    done = run_cli("ingest", str(EXAMPLE), "--db", os.fsdecode(b"ix\xff"), cwd=tmp_path)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "ix\\xff is not valid UTF-8" in done.stderr
+    with pytest.raises(InputError):
+        Index(tmp_path / "ix2").ingest([tmp_path / bad])
+
+
+def test_a_closed_pipe_is_not_a_failure(example_index: Path) -> None:
+    command = (
+        f"{sys.executable} -m structrag query Biscuit --db {example_index} --limit 40 | head -1"
+    )
+    done = subprocess.run(
+        ["bash", "-c", f"set -o pipefail; {command}"], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    assert len(done.stdout.splitlines()) == 1
+
+
+def test_a_trailing_dot_in_a_meta_key_is_a_syntax_error(example_index: Path) -> None:
+    done = run_cli("query", "meta.session. = 1", "--db", str(example_index))
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "^" in done.stderr
+
+
+def test_queries_and_questions_have_a_length_limit(example_index: Path) -> None:
+    with Index(example_index, read_only=True) as index:
+        with pytest.raises(QuerySyntaxError, match="limit"):
+            index.query(" OR ".join(f"w{i}" for i in range(MAX_QUERY_CHARS)))
+        with pytest.raises(QueryError, match="limit"):
+            index.ask("why " * 2000)
+        # a long run of emoji is parsed in linear time (it carries nothing to match)
+        answer = index.ask("\U0001f600" * 1500 + " Where did Marco sail?", budget=200)
+        assert "action(Marco, sail" in answer.query
+
+
+def test_a_20_mb_message_is_stored_whole_and_extracted_in_part(tmp_path: Path) -> None:
+    words = ("harbour", "engine", "Lisbon", "sail", "boat", "market", "bread", "violin")
+    body = " ".join(words[i % len(words)] for i in range(2_500_000))
+    text = body[: 20_000_000 - 20] + " zanzibarfinalword"
+    path = tmp_path / "big.jsonl"
+    rows = [{"id": "big", "speaker": "Ann", "text": text}, {"id": "s", "text": "short"}]
+    path.write_text("\n".join(json.dumps(r) for r in rows))
+    with Index(tmp_path / "ix") as index:
+        (report,) = index.ingest([path])
+        assert report.messages_added == 2
+        assert any("knowledge is extracted from its first" in w for w in report.warnings)
+        assert index.show("big")["text"] == text
+        refs = index.sql(
+            "SELECT count(*), max(span_end) FROM semantic_refs "
+            "WHERE message_id = 'big' AND extractor = 'spacy'"
+        )
+        count, last = refs[0]
+        assert 0 < count < 20_000 and last <= MAX_EXTRACT_CHARS
+        found = index.query("zanzibarfinalword")  # the tail is searchable as text
+        assert found.messages[0].id == "big"
