@@ -785,9 +785,10 @@ def bench() -> None:
 )
 @click.option(
     "--systems",
-    default="structured,bm25,dense,hybrid",
+    default="structured,bm25,bm25+fill,dense,hybrid",
     show_default=True,
-    help="Systems to compare, comma-separated: structured, bm25, dense, hybrid.",
+    help="Systems to compare, comma-separated: structured, bm25, bm25+fill (BM25, then the "
+    "embedding fill ask uses), dense, hybrid.",
 )
 @click.option(
     "--out",

@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -21,8 +22,9 @@ from structrag.bench.perf import extrapolate, measure_corpus, percentiles
 from structrag.bench.recall import read_records, record_recall, rescore, score_records
 from structrag.bench.report import write_report
 from structrag.bench.synth import WEEKS_PER_COPY, synthetic_samples, write_corpus
-from structrag.bench.systems import check_available, require
-from structrag.cli import cli
+from structrag.bench.systems import SYSTEMS, check_available, make_systems, require
+from structrag.cli import bench_recall, cli
+from structrag.embeddings import message_text
 from structrag.errors import ConfigError, InputError
 from structrag.importers import load_source
 from structrag.timeparse import parse_datetime
@@ -318,6 +320,40 @@ def test_bench_recall_end_to_end(qa_file: Path, tmp_path: Path) -> None:
     assert again.exit_code == 0, again.output
     meta = json.loads((out / "recall.json").read_text())["meta"]
     assert meta["ingest"]["skipped"] and meta["questions"] == 2
+
+
+def test_bm25_fill_packs_bm25_then_the_embedding_order(qa_file: Path, tmp_path: Path) -> None:
+    with Index(tmp_path / "index") as index:
+        index.ingest([qa_file])
+        bm25, filled = make_systems(["bm25", "bm25+fill"], index)
+        stored = list(index.messages("conv-test"))
+        embedder = index.embedder
+        assert embedder is not None
+        filled_any = False
+        vectors = embedder.encode([message_text(s.message.speaker, s.message.text) for s in stored])
+        for question in load_questions([qa_file]):
+            similarity = vectors @ embedder.encode([question.question])[0]
+            nearest = [stored[i].message.id for i in np.argsort(-similarity, kind="stable")]
+            budgets = [30, 60, 4000]
+            plain = [c.message_ids for c in bm25.contexts(question, budgets)]
+            full = [c.message_ids for c in filled.contexts(question, budgets)]
+            for ids, more in zip(plain, full, strict=True):
+                # BM25's own context comes first, unchanged; the fill follows in the
+                # embedding order, leaving out what BM25 ranked.
+                assert more[: len(ids)] == ids
+                fill = more[len(ids) :]
+                assert fill == [i for i in nearest if i in fill]
+            ranked = plain[-1]  # at 4,000 tokens every ranked message fits
+            assert full[-1] == ranked + [i for i in nearest if i not in ranked]
+            filled_any |= any(len(f) > len(p) for f, p in zip(full, plain, strict=True))
+        # Where BM25 leaves budget empty, the fill uses it.
+        assert filled_any
+
+
+def test_default_systems_are_all_systems() -> None:
+    option = next(p for p in bench_recall.params if p.name == "systems")
+    assert option.default == ",".join(SYSTEMS)
+    assert "bm25+fill" in SYSTEMS
 
 
 def test_bench_recall_rejects_unknown_system(qa_file: Path, tmp_path: Path) -> None:

@@ -30,6 +30,7 @@ NOTES = "notes.md"
 SYSTEM_STYLE = {
     "structured": ("tab:red", "o"),
     "bm25": ("tab:blue", "s"),
+    "bm25+fill": ("tab:cyan", "v"),
     "dense": ("tab:green", "^"),
     "hybrid": ("tab:purple", "D"),
 }

@@ -5,7 +5,13 @@
   turns as rendered in a context: date, speaker and text, the text including the image
   caption the LoCoMo importer appends (on locomo_dev at 1,000 tokens this scores 0.712,
   against 0.688 for speaker and text and 0.664 for the text alone: the strongest of the
-  three is the honest baseline);
+  three is the honest baseline). Messages with no query term are not ranked, so budget
+  the ranking does not fill stays empty;
+* ``bm25+fill``: the BM25 ranking, then, while budget remains, the messages nearest to
+  the question by the index's own embedding (``Index.embedder``, the 64-dim ``static``
+  model by default), in the order and with the reach that :meth:`QueryEngine.ask
+  <structrag.query.engine.QueryEngine.ask>` fills with: ``ask`` minus the structured
+  ranking;
 * ``dense``: classic vector RAG: all-MiniLM-L6-v2 embeddings of the rendered turns,
   cosine similarity with the question;
 * ``hybrid``: reciprocal rank fusion (k=60) of the BM25 and dense rankings.
@@ -13,8 +19,9 @@
 The baselines only rank. Their contexts are packed by the same
 :func:`~structrag.query.context.build_context` that ``ask`` uses, from the same rendered
 lines (``[8 May 2023] Caroline: text``) and the same token counter, so the only difference
-between systems is which messages they rank first. A baseline context holds messages
-only; the structured one may spend up to 3% of the budget on knowledge lines.
+between systems is which messages they rank first (and, for ``structured`` and
+``bm25+fill``, fill after). A baseline context holds messages only; the structured one
+may spend up to 3% of the budget on knowledge lines.
 """
 
 from __future__ import annotations
@@ -37,7 +44,7 @@ from structrag.index import Index
 from structrag.query.context import AnswerContext, build_context, render_message
 from structrag.tokens import get_counter
 
-SYSTEMS = ("structured", "bm25", "dense", "hybrid")
+SYSTEMS = ("structured", "bm25", "bm25+fill", "dense", "hybrid")
 #: Reciprocal rank fusion constant (Cormack et al., 2009).
 RRF_K = 60
 DENSE_MODEL = "all-MiniLM-L6-v2"
@@ -155,11 +162,20 @@ class RankingSystem:
             self._cache[question.qid] = self.rank(question)
         return self._cache[question.qid]
 
+    def fill(self, question: Question, ranked: Sequence[Ranked], budget: int) -> list[Ranked]:
+        """Messages to pack after the ranking while budget remains (none by default)."""
+        return []
+
     def contexts(self, question: Question, budgets: Sequence[int]) -> list[AnswerContext]:
         ranked = self.ranking(question)
         engine = self.index.engine
         engine.counter = self.counter
-        return [build_context(engine.lines, self.counter, ranked, [], budget) for budget in budgets]
+        return [
+            build_context(
+                engine.lines, self.counter, ranked, self.fill(question, ranked, budget), budget
+            )
+            for budget in budgets
+        ]
 
 
 class BM25System(RankingSystem):
@@ -212,6 +228,55 @@ class BM25System(RankingSystem):
             Ranked(turns.mkeys[i], round(float(scores[i]), 4), "bm25")
             for i in order.tolist()
             if scores[i] > 0
+        ]
+
+
+class BM25FillSystem(RankingSystem):
+    """BM25's ranking, then the embedding fill that ``ask`` packs after its own ranking.
+
+    The fill is :meth:`QueryEngine.ask <structrag.query.engine.QueryEngine.ask>`'s: cosine
+    similarity of the question with every message of the conversation by the index's
+    embedder (:meth:`QueryEngine.vector_scores`), in descending order (stable), the first
+    ``budget // 4 + 64 + len(ranked)`` of them, less the ranked messages. An index
+    without vectors gives no fill (the context is then the ``bm25`` one).
+    """
+
+    name = "bm25+fill"
+
+    def __init__(self, bm25: BM25System) -> None:
+        super().__init__(bm25.index, bm25.corpus, encoding=bm25.counter.name)
+        self.bm25 = bm25
+        self._vectors: dict[str, tuple[np.ndarray, np.ndarray] | None] = {}
+
+    def rank(self, question: Question) -> list[Ranked]:
+        return self.bm25.ranking(question)
+
+    def _nearest(self, question: Question) -> tuple[np.ndarray, np.ndarray] | None:
+        """(mkeys in embedding order, their similarities), once per question."""
+        if question.qid not in self._vectors:
+            engine = self.index.engine
+            scope = engine.scope(question.conversation)
+            vector = engine.vector_scores(question.question, scope)
+            if vector is None:
+                self._vectors[question.qid] = None
+            else:
+                order = np.argsort(-vector, kind="stable")
+                self._vectors[question.qid] = (scope.frame.mkeys[order], vector[order])
+        return self._vectors[question.qid]
+
+    def fill(self, question: Question, ranked: Sequence[Ranked], budget: int) -> list[Ranked]:
+        nearest = self._nearest(question)
+        if nearest is None:
+            return []
+        mkeys, similarities = nearest
+        chosen = {r.mkey for r in ranked}
+        reach = min(len(mkeys), budget // 4 + 64 + len(chosen))
+        return [
+            Ranked(int(mkey), round(float(similarity), 4), "vector")
+            for mkey, similarity in zip(
+                mkeys[:reach].tolist(), similarities[:reach].tolist(), strict=True
+            )
+            if int(mkey) not in chosen
         ]
 
 
@@ -323,7 +388,8 @@ def make_systems(
     encoding: str = "cl100k_base",
     cache_dir: Path | None = None,
 ) -> list[System]:
-    """The named systems over one index (hybrid shares the bm25 and dense instances)."""
+    """The named systems over one index (bm25+fill and hybrid share the bm25 instance,
+    hybrid the dense one)."""
     unknown = [n for n in names if n not in SYSTEMS]
     if unknown:
         raise ConfigError(
@@ -351,6 +417,8 @@ def make_systems(
             systems.append(StructuredSystem(index, encoding=encoding))
         elif name == "bm25":
             systems.append(get_bm25())
+        elif name == "bm25+fill":
+            systems.append(BM25FillSystem(get_bm25()))
         elif name == "dense":
             systems.append(get_dense())
         else:
