@@ -40,7 +40,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from structrag.bench.locomo import Question, load_questions
+from structrag.bench.locomo import IN_SAMPLE_NOTE, Question, load_questions
 from structrag.bench.machine import environment
 from structrag.bench.recall import (
     DEFAULT_BUDGETS,
@@ -312,9 +312,10 @@ def markdown_report(result: LooResult) -> str:
     grid = meta["grid"]
     return (
         "# Held-out recall: leave one conversation out\n\n"
-        "The structured system's default ranking settings were chosen on these "
-        "conversations, so its recall on them with those settings is in-sample. Here each "
-        "conversation is held out in turn: the settings are chosen from the grid below by "
+        + IN_SAMPLE_NOTE
+        + f" Here each of the {len(result.folds)} conversations of "
+        + ", ".join(Path(p).name for p in meta["data"])
+        + " is held out in turn: the settings are chosen from the grid below by "
         f"mean recall at {select:,} tokens over the other conversations' questions, then the "
         "held-out conversation is scored with them at every budget. Held-out figures are "
         "pooled over the folds, per question (each question is held out once).\n\n"

@@ -27,7 +27,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from structrag.bench.locomo import CATEGORIES, Question, category_name, load_questions
+from structrag.bench.locomo import (
+    CATEGORIES,
+    IN_SAMPLE_NOTE,
+    Question,
+    category_name,
+    load_questions,
+)
 from structrag.bench.machine import environment
 from structrag.bench.systems import SYSTEMS, make_systems
 from structrag.errors import ConfigError, InputError
@@ -208,7 +214,8 @@ def write_tables(out: Path, rows: Sequence[Row], meta: Mapping[str, Any]) -> Non
         "Recall: the share of a question's evidence messages that are in its context (0 "
         "when the context is over budget), averaged per category and overall. All "
         "evidence: the share of questions with every evidence message in context.\n\n"
-        + markdown_table(rows),
+        f"**In-sample:** {IN_SAMPLE_NOTE} `structrag bench loo` measures held-out "
+        "figures.\n\n" + markdown_table(rows),
         encoding="utf-8",
     )
 
