@@ -665,9 +665,24 @@ def test_report_writes_markdown_and_plots(tmp_path: Path) -> None:
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     report = (results / "report.md").read_text()
     assert "structrag bench recall --data demo.json" in report
+    assert "structrag bench loo --data loo-demo.json" in report
+    held_out = report.index("## Held-out recall")
+    assert held_out < report.index("## Evidence recall")
+    assert "| structured, held-out | **0.833** | **1.000** | 0.500 |" in report
+    assert "| conv-b | 2 | speaker_boost=3, window=wide | 0.875 | 1.000 | 1.000 |  |" in report
+    assert "**In-sample:** The default ranking settings were chosen on" in report
+    assert "| recall target (structured: held-out) |" in report
     assert "| 100,000 | extrapolated |" in report
     assert "multi-hop" in report and "2 cores" in report
     assert "## Notes on this run\n\nA build ran beside the benchmark." in report
+
+
+def test_report_from_loo_alone(tmp_path: Path) -> None:
+    shutil.copy(FIXTURE_RESULTS / "loo.json", tmp_path / "loo.json")
+    written = write_report(tmp_path)
+    assert [p.name for p in written] == ["report.md", "recall_vs_budget.png"]
+    report = written[0].read_text()
+    assert "## Held-out recall" in report and "## Evidence recall" not in report
 
 
 def test_report_without_results_is_a_clean_error(tmp_path: Path) -> None:
@@ -694,5 +709,6 @@ def test_notebook_redraws_the_plots(monkeypatch: pytest.MonkeyPatch) -> None:
     assert len(figures) >= 3
     text = "".join(o.get("text", "") for o in outputs)
     assert "recall.json: 0.8333" in text  # the notebook's own rescoring agrees
+    assert "held-out 45: overall 0.8333" in text  # and it draws loo.json's held-out line
     # The committed notebook carries no outputs (they would go stale).
     assert all(not c.get("outputs") for c in original.cells if c.cell_type == "code")
