@@ -774,7 +774,8 @@ LOO_GRID = (
 
 @cli.group()
 def bench() -> None:
-    """Benchmarks on LoCoMo-format data: recall against baselines, speed, size, scaling.
+    """Benchmarks on LoCoMo-format data: recall against baselines, held-out recall (leave
+    one conversation out), speed, size, scaling.
 
     LoCoMo is not shipped with structrag: get locomo10.json from
     github.com/snap-research/locomo (CC BY-NC 4.0, non-commercial use). The baselines
