@@ -30,6 +30,7 @@ from structrag.bench.loo import (
     grid_text,
     parse_grid,
 )
+from structrag.bench.machine import environment
 from structrag.bench.perf import extrapolate, measure_corpus, percentiles
 from structrag.bench.recall import read_records, record_recall, rescore, score_records
 from structrag.bench.report import write_report
@@ -675,6 +676,22 @@ def test_report_writes_markdown_and_plots(tmp_path: Path) -> None:
     assert "| 100,000 | extrapolated |" in report
     assert "multi-hop" in report and "2 cores" in report
     assert "## Notes on this run\n\nA build ran beside the benchmark." in report
+
+
+@pytest.mark.parametrize(("seed", "shown"), [("0", "0"), (None, "random")])
+def test_results_record_the_hash_seed(
+    seed: str | None, shown: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    if seed is None:
+        monkeypatch.delenv("PYTHONHASHSEED", raising=False)
+    else:
+        monkeypatch.setenv("PYTHONHASHSEED", seed)
+    meta = environment("structrag bench recall")
+    assert meta["python_hash_seed"] == shown
+    recall = json.loads((FIXTURE_RESULTS / "recall.json").read_text())
+    (tmp_path / "recall.json").write_text(json.dumps({**recall, "meta": meta}))
+    written = write_report(tmp_path)
+    assert f", PYTHONHASHSEED {shown}\n" in written[0].read_text()
 
 
 def test_report_from_loo_alone(tmp_path: Path) -> None:

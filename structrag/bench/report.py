@@ -272,7 +272,8 @@ def _meta_lines(meta: dict[str, Any], what: str) -> list[str]:
         f"structrag {meta.get('structrag', '?')}",
         f"  * machine: {machine.get('platform', '?')}, {machine.get('cores', '?')} cores, "
         f"{machine.get('ram_gb', '?')} GB RAM, Python {machine.get('python', '?')}"
-        + (f", load average at start {load[0]:.1f}" if load else ""),
+        + (f", load average at start {load[0]:.1f}" if load else "")
+        + (f", PYTHONHASHSEED {meta['python_hash_seed']}" if "python_hash_seed" in meta else ""),
     ]
 
 
