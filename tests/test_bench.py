@@ -33,7 +33,7 @@ from structrag.bench.loo import (
 from structrag.bench.machine import environment
 from structrag.bench.perf import extrapolate, measure_corpus, percentiles
 from structrag.bench.recall import read_records, record_recall, rescore, score_records
-from structrag.bench.report import write_report
+from structrag.bench.report import recall_targets, write_report
 from structrag.bench.synth import WEEKS_PER_COPY, synthetic_samples, write_corpus
 from structrag.bench.systems import SYSTEMS, check_available, make_systems, require
 from structrag.cli import LOO_GRID, bench_loo, bench_recall, cli
@@ -692,6 +692,22 @@ def test_results_record_the_hash_seed(
     (tmp_path / "recall.json").write_text(json.dumps({**recall, "meta": meta}))
     written = write_report(tmp_path)
     assert f", PYTHONHASHSEED {shown}\n" in written[0].read_text()
+
+
+def test_recall_targets_use_held_out_figures_when_there_are_some() -> None:
+    def row(system: str, budget: int, overall: float) -> dict[str, Any]:
+        return {"system": system, "budget": budget, "recall": {"overall": overall}}
+
+    rows = [row("structured", 1000, 0.86), row("bm25", 1000, 0.70), row("dense", 1000, 0.84)]
+    assert "| structured overall at 1,000 tokens >= 0.85 | 0.8600 | yes |" in recall_targets(rows)
+    held_out = [row(HELD_OUT, 1000, 0.8495)]
+    lines = recall_targets(rows, held_out)
+    assert lines[0].startswith("| recall target (structured: held-out) |")
+    assert "| structured overall at 1,000 tokens >= 0.85 | 0.8495 | **no** |" in lines
+    assert "| structured above BM25 and dense at every budget | | yes |" in lines
+    assert "| structured above BM25 and dense at every budget | | **no** |" in recall_targets(
+        rows, [row(HELD_OUT, 1000, 0.83)]
+    )
 
 
 def test_report_from_loo_alone(tmp_path: Path) -> None:
