@@ -12,19 +12,36 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import click
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
 from structrag import Index
-from structrag.bench.locomo import load_questions, normalise_evidence
+from structrag.bench.locomo import Question, load_questions, normalise_evidence
+from structrag.bench.loo import (
+    DEFAULT_GRID,
+    DEFAULTS,
+    HELD_OUT,
+    IN_SAMPLE,
+    WINDOWS,
+    choose,
+    grid_points,
+    grid_text,
+    parse_grid,
+)
+from structrag.bench.machine import environment
 from structrag.bench.perf import extrapolate, measure_corpus, percentiles
 from structrag.bench.recall import read_records, record_recall, rescore, score_records
-from structrag.bench.report import write_report
+from structrag.bench.report import recall_targets, write_report
 from structrag.bench.synth import WEEKS_PER_COPY, synthetic_samples, write_corpus
-from structrag.bench.systems import check_available, require
-from structrag.cli import cli
+from structrag.bench.systems import SYSTEMS, check_available, make_systems, require
+from structrag.cli import LOO_GRID, bench_loo, bench_recall, cli
+from structrag.embeddings import message_text
 from structrag.errors import ConfigError, InputError
 from structrag.importers import load_source
+from structrag.query.context import MESSAGES_HEADER, render_message
+from structrag.query.settings import RankingSettings
 from structrag.timeparse import parse_datetime
 from tests.conftest import locomo_sample
 
@@ -199,10 +216,13 @@ def test_synthetic_copies_rename_speakers_shift_dates_and_keep_ids_unique() -> N
         assert shifted.weekday() == original.weekday()
         assert "Pepper" in _words(sample)  # other names are left alone
     assert len(speakers) == len(copies)
-    # A question whose evidence was cut from the last copy is dropped.
+    # A question whose evidence was cut from the last copy (its first 6 turns) is
+    # dropped; so is one without evidence.
+    assert len(copies[0][0]["qa"]) == 5
     last, _ = copies[-1]
     kept = {t["dia_id"] for k, v in last["conversation"].items() if isinstance(v, list) for t in v}
-    assert all(set(q["evidence"]) <= kept for q in last["qa"])
+    assert kept == {"D1:1", "D1:2", "D1:3", "D1:4", "D2:1", "D2:2"}
+    assert [q["evidence"] for q in last["qa"]] == [["D1:1"], ["D1:4"], ["D1:2", "D1:3"]]
     assert "Bob" not in " ".join(q["question"] for q in copies[0][0]["qa"])
 
 
@@ -216,7 +236,8 @@ def test_write_corpus_shards_import_as_locomo(tmp_path: Path) -> None:
     assert len(keys) == 40 and len(set(keys)) == 40
     assert all(src.format == "locomo" for src in parsed)
     assert write_corpus([source], 40, tmp_path / "corpus", shard_size=16) == shards  # reused
-    assert {q.conversation for q in load_questions(shards)} <= {k[0] for k in keys}
+    # Every copy is whole (40 = 5 * 8 turns), so every conversation keeps its questions.
+    assert {q.conversation for q in load_questions(shards)} == {k[0] for k in keys}
 
 
 # -- perf ---------------------------------------------------------------------------------
@@ -267,6 +288,38 @@ def test_measure_corpus_reports_speed_size_and_memory(qa_file: Path, tmp_path: P
 # -- the end-to-end recall run --------------------------------------------------------------
 
 
+def assert_context_holds_exactly(record: dict[str, Any], rendered: dict[str, str]) -> None:
+    """The context is the rendered lines of ``message_ids``, in that order, after at most
+    the structured system's knowledge lines and their header: no other message."""
+    lines = record["context"].split("\n") if record["context"] else []
+    ids = record["message_ids"]
+    assert len(ids) == len(set(ids)) <= len(lines)
+    head, body = lines[: len(lines) - len(ids)], lines[len(lines) - len(ids) :]
+    assert body == [rendered[i] for i in ids]
+    if head:
+        assert record["system"] == "structured"
+        assert head[-1] == MESSAGES_HEADER
+        assert all(line.startswith(("Entities: ", "Topics: ")) for line in head[:-1])
+    assert not set(head) & set(rendered.values())
+
+
+@pytest.mark.parametrize(
+    ("context", "ids"),
+    [
+        ("[8 May 2023] Alice: a\n[8 May 2023] Bob: b", ["D1:2", "D1:1"]),  # out of order
+        ("[8 May 2023] Alice: a\n[8 May 2023] Bob: b", ["D1:2"]),  # one not listed
+        ("[8 May 2023] Alice: a", ["D1:1", "D1:2"]),  # one listed, not there
+        ("Entities: Alice\nMessages:\n[8 May 2023] Alice: a", ["D1:1"]),  # not structured
+    ],
+)
+def test_context_check_catches_what_it_should(context: str, ids: list[str]) -> None:
+    rendered = {"D1:1": "[8 May 2023] Alice: a", "D1:2": "[8 May 2023] Bob: b"}
+    with pytest.raises(AssertionError):
+        assert_context_holds_exactly(
+            {"system": "bm25", "context": context, "message_ids": ids}, rendered
+        )
+
+
 def test_bench_recall_end_to_end(qa_file: Path, tmp_path: Path) -> None:
     out = tmp_path / "results"
     runner = CliRunner()
@@ -288,10 +341,10 @@ def test_bench_recall_end_to_end(qa_file: Path, tmp_path: Path) -> None:
     assert all(set(r["message_ids"]) <= turn_ids for r in records)
     big = [r for r in records if r["budget"] == 200]
     assert all(r["message_ids"] for r in big)
-    # Every message in a context is there as its rendered line, in the order listed.
     with Index(out / "index", read_only=True) as index:
+        rendered = {s.message.id: render_message(s) for s in index.messages("conv-test")}
         for r in records:
-            assert r["context"].count("\n") + 1 >= len(r["message_ids"])
+            assert_context_holds_exactly(r, rendered)
         # The structured system is the public ask path, exactly.
         first = next(r for r in records if r["system"] == "structured" and r["budget"] == 200)
         answer = index.ask(first["question"], conversation=first["conversation"], budget=200)
@@ -320,6 +373,40 @@ def test_bench_recall_end_to_end(qa_file: Path, tmp_path: Path) -> None:
     assert meta["ingest"]["skipped"] and meta["questions"] == 2
 
 
+def test_bm25_fill_packs_bm25_then_the_embedding_order(qa_file: Path, tmp_path: Path) -> None:
+    with Index(tmp_path / "index") as index:
+        index.ingest([qa_file])
+        bm25, filled = make_systems(["bm25", "bm25+fill"], index)
+        stored = list(index.messages("conv-test"))
+        embedder = index.embedder
+        assert embedder is not None
+        filled_any = False
+        vectors = embedder.encode([message_text(s.message.speaker, s.message.text) for s in stored])
+        for question in load_questions([qa_file]):
+            similarity = vectors @ embedder.encode([question.question])[0]
+            nearest = [stored[i].message.id for i in np.argsort(-similarity, kind="stable")]
+            budgets = [30, 60, 4000]
+            plain = [c.message_ids for c in bm25.contexts(question, budgets)]
+            full = [c.message_ids for c in filled.contexts(question, budgets)]
+            for ids, more in zip(plain, full, strict=True):
+                # BM25's own context comes first, unchanged; the fill follows in the
+                # embedding order, leaving out what BM25 ranked.
+                assert more[: len(ids)] == ids
+                fill = more[len(ids) :]
+                assert fill == [i for i in nearest if i in fill]
+            ranked = plain[-1]  # at 4,000 tokens every ranked message fits
+            assert full[-1] == ranked + [i for i in nearest if i not in ranked]
+            filled_any |= any(len(f) > len(p) for f, p in zip(full, plain, strict=True))
+        # Where BM25 leaves budget empty, the fill uses it.
+        assert filled_any
+
+
+def test_default_systems_are_all_systems() -> None:
+    option = next(p for p in bench_recall.params if p.name == "systems")
+    assert option.default == ",".join(SYSTEMS)
+    assert "bm25+fill" in SYSTEMS
+
+
 def test_bench_recall_rejects_unknown_system(qa_file: Path, tmp_path: Path) -> None:
     result = CliRunner().invoke(
         cli,
@@ -336,6 +423,229 @@ def test_missing_optional_dependency_names_the_extra() -> None:
     with pytest.raises(ConfigError, match="bench extra"):
         check_available("structrag_no_such_module", "the test baseline")
     check_available("json", "nothing")
+
+
+# -- leave one conversation out -----------------------------------------------------------
+
+
+@pytest.fixture
+def loo_file(tmp_path: Path) -> Path:
+    """Three conversations (the conftest turns), each with its own questions."""
+    questions = {
+        "conv-a": [
+            ("Which job did Bob not get, and where will he apply instead?", ["D2:1", "D2:3"], 1),
+            ("Where does Alice volunteer?", ["D1:1"], 4),
+        ],
+        "conv-b": [
+            ("Where will Bob apply?", ["D2:3"], 4),
+            ("What is the name of Bob's cat?", ["D1:4"], 4),
+        ],
+        "conv-c": [
+            ("Which animals are at the shelter?", ["D1:2", "D1:3"], 1),
+            ("When did Alice paint a sunset?", ["D2:4"], 2),
+        ],
+    }
+    samples = []
+    for conversation, qa in questions.items():
+        sample = locomo_sample(conversation)
+        sample["qa"] = [{"question": q, "evidence": e, "category": c} for q, e, c in qa]
+        samples.append(sample)
+    path = tmp_path / "loo.json"
+    path.write_text(json.dumps(samples), encoding="utf-8")
+    return path
+
+
+def _settings(values: dict[str, Any]) -> RankingSettings:
+    return RankingSettings().with_overrides(
+        **{k: WINDOWS[v] if k == "window" else v for k, v in values.items()}
+    )
+
+
+def test_bench_loo_end_to_end(loo_file: Path, tmp_path: Path) -> None:
+    out = tmp_path / "loo"
+    runner = CliRunner()
+    result = runner.invoke(
+        cli,
+        [
+            *("bench", "loo", "--data", str(loo_file), "--out", str(out), "-q"),
+            *("--grid", "speaker_boost=0,3", "--grid", "window=self,wide"),
+            *("--budgets", "45,200", "--select-budget", "45", "--workers", "1"),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert "| structured, held-out | **" in result.output
+    loo = json.loads((out / "loo.json").read_text())
+    assert loo["meta"]["grid"] == {"speaker_boost": [0.0, 3.0], "window": ["self", "wide"]}
+    assert loo["meta"]["grid_points"] == 4
+    conversations = ["conv-a", "conv-b", "conv-c"]
+    assert [f["held_out"] for f in loo["folds"]] == conversations
+    scores = loo["grid_scores"]
+    # The settings matter on this data, so choosing among them means something.
+    assert len({tuple(p["recall_sum"].values()) for p in scores}) > 1
+    records = [json.loads(line) for line in (out / "loo.jsonl").read_text().splitlines()]
+    # Each question is held out exactly once, at every budget.
+    assert sorted((r["qid"], r["budget"]) for r in records) == sorted(
+        (f"{c}#{i}", b) for c in conversations for i in range(2) for b in (45, 200)
+    )
+    with Index(out / "index", read_only=True) as index:
+        rendered = {
+            c: {s.message.id: render_message(s) for s in index.messages(c)} for c in conversations
+        }
+    categories = {
+        "conv-a": {"multi-hop", "single-hop"},
+        "conv-b": {"single-hop"},
+        "conv-c": {"multi-hop", "temporal"},
+    }
+    for fold in loo["folds"]:
+        held = fold["held_out"]
+        # The choice, recomputed from the grid scores without the held-out conversation.
+        training = [c for c in conversations if c != held]
+
+        def mean(point: dict[str, Any], training: list[str] = training) -> float:
+            total = float(sum(point["recall_sum"][c] for c in training))
+            return total / int(sum(point["questions"][c] for c in training))
+
+        best = max(mean(p) for p in scores)
+        tied = [p for p in scores if mean(p) == pytest.approx(best)]
+        assert fold["chosen_point"] == tied[0]["point"]  # no defaults in this grid
+        assert fold["chosen"] == scores[fold["chosen_point"]]["settings"]
+        assert fold["selection"]["mean_recall_on_training"] == pytest.approx(best)
+        assert fold["selection"]["training_questions"] == 4
+        in_sample = {r["budget"]: r for r in fold["in_sample_recall"]}
+        assert in_sample[45]["recall"]["overall"] == pytest.approx(best)
+        assert in_sample[45]["questions"] == 4
+        held_out = {r["budget"]: r for r in fold["held_out_recall"]}
+        assert held_out[200]["questions"] == 2
+        assert set(held_out[45]["recall"]) == categories[held] | {"overall"}
+        # The held-out contexts are Index.ask's under the settings the fold chose.
+        mine = [r for r in records if r["fold"] == held]
+        assert {r["conversation"] for r in mine} == {held}
+        with Index(out / "index", read_only=True, settings=_settings(fold["chosen"])) as index:
+            for r in mine:
+                assert r["settings"] == fold["chosen"]
+                assert_context_holds_exactly({**r, "system": "structured"}, rendered[held])
+                answer = index.ask(r["question"], conversation=held, budget=r["budget"])
+                assert (answer.context.text, answer.message_ids) == (
+                    r["context"],
+                    r["message_ids"],
+                )
+    # Pooled held-out rows are what rescoring the held-out records gives.
+    pooled = {(r["system"], r["budget"]): r for r in loo["pooled"]}
+    rows, notes = rescore(out / "loo.jsonl", data=[loo_file], recount="cl100k_base")
+    assert notes == []
+    assert [r.as_dict() for r in rows] == [pooled[(HELD_OUT, b)] for b in (45, 200)]
+    assert pooled[(HELD_OUT, 45)]["questions"] == 6
+    assert pooled[(IN_SAMPLE, 45)]["questions"] == 12  # each question in two training sets
+    # The in-sample default row is what bench recall reports for the structured system.
+    recall_out = tmp_path / "recall"
+    again = runner.invoke(
+        cli,
+        [
+            *("bench", "recall", "--data", str(loo_file), "--out", str(recall_out), "-q"),
+            *("--db", str(out / "index"), "--systems", "structured,bm25", "--budgets", "45,200"),
+        ],
+    )
+    assert again.exit_code == 0, again.output
+    recall = json.loads((recall_out / "recall.json").read_text())
+    for row in recall["rows"]:
+        if row["system"] == "structured":
+            assert {**pooled[(DEFAULTS, row["budget"])], "system": "structured"} == row
+    markdown = (out / "loo.md").read_text()
+    assert markdown.index("structured, held-out") < markdown.index("## Folds")
+    assert "| conv-a | 2 |" in markdown and "speaker_boost=0,3 window=self,wide" in markdown
+    # bench report puts the held-out figures first and marks bench recall's as in-sample.
+    shutil.copy(recall_out / "recall.json", out / "recall.json")
+    report_run = runner.invoke(cli, ["bench", "report", str(out)])
+    assert report_run.exit_code == 0, report_run.output
+    report = (out / "report.md").read_text()
+    assert report.index("## Held-out recall") < report.index("## Evidence recall")
+    assert "in-sample" in report[report.index("## Evidence recall") :]
+    assert f"| {HELD_OUT} | **{pooled[(HELD_OUT, 45)]['recall']['overall']:.3f}** |" in report
+
+
+def test_choose_leaves_out_the_held_out_conversation_and_breaks_ties() -> None:
+    grid = {"speaker_boost": (1.0, 0.5), "knowledge_weight": (0.0, 0.15)}
+    points = grid_points(grid)
+    assert [p.label() for p in points] == [
+        "speaker_boost=1, knowledge_weight=0",
+        "speaker_boost=1",
+        "knowledge_weight=0",
+        "defaults",
+    ]
+    questions = [
+        Question(f"{c}#{i}", c, "q", 4, ("D1:1",)) for c in ("a", "b", "c") for i in range(2)
+    ]
+    training = [q for q in questions if q.conversation != "a"]
+
+    def table(*rows: str) -> dict[int, dict[str, float]]:
+        """Per point, the recall of a#0 a#1 b#0 b#1 c#0 c#1 as six digits."""
+        return {
+            n: {q.qid: float(v) for q, v in zip(questions, row, strict=True)}
+            for n, row in enumerate(rows)
+        }
+
+    # Point 0 is best with conversation a, point 2 without it.
+    recall = table("111000", "001000", "001010", "000000")
+    assert choose(points, recall, questions) == (points[0], 0.5)
+    assert choose(points, recall, training) == (points[2], 0.5)
+    # A tie goes to the fewest fields changed from the defaults, then to grid order.
+    assert choose(points, table("111000", "001000", "001010", "001010"), training)[0] == points[3]
+    assert choose(points, table("111000", "001010", "001010", "000000"), training)[0] == points[1]
+
+
+@pytest.mark.parametrize(
+    ("specs", "message"),
+    [
+        (["speed=1,2"], "unknown ranking setting 'speed'"),
+        (["k1"], "bad grid entry"),
+        (["k1=fast"], "k1 takes numbers"),
+        (["min_matches=1.5"], "whole numbers"),
+        (["window=huge"], "unknown window 'huge'"),
+        (["b=0.5,0.5"], "repeats a value"),
+        (["b=0.5", "b=0.75"], "given twice"),
+        ([], "the grid is empty"),
+    ],
+)
+def test_parse_grid_rejects_bad_entries(specs: list[str], message: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        parse_grid(specs)
+
+
+def test_parse_grid_and_points() -> None:
+    grid = parse_grid(["k1=0.9,1.2", "min_matches=2,3", "window=self,default"])
+    assert grid == {"k1": (0.9, 1.2), "min_matches": (2, 3), "window": ("self", "default")}
+    points = grid_points(grid)
+    assert len(points) == 8 and [p.number for p in points] == list(range(8))
+    settings = points[-1].settings()
+    assert (settings.k1, settings.min_matches, settings.window) == (
+        1.2,
+        3,
+        RankingSettings().window,
+    )
+    assert points[0].settings().window == {0: 1.0}
+    assert points[0].changed() == {"k1": 0.9, "min_matches": 2, "window": "self"}
+    assert grid_text(grid) == "k1=0.9,1.2 min_matches=2,3 window=self,default"
+
+
+def test_default_grid_holds_the_defaults_and_is_the_cli_default() -> None:
+    points = grid_points(DEFAULT_GRID)
+    assert len(points) == 72
+    assert [p.label() for p in points].count("defaults") == 1
+    assert grid_text(DEFAULT_GRID) == LOO_GRID
+    assert LOO_GRID in " ".join(
+        (
+            bench_loo.help or "",
+            *(p.help or "" for p in bench_loo.params if isinstance(p, click.Option)),
+        )
+    )
+
+
+def test_bench_loo_needs_two_conversations(qa_file: Path, tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        cli, ["bench", "loo", "--data", str(qa_file), "--out", str(tmp_path / "o"), "-q"]
+    )
+    assert isinstance(result.exception, ConfigError)
+    assert "at least two conversations" in str(result.exception)
 
 
 # -- report and notebook ------------------------------------------------------------------
@@ -356,9 +666,56 @@ def test_report_writes_markdown_and_plots(tmp_path: Path) -> None:
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     report = (results / "report.md").read_text()
     assert "structrag bench recall --data demo.json" in report
+    assert "structrag bench loo --data loo-demo.json" in report
+    held_out = report.index("## Held-out recall")
+    assert held_out < report.index("## Evidence recall")
+    assert "| structured, held-out | **0.833** | **1.000** | 0.500 |" in report
+    assert "| conv-b | 2 | speaker_boost=3, window=wide | 0.875 | 1.000 | 1.000 |  |" in report
+    assert "**In-sample:** The default ranking settings were chosen on" in report
+    assert "| recall target (structured: held-out) |" in report
     assert "| 100,000 | extrapolated |" in report
     assert "multi-hop" in report and "2 cores" in report
     assert "## Notes on this run\n\nA build ran beside the benchmark." in report
+
+
+@pytest.mark.parametrize(("seed", "shown"), [("0", "0"), (None, "random")])
+def test_results_record_the_hash_seed(
+    seed: str | None, shown: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    if seed is None:
+        monkeypatch.delenv("PYTHONHASHSEED", raising=False)
+    else:
+        monkeypatch.setenv("PYTHONHASHSEED", seed)
+    meta = environment("structrag bench recall")
+    assert meta["python_hash_seed"] == shown
+    recall = json.loads((FIXTURE_RESULTS / "recall.json").read_text())
+    (tmp_path / "recall.json").write_text(json.dumps({**recall, "meta": meta}))
+    written = write_report(tmp_path)
+    assert f", PYTHONHASHSEED {shown}\n" in written[0].read_text()
+
+
+def test_recall_targets_use_held_out_figures_when_there_are_some() -> None:
+    def row(system: str, budget: int, overall: float) -> dict[str, Any]:
+        return {"system": system, "budget": budget, "recall": {"overall": overall}}
+
+    rows = [row("structured", 1000, 0.86), row("bm25", 1000, 0.70), row("dense", 1000, 0.84)]
+    assert "| structured overall at 1,000 tokens >= 0.85 | 0.8600 | yes |" in recall_targets(rows)
+    held_out = [row(HELD_OUT, 1000, 0.8495)]
+    lines = recall_targets(rows, held_out)
+    assert lines[0].startswith("| recall target (structured: held-out) |")
+    assert "| structured overall at 1,000 tokens >= 0.85 | 0.8495 | **no** |" in lines
+    assert "| structured above BM25 and dense at every budget | | yes |" in lines
+    assert "| structured above BM25 and dense at every budget | | **no** |" in recall_targets(
+        rows, [row(HELD_OUT, 1000, 0.83)]
+    )
+
+
+def test_report_from_loo_alone(tmp_path: Path) -> None:
+    shutil.copy(FIXTURE_RESULTS / "loo.json", tmp_path / "loo.json")
+    written = write_report(tmp_path)
+    assert [p.name for p in written] == ["report.md", "recall_vs_budget.png"]
+    report = written[0].read_text()
+    assert "## Held-out recall" in report and "## Evidence recall" not in report
 
 
 def test_report_without_results_is_a_clean_error(tmp_path: Path) -> None:
@@ -385,5 +742,6 @@ def test_notebook_redraws_the_plots(monkeypatch: pytest.MonkeyPatch) -> None:
     assert len(figures) >= 3
     text = "".join(o.get("text", "") for o in outputs)
     assert "recall.json: 0.8333" in text  # the notebook's own rescoring agrees
+    assert "held-out 45: overall 0.8333" in text  # and it draws loo.json's held-out line
     # The committed notebook carries no outputs (they would go stale).
     assert all(not c.get("outputs") for c in original.cells if c.cell_type == "code")

@@ -69,6 +69,9 @@ def environment(command: str | None = None) -> dict[str, Any]:
             "load_average": load,
         },
         "structrag": structrag.__version__,
+        # The structured ranking depends on string hash order in one place (the entity
+        # graph's neighbours), so figures move slightly between processes unless it is set.
+        "python_hash_seed": os.environ.get("PYTHONHASHSEED") or "random",
         "git_commit": git_commit(),
         "command": command if command is not None else command_line(),
     }

@@ -27,7 +27,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from structrag.bench.locomo import CATEGORIES, Question, category_name, load_questions
+from structrag.bench.locomo import (
+    CATEGORIES,
+    IN_SAMPLE_NOTE,
+    Question,
+    category_name,
+    load_questions,
+)
 from structrag.bench.machine import environment
 from structrag.bench.systems import SYSTEMS, make_systems
 from structrag.errors import ConfigError, InputError
@@ -208,12 +214,27 @@ def write_tables(out: Path, rows: Sequence[Row], meta: Mapping[str, Any]) -> Non
         "Recall: the share of a question's evidence messages that are in its context (0 "
         "when the context is over budget), averaged per category and overall. All "
         "evidence: the share of questions with every evidence message in context.\n\n"
-        + markdown_table(rows),
+        f"**In-sample:** {IN_SAMPLE_NOTE} `structrag bench loo` measures held-out "
+        "figures.\n\n" + markdown_table(rows),
         encoding="utf-8",
     )
 
 
-def _record(system: str, question: Question, budget: int, context: Any) -> dict[str, Any]:
+def limit_questions(questions: Sequence[Question], limit: int | None) -> list[Question]:
+    """At most ``limit`` questions per conversation, in order (all when ``limit`` is None)."""
+    if limit is None:
+        return list(questions)
+    seen: dict[str, int] = {}
+    kept = []
+    for q in questions:
+        seen[q.conversation] = seen.get(q.conversation, 0) + 1
+        if seen[q.conversation] <= limit:
+            kept.append(q)
+    return kept
+
+
+def question_record(system: str, question: Question, budget: int, context: Any) -> dict[str, Any]:
+    """One ``recall.jsonl`` line: a question's context from one system at one budget."""
     return {
         "system": system,
         "qid": question.qid,
@@ -256,15 +277,7 @@ def run_recall(
     out.mkdir(parents=True, exist_ok=True)
     index_dir = db if db is not None else out / "index"
     meta: dict[str, Any] = environment(command)
-    questions = load_questions(data)
-    if limit is not None:
-        seen: dict[str, int] = {}
-        kept = []
-        for q in questions:
-            seen[q.conversation] = seen.get(q.conversation, 0) + 1
-            if seen[q.conversation] <= limit:
-                kept.append(q)
-        questions = kept
+    questions = limit_questions(load_questions(data), limit)
     with Index(index_dir) as index:
         started = time.perf_counter()
         reports = index.ingest(list(data), workers=workers, progress=progress)
@@ -299,7 +312,7 @@ def run_recall(
                 for question in questions:
                     contexts = system.contexts(question, budgets)
                     for budget, context in zip(budgets, contexts, strict=True):
-                        record = _record(system.name, question, budget, context)
+                        record = question_record(system.name, question, budget, context)
                         handle.write(json.dumps(record, ensure_ascii=False) + "\n")
                     if progress:
                         progress.advance(1)

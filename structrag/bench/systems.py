@@ -5,7 +5,13 @@
   turns as rendered in a context: date, speaker and text, the text including the image
   caption the LoCoMo importer appends (on locomo_dev at 1,000 tokens this scores 0.712,
   against 0.688 for speaker and text and 0.664 for the text alone: the strongest of the
-  three is the honest baseline);
+  three is the honest baseline). Messages with no query term are not ranked, so budget
+  the ranking does not fill stays empty;
+* ``bm25+fill``: the BM25 ranking, then, while budget remains, the messages nearest to
+  the question by the index's own embedding (``Index.embedder``, the 64-dim ``static``
+  model by default), in the order and with the reach that :meth:`QueryEngine.ask
+  <structrag.query.engine.QueryEngine.ask>` fills with: ``ask`` minus the structured
+  ranking;
 * ``dense``: classic vector RAG: all-MiniLM-L6-v2 embeddings of the rendered turns,
   cosine similarity with the question;
 * ``hybrid``: reciprocal rank fusion (k=60) of the BM25 and dense rankings.
@@ -13,8 +19,9 @@
 The baselines only rank. Their contexts are packed by the same
 :func:`~structrag.query.context.build_context` that ``ask`` uses, from the same rendered
 lines (``[8 May 2023] Caroline: text``) and the same token counter, so the only difference
-between systems is which messages they rank first. A baseline context holds messages
-only; the structured one may spend up to 3% of the budget on knowledge lines.
+between systems is which messages they rank first (and, for ``structured`` and
+``bm25+fill``, fill after). A baseline context holds messages only; the structured one
+may spend up to 3% of the budget on knowledge lines.
 """
 
 from __future__ import annotations
@@ -34,10 +41,10 @@ import numpy as np
 from structrag.bench.locomo import Question
 from structrag.errors import ConfigError
 from structrag.index import Index
-from structrag.query.context import AnswerContext, build_context, render_message
+from structrag.query.context import AnswerContext, RankedMessage, build_context, render_message
 from structrag.tokens import get_counter
 
-SYSTEMS = ("structured", "bm25", "dense", "hybrid")
+SYSTEMS = ("structured", "bm25", "bm25+fill", "dense", "hybrid")
 #: Reciprocal rank fusion constant (Cormack et al., 2009).
 RRF_K = 60
 DENSE_MODEL = "all-MiniLM-L6-v2"
@@ -61,21 +68,18 @@ def check_available(module: str, what: str) -> None:
 
 
 @dataclass
-class Ranked:
-    """A ranked message, as :func:`build_context` takes it."""
-
-    mkey: int
-    score: float
-    source: str
-
-
-@dataclass
 class Turns:
     """A conversation's stored messages, in order: store keys, texts and renderings."""
 
+    conversation: str
     mkeys: list[int]
+    ids: list[str]
     texts: list[str]
     rendered: list[str]
+
+    def ranked(self, i: int, score: float, source: str) -> RankedMessage:
+        """Turn ``i`` as a ranked message."""
+        return RankedMessage(self.mkeys[i], self.conversation, self.ids[i], score, source)
 
 
 class Corpus:
@@ -89,7 +93,9 @@ class Corpus:
         if conversation not in self._turns:
             stored = list(self.index.messages(conversation))
             self._turns[conversation] = Turns(
+                conversation,
                 [s.mkey for s in stored],
+                [s.message.id for s in stored],
                 [s.message.text for s in stored],
                 [render_message(s) for s in stored],
             )
@@ -141,25 +147,37 @@ class RankingSystem:
         self.index = index
         self.corpus = corpus
         self.counter = get_counter(encoding)
-        self._cache: dict[str, list[Ranked]] = {}
+        self._cache: dict[str, list[RankedMessage]] = {}
 
     def prepare(self, questions: Sequence[Question]) -> None:
         return None
 
-    def rank(self, question: Question) -> list[Ranked]:
+    def rank(self, question: Question) -> list[RankedMessage]:
         raise NotImplementedError
 
-    def ranking(self, question: Question) -> list[Ranked]:
+    def ranking(self, question: Question) -> list[RankedMessage]:
         """The ranking of a question, computed once (hybrid reuses its parts')."""
         if question.qid not in self._cache:
             self._cache[question.qid] = self.rank(question)
         return self._cache[question.qid]
 
+    def fill(
+        self, question: Question, ranked: Sequence[RankedMessage], budget: int
+    ) -> list[RankedMessage]:
+        """Messages to pack after the ranking while budget remains (none by default)."""
+        return []
+
     def contexts(self, question: Question, budgets: Sequence[int]) -> list[AnswerContext]:
         ranked = self.ranking(question)
         engine, counter = self.index.engine, self.counter
         return [
-            build_context(lambda keys: engine.lines(keys, counter), counter, ranked, [], budget)
+            build_context(
+                lambda keys: engine.lines(keys, counter),
+                counter,
+                ranked,
+                self.fill(question, ranked, budget),
+                budget,
+            )
             for budget in budgets
         ]
 
@@ -206,15 +224,41 @@ class BM25System(RankingSystem):
             return np.zeros(len(turns.mkeys))
         return np.asarray(retriever.get_scores(query), dtype=np.float64)
 
-    def rank(self, question: Question) -> list[Ranked]:
+    def rank(self, question: Question) -> list[RankedMessage]:
         turns = self.corpus.turns(question.conversation)
         scores = self.scores(question)
         order = np.argsort(-scores, kind="stable")
         return [
-            Ranked(turns.mkeys[i], round(float(scores[i]), 4), "bm25")
+            turns.ranked(i, round(float(scores[i]), 4), "bm25")
             for i in order.tolist()
             if scores[i] > 0
         ]
+
+
+class BM25FillSystem(RankingSystem):
+    """BM25's ranking, then the embedding fill that ``ask`` packs after its own ranking.
+
+    The fill is the one ``ask`` uses, :meth:`QueryEngine.nearest
+    <structrag.query.engine.QueryEngine.nearest>`: the conversation's messages by cosine
+    similarity to the question (the index's embedder), best first, less the ranked ones.
+    An index without vectors gives no fill (the context is then the ``bm25`` one).
+    """
+
+    name = "bm25+fill"
+
+    def __init__(self, bm25: BM25System) -> None:
+        super().__init__(bm25.index, bm25.corpus, encoding=bm25.counter.name)
+        self.bm25 = bm25
+
+    def rank(self, question: Question) -> list[RankedMessage]:
+        return self.bm25.ranking(question)
+
+    def fill(
+        self, question: Question, ranked: Sequence[RankedMessage], budget: int
+    ) -> list[RankedMessage]:
+        return self.index.engine.nearest(
+            question.question, question.conversation, {r.mkey for r in ranked}, budget
+        )
 
 
 class DenseSystem(RankingSystem):
@@ -288,11 +332,11 @@ class DenseSystem(RankingSystem):
         matrix = self._matrix(question.conversation)
         return np.asarray(matrix @ self._questions[question.qid], dtype=np.float64)
 
-    def rank(self, question: Question) -> list[Ranked]:
+    def rank(self, question: Question) -> list[RankedMessage]:
         turns = self.corpus.turns(question.conversation)
         scores = self.scores(question)
         order = np.argsort(-scores, kind="stable")
-        return [Ranked(turns.mkeys[i], round(float(scores[i]), 4), "dense") for i in order.tolist()]
+        return [turns.ranked(i, round(float(scores[i]), 4), "dense") for i in order.tolist()]
 
 
 class HybridSystem(RankingSystem):
@@ -309,13 +353,18 @@ class HybridSystem(RankingSystem):
     def prepare(self, questions: Sequence[Question]) -> None:
         self.dense.prepare(questions)
 
-    def rank(self, question: Question) -> list[Ranked]:
+    def rank(self, question: Question) -> list[RankedMessage]:
         fused: dict[int, float] = {}
+        items: dict[int, RankedMessage] = {}
         for ranking in (self.bm25.ranking(question), self.dense.ranking(question)):
             for position, item in enumerate(ranking, start=1):
                 fused[item.mkey] = fused.get(item.mkey, 0.0) + 1.0 / (self.k + position)
+                items[item.mkey] = item
         order = sorted(fused.items(), key=lambda kv: -kv[1])
-        return [Ranked(mkey, round(score, 6), "hybrid") for mkey, score in order]
+        return [
+            RankedMessage(mkey, items[mkey].conversation, items[mkey].id, round(score, 6), "hybrid")
+            for mkey, score in order
+        ]
 
 
 def make_systems(
@@ -325,7 +374,8 @@ def make_systems(
     encoding: str = "cl100k_base",
     cache_dir: Path | None = None,
 ) -> list[System]:
-    """The named systems over one index (hybrid shares the bm25 and dense instances)."""
+    """The named systems over one index (bm25+fill and hybrid share the bm25 instance,
+    hybrid the dense one)."""
     unknown = [n for n in names if n not in SYSTEMS]
     if unknown:
         raise ConfigError(
@@ -353,6 +403,8 @@ def make_systems(
             systems.append(StructuredSystem(index, encoding=encoding))
         elif name == "bm25":
             systems.append(get_bm25())
+        elif name == "bm25+fill":
+            systems.append(BM25FillSystem(get_bm25()))
         elif name == "dense":
             systems.append(get_dense())
         else:

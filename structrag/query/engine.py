@@ -230,7 +230,7 @@ class QueryEngine:
             lambda keys: self.derived.lines(keys, counter),
             counter,
             ranked,
-            self._fill(question, view, ranked, budget),
+            self.nearest(question, conversation, {r.mkey for r in ranked}, budget),
             budget,
             knowledge=self._knowledge_lines(view, _refs_in(match, run)),
             knowledge_share=self.settings.knowledge_share,
@@ -277,15 +277,18 @@ class QueryEngine:
         run = Evaluation(view)
         return plan, plan.eval(run), run
 
-    def _fill(
-        self, question: str, view: ConversationView, ranked: list[RankedMessage], budget: int
+    def nearest(
+        self, text: str, conversation: str | None, exclude: set[int], budget: int
     ) -> list[RankedMessage]:
-        """Messages nearest to the question by embedding, for leftover budget."""
-        vector = view.vector_scores(question)
+        """The messages nearest to ``text`` by embedding, best first, leaving out
+        ``exclude`` (mkeys): what fills the budget an answer context has left (classic
+        vector RAG); enough of them to fill ``budget`` tokens. Empty without vectors."""
+        view = self.view(conversation)
+        vector = view.vector_scores(text)
         if vector is None:
             return []
         s, frame = self.settings, view.scope.frame
-        chosen = {r.mkey for r in ranked}
+        chosen = exclude
         reach = min(len(vector), budget // s.fill_tokens_per_message + s.fill_extra + len(chosen))
         order = np.argsort(-vector, kind="stable")[:reach]
         return [
