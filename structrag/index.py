@@ -11,6 +11,7 @@ and an extractor together. The core modules (ingest, query) only know the protoc
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -571,24 +572,57 @@ def _offline(llm: LLMConfig | StructuredLLM | None) -> LLMConfig | StructuredLLM
 
 
 def estimate_ingest(
-    directory: str | Path, paths: Sequence[str | Path], **options: Any
+    directory: str | Path,
+    paths: Sequence[str | Path],
+    options: IngestOptions | None = None,
+    **changes: Any,
 ) -> dict[str, Any]:
     """:meth:`Index.estimate` for an index directory that may not exist yet: an existing
     index is opened read-only, a missing one is stood in for by an empty temporary index
     (nothing is created at ``directory``)."""
     directory = Path(directory)
+    options = IngestOptions.of(options, changes)
     if (directory / DB_FILENAME).exists():
         with Index(directory, read_only=True) as index:
-            estimate: dict[str, Any] = index.estimate(paths, **options)
+            estimate: dict[str, Any] = index.estimate(paths, options)
             return estimate
     with (
         tempfile.TemporaryDirectory(prefix="structrag-dry-run-") as scratch,
         Index(Path(scratch) / "index") as index,
     ):
-        result = index.estimate(paths, **options)
+        result = index.estimate(paths, options)
         for source in result["sources"]:
             source["note"] = f"no index at {directory} yet: every message is new"
         return result
+
+
+def ingest_into(
+    directory: str | Path,
+    paths: Sequence[str | Path],
+    options: IngestOptions | None = None,
+    *,
+    progress: ProgressSink | None = None,
+    retry_failed: bool = False,
+) -> tuple[list[IngestReport], list[str]]:
+    """Ingest into the index at ``directory``, creating it when needed: the reports, and
+    the notes opening the index gave (a text index rebuilt, an upgrade). When an ingest
+    that created the directory fails and leaves nothing in it (no ingest committed, no LLM
+    answer paid for), the directory goes too: a failed first ingest leaves no trace."""
+    directory = Path(directory)
+    created = not directory.exists()
+    empty = False
+    try:
+        with Index(directory) as index:
+            try:
+                reports = index.ingest(paths, options, progress=progress, retry_failed=retry_failed)
+            except BaseException:
+                empty = index.store.holds_nothing()
+                raise
+            return reports, list(index.notes)
+    except BaseException:
+        if created and empty:
+            shutil.rmtree(directory, ignore_errors=True)
+        raise
 
 
 def open_index(directory: str | Path, *, read_only: bool = False) -> Index:

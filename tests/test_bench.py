@@ -36,7 +36,8 @@ from structrag.bench.recall import read_records, record_recall, rescore, score_r
 from structrag.bench.report import recall_targets, write_report
 from structrag.bench.synth import WEEKS_PER_COPY, synthetic_samples, write_corpus
 from structrag.bench.systems import SYSTEMS, check_available, make_systems, require
-from structrag.cli import LOO_GRID, bench_loo, bench_recall, cli
+from structrag.cli import cli
+from structrag.cli.bench import LOO_GRID, bench_loo, bench_recall
 from structrag.embeddings import message_text
 from structrag.errors import ConfigError, InputError
 from structrag.importers import load_source

@@ -1,0 +1,413 @@
+"""``structrag bench``: recall against baselines, held-out recall, speed, size, reports.
+
+The commands import the benchmark modules only when they run, so the CLI's start-up and
+the library never load them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from structrag.cli.common import emit_json, json_option, note, progress_bar
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _int_list(ctx: click.Context, param: click.Parameter, value: str | None) -> list[int] | None:
+    if value is None:
+        return None
+    try:
+        numbers = [int(part) for part in value.split(",") if part.strip()]
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated numbers, got {value!r}") from None
+    if not numbers or min(numbers) < 1:
+        raise click.BadParameter("expected positive numbers, e.g. 500,1000")
+    return numbers
+
+
+def data_option(func: F) -> F:
+    return click.option(
+        "--data",
+        "data",
+        multiple=True,
+        required=True,
+        type=click.Path(dir_okay=False, exists=True, path_type=Path),
+        help="LoCoMo-format file (repeatable). LoCoMo: github.com/snap-research/locomo, "
+        "CC BY-NC 4.0.",
+    )(func)
+
+
+#: The default grid of `bench loo` (structrag.bench.loo.DEFAULT_GRID, kept equal by a test;
+#: spelt out here so that the CLI does not import the benchmark modules to show its help).
+LOO_GRID = (
+    "speaker_boost=0,0.5,1 knowledge_weight=0,0.15,0.3 pattern_weight=0,0.25 "
+    "vector_weight=0,0.25 window=default,wide"
+)
+
+
+@click.group()
+def bench() -> None:
+    """Benchmarks on LoCoMo-format data: recall against baselines, held-out recall (leave
+    one conversation out), speed, size, scaling.
+
+    LoCoMo is not shipped with structrag: get locomo10.json from
+    github.com/snap-research/locomo (CC BY-NC 4.0, non-commercial use). The baselines
+    need the bench extra: pip install torch==2.13.0 first, then "structrag[bench]".
+    """
+
+
+@bench.command("recall")
+@data_option
+@click.option(
+    "--budgets",
+    callback=_int_list,
+    default="500,1000,2000,4000",
+    show_default=True,
+    help="Token budgets, comma-separated.",
+)
+@click.option(
+    "--systems",
+    default="structured,bm25,bm25+fill,dense,hybrid",
+    show_default=True,
+    help="Systems to compare, comma-separated: structured, bm25, bm25+fill (BM25, then the "
+    "embedding fill ask uses), dense, hybrid.",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("bench-results"),
+    show_default=True,
+    help="Output directory (recall.jsonl, recall.md, recall.json, the index, caches).",
+)
+@click.option(
+    "--db",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Use (and update) this index instead of OUT/index.",
+)
+@click.option("--encoding", default="cl100k_base", show_default=True, help="Token encoding.")
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 64),
+    default=min(2, os.cpu_count() or 1),
+    show_default=True,
+    help="Extraction processes for the ingest.",
+)
+@click.option(
+    "--limit", type=click.IntRange(1), help="At most this many questions per conversation."
+)
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+def bench_recall(
+    data: tuple[Path, ...],
+    budgets: list[int],
+    systems: str,
+    out: Path,
+    db: Path | None,
+    encoding: str,
+    workers: int,
+    limit: int | None,
+    quiet: bool,
+) -> None:
+    """Evidence recall of every system at every budget on LoCoMo questions.
+
+    Writes one JSONL line per (system, question, budget) to OUT/recall.jsonl, and the
+    table (recall per category and overall, share of questions with all their evidence
+    in context) to OUT/recall.md and OUT/recall.json; prints the table.
+
+    \b
+    Example:
+      structrag bench recall --data locomo10.json --out results --budgets 500,1000
+    """
+    from structrag.bench.machine import command_line
+    from structrag.bench.recall import markdown_table, run_recall
+
+    names = [s.strip() for s in systems.split(",") if s.strip()]
+    rows = run_recall(
+        list(data),
+        out,
+        systems=names,
+        budgets=budgets,
+        db=db,
+        encoding=encoding,
+        workers=workers,
+        limit=limit,
+        progress=progress_bar(quiet),
+        command=command_line(),
+    )
+    click.echo(markdown_table(rows), nl=False)
+    note(f"wrote {out / 'recall.jsonl'}, {out / 'recall.md'}, {out / 'recall.json'}")
+
+
+@bench.command("loo")
+@data_option
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("bench-results"),
+    show_default=True,
+    help="Output directory (loo.json, loo.md, loo.jsonl; the index unless --db).",
+)
+@click.option(
+    "--grid",
+    "grid",
+    multiple=True,
+    metavar="FIELD=V1,V2,...",
+    help="A RankingSettings field and the values to try (repeatable; replaces the whole "
+    "default grid; window takes self, near, default, wide). Default: " + LOO_GRID + ".",
+)
+@click.option(
+    "--budgets",
+    callback=_int_list,
+    default="500,1000,2000,4000",
+    show_default=True,
+    help="Budgets the held-out conversation is scored at, comma-separated.",
+)
+@click.option(
+    "--select-budget",
+    type=click.IntRange(1),
+    default=1000,
+    show_default=True,
+    help="Settings are chosen by mean recall at this budget.",
+)
+@click.option(
+    "--db",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Use (and update) this index instead of OUT/index (e.g. bench recall's).",
+)
+@click.option("--encoding", default="cl100k_base", show_default=True, help="Token encoding.")
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 64),
+    default=min(2, os.cpu_count() or 1),
+    show_default=True,
+    help="Extraction processes for the ingest.",
+)
+@click.option(
+    "--limit", type=click.IntRange(1), help="At most this many questions per conversation."
+)
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+def bench_loo(
+    data: tuple[Path, ...],
+    out: Path,
+    grid: tuple[str, ...],
+    budgets: list[int],
+    select_budget: int,
+    db: Path | None,
+    encoding: str,
+    workers: int,
+    limit: int | None,
+    quiet: bool,
+) -> None:
+    """Held-out recall of the structured system: leave one conversation out.
+
+    The default ranking settings were chosen on LoCoMo's development conversations, so
+    `bench recall` on them is in-sample. For each conversation in turn, this chooses the
+    settings from a grid by mean recall at --select-budget on the other conversations,
+    then scores the held-out one with them at every budget. Writes OUT/loo.json (per
+    fold: settings chosen, in-sample and held-out recall per budget and category),
+    OUT/loo.md (held-out recall pooled over the folds, beside the in-sample figures) and
+    OUT/loo.jsonl (the held-out records); prints the tables.
+
+    \b
+    Example:
+      structrag bench loo --data locomo10.json --out results --grid speaker_boost=0,0.5,1
+    """
+    from structrag.bench.loo import (
+        DEFAULT_GRID,
+        folds_table,
+        parse_grid,
+        pooled_summary,
+        run_leave_one_out,
+    )
+    from structrag.bench.machine import command_line
+
+    result = run_leave_one_out(
+        list(data),
+        out,
+        grid=parse_grid(grid) if grid else DEFAULT_GRID,
+        budgets=budgets,
+        select_budget=select_budget,
+        db=db,
+        encoding=encoding,
+        workers=workers,
+        limit=limit,
+        progress=progress_bar(quiet),
+        command=command_line(),
+    )
+    click.echo(pooled_summary(result.pooled, select_budget))
+    click.echo(folds_table(result.folds, select_budget), nl=False)
+    note(f"wrote {out / 'loo.json'}, {out / 'loo.md'}, {out / 'loo.jsonl'}")
+
+
+@bench.command("rescore")
+@click.argument("path", type=click.Path(dir_okay=False, exists=True, path_type=Path))
+@click.option(
+    "--data",
+    "data",
+    multiple=True,
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="Take evidence and categories from these LoCoMo files, not from the JSONL.",
+)
+@click.option("--recount", metavar="ENCODING", help="Recount context tokens (e.g. cl100k_base).")
+@json_option
+def bench_rescore(path: Path, data: tuple[Path, ...], recount: str | None, as_json: bool) -> None:
+    """Recompute the recall table from a recall JSONL file alone.
+
+    A question's recall is the share of its evidence ids among message_ids (0 when
+    tokens > budget); categories and overall are means over questions.
+    """
+    from structrag.bench.recall import markdown_table, rescore
+
+    rows, notes = rescore(path, data=list(data), recount=recount)
+    for text in notes:
+        note(f"note: {text}")
+    if as_json:
+        emit_json([row.as_dict() for row in rows])
+        return
+    click.echo(markdown_table(rows), nl=False)
+
+
+@bench.command("synth")
+@data_option
+@click.option("--size", type=click.IntRange(1), required=True, help="Messages to write.")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    required=True,
+    help="Directory for the LoCoMo-format shards.",
+)
+def bench_synth(data: tuple[Path, ...], size: int, out: Path) -> None:
+    """Write a synthetic LoCoMo-format corpus of SIZE messages for scaling runs.
+
+    Conversations are replicated with renamed speakers (also in the text) and session
+    dates shifted by whole weeks.
+    """
+    from structrag.bench.synth import write_corpus
+
+    for shard in write_corpus(list(data), size, out):
+        click.echo(str(shard))
+
+
+@bench.command("perf")
+@data_option
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("bench-results"),
+    show_default=True,
+    help="Output directory (perf.json; corpora and indexes under OUT/work).",
+)
+@click.option(
+    "--sizes",
+    callback=_int_list,
+    default="10000,100000,1000000",
+    show_default=True,
+    help="Synthetic corpus sizes (messages), comma-separated.",
+)
+@click.option(
+    "--max-seconds",
+    type=click.FloatRange(0),
+    default=3600.0,
+    show_default=True,
+    help="Sizes whose estimated ingest exceeds this are extrapolated, not run.",
+)
+@click.option(
+    "--repeat",
+    type=click.IntRange(0),
+    default=3,
+    show_default=True,
+    help="Runs of the ingest throughput benchmark (0: skip it).",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 64),
+    default=min(2, os.cpu_count() or 1),
+    show_default=True,
+    help="Extraction processes.",
+)
+@click.option(
+    "--questions",
+    type=click.IntRange(1),
+    default=300,
+    show_default=True,
+    help="Questions sampled per synthetic size for latency.",
+)
+@click.option(
+    "--budget", type=click.IntRange(1), default=1000, show_default=True, help="ask budget."
+)
+@click.option("--keep", is_flag=True, help="Keep the indexes under OUT/work.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+def bench_perf(
+    data: tuple[Path, ...],
+    out: Path,
+    sizes: list[int],
+    max_seconds: float,
+    repeat: int,
+    workers: int,
+    questions: int,
+    budget: int,
+    keep: bool,
+    quiet: bool,
+) -> None:
+    """Ingest throughput, ask/query latency, size on disk and peak memory, and how they
+    grow on synthetic corpora of --sizes messages.
+
+    Each corpus is ingested into a fresh index in a fresh process. Sizes whose estimated
+    ingest time exceeds --max-seconds are extrapolated from the largest one measured and
+    marked so. Writes OUT/perf.json; `structrag bench report OUT` draws the report.
+
+    \b
+    Example:
+      structrag bench perf --data locomo10.json --out results --sizes 10000,100000
+    """
+    from structrag.bench.machine import command_line
+    from structrag.bench.perf import run_perf
+    from structrag.bench.report import percentiles
+
+    result = run_perf(
+        list(data),
+        out,
+        sizes=sizes,
+        max_seconds=max_seconds,
+        repeat=repeat,
+        workers=workers,
+        questions=questions,
+        budget=budget,
+        keep=keep,
+        progress=progress_bar(quiet),
+        command=command_line(),
+        log=note,
+    )
+    for item in [result["locomo"], *result["scaling"]]:
+        lat = item["latency"]
+        guess = " (extrapolated)" if item.get("extrapolated") else ""
+        click.echo(
+            f"{item['messages']:>9,} messages{guess}:"
+            f" ingest {item['ingest']['messages_per_second']:.0f} msg/s, ask p50/p95/p99 "
+            + percentiles(lat["ask"], "/")
+            + " ms, query "
+            + percentiles(lat["query"], "/")
+            + f" ms, {item['size']['bytes_per_message']:.0f} B/msg "
+            f"({item['size']['bytes_per_message_without_vectors']:.0f} without vectors)"
+        )
+    note(f"wrote {out / 'perf.json'}")
+
+
+@bench.command("report")
+@click.argument("results", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Write the report here (default: RESULTS).",
+)
+def bench_report(results: Path, out: Path | None) -> None:
+    """Write report.md and PNG plots (recall vs budget, latency and size vs corpus size)
+    from a results directory holding recall.json and/or perf.json."""
+    from structrag.bench.report import write_report
+
+    for path in write_report(results, out):
+        click.echo(str(path))

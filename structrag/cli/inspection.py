@@ -1,0 +1,140 @@
+"""Looking at an index: ``stats``, ``conversations``, ``show``, ``entities``, ``topics``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from structrag.cli.common import clip, db_option, emit_json, json_option, open_for
+
+
+@click.command()
+@db_option
+@json_option
+def stats(db: str, as_json: bool) -> None:
+    """Counts of conversations, messages and knowledge in the index."""
+    with open_for(db) as index:
+        data = index.stats()
+    if as_json:
+        emit_json(data)
+        return
+    refs = data["semantic_refs"]
+    click.echo(f"index:          {data['index']}")
+    click.echo(f"conversations:  {data['conversations']}")
+    click.echo(f"messages:       {data['messages']}")
+    click.echo(
+        "semantic refs:  "
+        + ", ".join(f"{n} {kind}" for kind, n in refs.items())
+        + f" ({sum(refs.values())} in all)"
+    )
+    for name, info in data["extractors"].items():
+        details = ", ".join(f"{k} {v}" for k, v in info.items())
+        click.echo(f"  extractor {name}: {details}")
+    click.echo(f"sources:        {data['sources']}")
+    click.echo(f"size on disk:   {data['size_bytes'] / 1e6:.1f} MB")
+
+
+@click.command()
+@db_option
+@json_option
+def conversations(db: str, as_json: bool) -> None:
+    """The conversations in the index: ids, message counts, dates and speakers."""
+    with open_for(db) as index:
+        rows = index.conversation_summaries()
+    if as_json:
+        emit_json(rows)
+        return
+    for row in rows:
+        dates = f"{(row['first'] or '')[:10]} .. {(row['last'] or '')[:10]}" if row["first"] else ""
+        click.echo(
+            f"{row['id']:<24} {row['messages']:>6} messages  {dates:<24} "
+            f"{', '.join(row['speakers'][:6])}"
+        )
+
+
+@click.command()
+@click.argument("message_id")
+@db_option
+@click.option("--conversation", help="Conversation of the message (when ids repeat).")
+@json_option
+def show(message_id: str, db: str, conversation: str | None, as_json: bool) -> None:
+    """A message and the knowledge extracted from it, with character spans."""
+    with open_for(db) as index:
+        data = index.show(message_id, conversation)
+    if as_json:
+        emit_json(data)
+        return
+    when = f" [{data['timestamp']}]" if data["timestamp"] else ""
+    to = f" -> {', '.join(data['recipients'])}" if data["recipients"] else ""
+    click.echo(f"{data['conversation']} / {data['id']}{when} {data['speaker'] or '?'}{to}")
+    click.echo(clip(data["text"]))
+    click.echo("")
+    for item in data["knowledge"]:
+        start, end = item["span"]
+        click.echo(f"  {item['kind']:<7} {_describe(item)}")
+        click.echo(
+            f"          span {start}-{end}: {item['span_text'][:80]!r}  ({item['extractor']})"
+        )
+
+
+def _describe(item: dict[str, Any]) -> str:
+    kind = item["kind"]
+    if kind == "entity":
+        facets = ", ".join(
+            f"{f['name']}={f['value']}{' ' + f['units'] if f.get('units') else ''}"
+            for f in item.get("facets", [])
+        )
+        types = "/".join(item.get("types", []))
+        return f"{item['name']} ({types})" + (f" [{facets}]" if facets else "")
+    if kind == "action":
+        parts = [item.get("subject") or "?"]
+        verb = " ".join(item["verbs"])
+        parts.append(("NOT " if item.get("negated") else "") + verb)
+        if item.get("object"):
+            parts.append(item["object"])
+        if item.get("indirect_object"):
+            parts.append(f"(to {item['indirect_object']})")
+        params = " ".join(f"{p['name']} {p['value']}" for p in item.get("params", []))
+        tense = item.get("tense", "present")
+        return " ".join(parts) + (f" [{params}]" if params else "") + f" <{tense}>"
+    return str(item.get("text", ""))
+
+
+def _top_command(kind: str) -> Callable[..., None]:
+    def command(db: str, top: int, conversation: str | None, as_json: bool) -> None:
+        with open_for(db) as index:
+            rows = (
+                index.entities(top, conversation)
+                if kind == "entities"
+                else index.topics(top, conversation)
+            )
+        if as_json:
+            emit_json(rows)
+            return
+        for row in rows:
+            if kind == "entities":
+                click.echo(f"{row['mentions']:>6}  {row['name']}  ({'/'.join(row['types'][:4])})")
+            else:
+                click.echo(f"{row['mentions']:>6}  {row['topic']}")
+
+    command.__name__ = kind
+    command.__doc__ = f"The most mentioned {kind}, merged by normalised name."
+    return command
+
+
+def _top(kind: str) -> click.Command:
+    return click.command(name=kind)(
+        db_option(
+            click.option("--top", type=click.IntRange(1), default=20, show_default=True)(
+                click.option("--conversation", help="Only this conversation.")(
+                    json_option(_top_command(kind))
+                )
+            )
+        )
+    )
+
+
+entities = _top("entities")
+topics = _top("topics")
