@@ -2,7 +2,7 @@
 #   make demo   create .venv, install structrag, index the bundled chat, ask sample questions
 #   make test   lint (ruff), type check (mypy), tests (pytest), and the built wheel installed
 #               into a fresh virtual environment and run from outside the checkout
-#   make bench LOCOMO=path/to/locomo10.json   recall and perf benchmarks, report
+#   make bench LOCOMO=path/to/locomo10.json   recall (in-sample and held-out), perf, report
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -64,6 +64,7 @@ bench: $(BENCH_STAMP)
 	@test -n "$(LOCOMO)" || { echo "usage: make bench LOCOMO=path/to/locomo10.json" \
 		"(github.com/snap-research/locomo, CC BY-NC 4.0)"; exit 2; }
 	$(BIN)/structrag bench recall --data $(LOCOMO) --out $(BENCH_OUT)
+	$(BIN)/structrag bench loo --data $(LOCOMO) --out $(BENCH_OUT)
 	$(BIN)/structrag bench perf --data $(LOCOMO) --out $(BENCH_OUT) \
 		--sizes $(BENCH_SIZES) --max-seconds $(BENCH_MAX_SECONDS)
 	$(BIN)/structrag bench report $(BENCH_OUT)
