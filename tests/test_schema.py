@@ -116,18 +116,18 @@ def test_views_answer_plain_questions(con: duckdb.DuckDBPyConnection) -> None:
     assert counts and sum(counts.values()) == 46
 
 
-def _v2_index(tmp_path: Path) -> Path:
-    """The bundled example as structrag 0.1 at b090cab wrote it (schema 2); see
-    tests/fixtures/README.md."""
-    target = tmp_path / "old-index"
+def _old_index(tmp_path: Path, version: int = 2) -> Path:
+    """The bundled example as an earlier structrag wrote it (schema 2 at b090cab, schema 3
+    at dbba8e8); see tests/fixtures/README.md."""
+    target = tmp_path / f"old-index-{version}"
     target.mkdir()
-    with tarfile.open(FIXTURES / "index_v2.tar.gz") as archive:
+    with tarfile.open(FIXTURES / f"index_v{version}.tar.gz") as archive:
         archive.extractall(target, filter="data")
     return target
 
 
 def test_an_index_written_by_the_previous_version_is_upgraded(tmp_path: Path) -> None:
-    old = _v2_index(tmp_path)
+    old = _old_index(tmp_path)
     before = duckdb.connect(str(old / "structrag.duckdb"), read_only=True)
     assert before.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchall() == [
         ("2",)
@@ -181,8 +181,37 @@ def test_an_index_written_by_the_previous_version_is_upgraded(tmp_path: Path) ->
         assert report.messages_added == 0 and report.messages_unchanged == 46
 
 
+def test_an_index_with_schema_3_gains_memory_tables(tmp_path: Path) -> None:
+    old = _old_index(tmp_path, 3)
+    before = duckdb.connect(str(old / "structrag.duckdb"), read_only=True)
+    messages = before.execute(
+        "SELECT mkey, conversation, message_id, ts, speaker, text, source_id FROM messages "
+        "ORDER BY mkey"
+    ).fetchall()
+    refs = before.execute("SELECT count(*) FROM semantic_refs").fetchall()
+    started = before.execute("SELECT started_at FROM sources").fetchall()
+    before.close()
+    with Index(old) as upgraded:
+        assert upgraded.store.get_setting("schema_version") == str(SCHEMA_VERSION)
+        assert (
+            upgraded.sql(
+                "SELECT mkey, conversation, message_id, ts, speaker, text, source_id "
+                "FROM messages ORDER BY mkey"
+            )
+            == messages
+        )
+        assert upgraded.sql("SELECT count(*) FROM semantic_refs") == refs
+        memory = upgraded.sql(
+            "SELECT DISTINCT memory_table, agent, importance, created_at FROM messages"
+        )
+        assert memory == [("messages", None, "normal", started[0][0])]
+        assert upgraded.sql("SELECT count(*) FROM v_memories") == [(len(messages),)]
+        assert not upgraded.notes  # the text index still matches: nothing to rebuild
+        assert upgraded.ask("When did Marco adopt Biscuit?", budget=200).message_ids[0] == "m11"
+
+
 def test_a_read_only_open_upgrades_through_a_brief_write(tmp_path: Path) -> None:
-    old = _v2_index(tmp_path)
+    old = _old_index(tmp_path)
     with Index(old, read_only=True) as index:
         assert any("upgraded" in note for note in index.notes)
         assert index.store.get_setting("schema_version") == str(SCHEMA_VERSION)

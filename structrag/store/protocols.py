@@ -19,13 +19,32 @@ import numpy as np
 
 from structrag.models import Conversation, Message, SemanticRef
 
+#: The memory tables a memory can belong to (every ingested message is in ``messages``).
+MEMORY_TABLES = ("messages", "facts", "relationships", "goals", "knowledge")
+IMPORTANCE = ("low", "normal", "high")
+
+
+@dataclass(frozen=True)
+class MemoryInfo:
+    """What makes a message a memory: its table, owner and bookkeeping."""
+
+    table: str = "messages"
+    agent: str | None = None
+    world: str | None = None
+    importance: str = "normal"
+    unique: bool = False
+    status: str | None = None
+    created_at: datetime | None = None
+
 
 @dataclass(frozen=True)
 class StoredMessage:
-    """A message as stored: the message plus its store key."""
+    """A message as stored: the message plus its store key (and, for a memory written
+    through the memory API, what makes it one)."""
 
     mkey: int
     message: Message
+    memory: MemoryInfo | None = None
 
 
 class RefKind(IntEnum):
@@ -128,6 +147,11 @@ class StoreTransaction(Protocol):
         old refs, embeddings and outcomes."""
         ...
 
+    def delete(self, mkeys: Sequence[int]) -> None:
+        """Delete messages and everything derived from them (refs, knowledge, embeddings,
+        reads, the facts that rest on them alone)."""
+        ...
+
     def commit(self) -> int:
         """Log the source and commit; returns the new store generation."""
         ...
@@ -222,8 +246,10 @@ class KnowledgeStore(Protocol):
         """The next free ``mkey`` and ``ref_id``."""
         ...
 
-    def begin(self, source: SourceRecord, conversations: list[Conversation]) -> StoreTransaction:
-        """Start the transaction of one ingested source."""
+    def begin(
+        self, source: SourceRecord | None, conversations: list[Conversation]
+    ) -> StoreTransaction:
+        """Start the transaction of one ingested source (``None``: a live write)."""
         ...
 
     def failed_messages(self, extractors: Sequence[str]) -> list[StoredMessage]:

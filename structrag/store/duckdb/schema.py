@@ -1,8 +1,9 @@
 """The DuckDB schema: the packaged ``schema.sql`` (tables, views, comments) and upgrades.
 
 An index records its schema version in ``meta``. Opening an index for writing creates
-the schema, or upgrades an older one in one transaction (:data:`MIGRATIONS`, applied in
-order); an index from a newer structrag is refused.
+the schema, or upgrades an older one to the current one in one transaction
+(:data:`MIGRATIONS`: one step from each older version straight to the current schema,
+which is ``schema.sql``); an index from a newer structrag is refused.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from importlib import resources
 
 import duckdb
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 @lru_cache(maxsize=1)
@@ -45,8 +46,7 @@ def upgrade(con: duckdb.DuckDBPyConnection, found: int) -> None:
     """Bring an index from schema ``found`` to the current one, in one transaction."""
     con.execute("BEGIN TRANSACTION")
     try:
-        for version in range(found, SCHEMA_VERSION):
-            MIGRATIONS[version](con)
+        MIGRATIONS[found](con)
         con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
         con.execute("COMMIT")
     except BaseException:
@@ -54,12 +54,25 @@ def upgrade(con: duckdb.DuckDBPyConnection, found: int) -> None:
         raise
 
 
-def _v2_to_v3(con: duckdb.DuckDBPyConnection) -> None:
-    """Schema 2 -> 3: message ids and conversation ids get plain names (``message_id``,
-    ``conversation``); ref bookkeeping leaves ``messages``; facets split into entity
-    facets and action parameters; the tag table becomes ``tag_refs``; stem keys are named
-    as such and entities gain ``name_lower``; aliases keep their source, not a weight;
-    keys, NOT NULL, comments and the v_* views arrive."""
+#: The messages columns an upgrade copies, and what the memory columns (schema 4) start as.
+_MESSAGE_COPY = (
+    "mkey, conversation, message_id, ordinal, speaker, recipients, ts, text, tags, metadata, "
+    "content_hash, source_id, memory_table, agent, world, created_at, importance, is_unique, "
+    "status"
+)
+_MEMORY_DEFAULTS = (
+    "'messages', NULL, NULL, coalesce((SELECT s.started_at FROM sources s "
+    "WHERE s.source_id = m.source_id), ?), 'normal', false, NULL"
+)
+
+
+def _from_v2(con: duckdb.DuckDBPyConnection) -> None:
+    """Schema 2 -> current. From 2 to 3: message ids and conversation ids get plain names
+    (``message_id``, ``conversation``); ref bookkeeping leaves ``messages``; facets split
+    into entity facets and action parameters; the tag table becomes ``tag_refs``; stem keys
+    are named as such and entities gain ``name_lower``; aliases keep their source, not a
+    weight; keys, NOT NULL, comments and the v_* views arrive. Then schema 4's memory
+    columns and tables (see :func:`_from_v3`)."""
     old = [
         "meta",
         "conversations",
@@ -98,9 +111,11 @@ def _v2_to_v3(con: duckdb.DuckDBPyConnection) -> None:
         [now, now],
     )
     con.execute(
-        "INSERT INTO messages SELECT mkey, conversation, id, ordinal, speaker, "
-        "coalesce(recipients, []), ts, text, coalesce(tags, []), coalesce(metadata, '{}'), "
-        "content_hash, source_id FROM messages_v2 ORDER BY mkey"
+        f"INSERT INTO messages ({_MESSAGE_COPY}) SELECT mkey, conversation, id, ordinal, "
+        "speaker, coalesce(recipients, []), ts, text, coalesce(tags, []), "
+        f"coalesce(metadata, '{{}}'), content_hash, source_id, {_MEMORY_DEFAULTS} "
+        "FROM messages_v2 m ORDER BY mkey",
+        [now],
     )
     con.execute(
         "INSERT INTO semantic_refs SELECT ref_id, mkey, conversation, message_id, kind, "
@@ -157,6 +172,31 @@ def _v2_to_v3(con: duckdb.DuckDBPyConnection) -> None:
         con.execute(f"DROP TABLE {table}_v2")
 
 
-#: ``MIGRATIONS[n]`` upgrades schema ``n`` to ``n + 1``.
-MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {2: _v2_to_v3}
+def _from_v3(con: duckdb.DuckDBPyConnection) -> None:
+    """Schema 3 -> 4: agent memory. Messages gain their memory table, agent, world, time
+    stored, importance, unique flag and goal status (an ingested message is in the
+    ``messages`` table, of no agent); the tables of memory reads, fact sources, user
+    profiles, observations, room summaries, knowledge documents and fragments, and the
+    commit log arrive, with the v_memories and v_fragments views."""
+    for (view,) in con.execute(
+        "SELECT view_name FROM duckdb_views() WHERE NOT internal"
+    ).fetchall():
+        con.execute(f"DROP VIEW {view}")
+    con.execute("ALTER TABLE messages RENAME TO messages_v3")
+    con.execute(schema_sql())
+    now = datetime.now(UTC).replace(tzinfo=None)
+    columns = (
+        "mkey, conversation, message_id, ordinal, speaker, recipients, ts, text, tags, "
+        "metadata, content_hash, source_id"
+    )
+    con.execute(
+        f"INSERT INTO messages ({_MESSAGE_COPY}) SELECT {columns}, {_MEMORY_DEFAULTS} "
+        "FROM messages_v3 m ORDER BY mkey",
+        [now],
+    )
+    con.execute("DROP TABLE messages_v3")
+
+
+#: ``MIGRATIONS[n]`` upgrades schema ``n`` to the current one.
+MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {2: _from_v2, 3: _from_v3}
 OLDEST_UPGRADABLE = min(MIGRATIONS)

@@ -1,4 +1,4 @@
--- The structrag index schema, version 3: a public, documented contract.
+-- The structrag index schema, version 4: a public, documented contract.
 --
 -- Analysts read the index from plain DuckDB, pandas or a notebook. The v_* views are the
 -- stable way in: plain names, no internal columns. The tables are documented too (every
@@ -17,7 +17,7 @@ CREATE TABLE IF NOT EXISTS meta (
     key VARCHAR PRIMARY KEY,
     value VARCHAR NOT NULL
 );
-COMMENT ON TABLE meta IS 'Index settings: schema_version, generation (committed ingests), embeddings model.';
+COMMENT ON TABLE meta IS 'Index settings: schema_version, generation (committed writes), embeddings model.';
 COMMENT ON COLUMN meta.key IS 'Setting name.';
 COMMENT ON COLUMN meta.value IS 'Setting value, as text.';
 
@@ -78,9 +78,17 @@ CREATE TABLE IF NOT EXISTS messages (
     metadata JSON NOT NULL,
     content_hash BIGINT NOT NULL,
     source_id INTEGER REFERENCES sources (source_id),
+    memory_table VARCHAR NOT NULL DEFAULT 'messages'
+        CHECK (memory_table IN ('messages', 'facts', 'relationships', 'goals', 'knowledge')),
+    agent VARCHAR,
+    world VARCHAR,
+    created_at TIMESTAMP NOT NULL,
+    importance VARCHAR NOT NULL DEFAULT 'normal' CHECK (importance IN ('low', 'normal', 'high')),
+    is_unique BOOLEAN NOT NULL DEFAULT false,
+    status VARCHAR,
     UNIQUE (conversation, message_id)
 );
-COMMENT ON TABLE messages IS 'One row per message (turn) of every conversation.';
+COMMENT ON TABLE messages IS 'One row per message (turn) of every conversation, and per memory: a memory is a message of an agent''s, in one of the memory tables (messages, facts, relationships, goals, knowledge).';
 COMMENT ON COLUMN messages.mkey IS 'Store-wide message key; other tables refer to a message by it.';
 COMMENT ON COLUMN messages.conversation IS 'Conversation id (conversations.conversation).';
 COMMENT ON COLUMN messages.message_id IS 'Message id within its conversation, from the input (or its position, from 1).';
@@ -92,7 +100,14 @@ COMMENT ON COLUMN messages.text IS 'The message text, exactly as stored; spans p
 COMMENT ON COLUMN messages.tags IS 'Labels from the input.';
 COMMENT ON COLUMN messages.metadata IS 'Everything else the input said about the message (JSON).';
 COMMENT ON COLUMN messages.content_hash IS 'Internal: hash of speaker, time, text, tags and metadata; finds edited messages on re-ingest.';
-COMMENT ON COLUMN messages.source_id IS 'The ingest that last wrote the message (sources.source_id).';
+COMMENT ON COLUMN messages.source_id IS 'The ingest that last wrote the message (sources.source_id); NULL for a memory added live.';
+COMMENT ON COLUMN messages.memory_table IS 'The memory table it belongs to: messages (conversation history, and every ingested message), facts, relationships, goals or knowledge (document fragments).';
+COMMENT ON COLUMN messages.agent IS 'The agent whose memory it is; NULL for messages ingested from files for everyone.';
+COMMENT ON COLUMN messages.world IS 'A group of rooms (conversations) the memory belongs to, when the agent uses worlds.';
+COMMENT ON COLUMN messages.created_at IS 'When it was stored (UTC); ts is when it was said.';
+COMMENT ON COLUMN messages.importance IS 'low, normal or high; pruning keeps what is important.';
+COMMENT ON COLUMN messages.is_unique IS 'Added as unique: an exact duplicate in its room and memory table is not stored again.';
+COMMENT ON COLUMN messages.status IS 'A goal''s status (open, done, dropped); NULL for other memories.';
 
 CREATE TABLE IF NOT EXISTS semantic_refs (
     ref_id BIGINT PRIMARY KEY,
@@ -299,14 +314,184 @@ COMMENT ON COLUMN llm_cache.input_tokens IS 'Input tokens it cost.';
 COMMENT ON COLUMN llm_cache.output_tokens IS 'Output tokens it cost.';
 COMMENT ON COLUMN llm_cache.created_at IS 'When it was received (UTC).';
 
+CREATE TABLE IF NOT EXISTS memory_access (
+    mkey BIGINT PRIMARY KEY,
+    access_count INTEGER NOT NULL,
+    last_access TIMESTAMP NOT NULL
+);
+COMMENT ON TABLE memory_access IS 'How often each memory was read through the memory API, and when last (pruning keeps often-read memories).';
+COMMENT ON COLUMN memory_access.mkey IS 'The memory (messages.mkey).';
+COMMENT ON COLUMN memory_access.access_count IS 'Reads so far.';
+COMMENT ON COLUMN memory_access.last_access IS 'The last read (UTC).';
+
+CREATE TABLE IF NOT EXISTS memory_sources (
+    mkey BIGINT NOT NULL,
+    source_kind VARCHAR NOT NULL CHECK (source_kind IN ('message', 'tool', 'fragment', 'stated')),
+    source_mkey BIGINT,
+    source_ref VARCHAR,
+    span_start INTEGER,
+    span_end INTEGER,
+    confidence DOUBLE NOT NULL,
+    grounded BOOLEAN NOT NULL
+);
+COMMENT ON TABLE memory_sources IS 'Where a fact or relationship memory comes from: a message (with the span that states it), a tool result, a document fragment, or stated directly; checked against its source text (grounded).';
+COMMENT ON COLUMN memory_sources.mkey IS 'The fact or relationship memory (messages.mkey).';
+COMMENT ON COLUMN memory_sources.source_kind IS 'message, tool, fragment or stated (added as a fact, with no source).';
+COMMENT ON COLUMN memory_sources.source_mkey IS 'The source message or fragment (messages.mkey), when there is one.';
+COMMENT ON COLUMN memory_sources.source_ref IS 'Another reference to the source (a tool call id, say).';
+COMMENT ON COLUMN memory_sources.span_start IS 'Start of the span in the source text that states it.';
+COMMENT ON COLUMN memory_sources.span_end IS 'End of that span, exclusive.';
+COMMENT ON COLUMN memory_sources.confidence IS 'How sure the extraction is, 0 to 1.';
+COMMENT ON COLUMN memory_sources.grounded IS 'Whether the fact''s words were found in the source text.';
+
+CREATE TABLE IF NOT EXISTS profile_entries (
+    entry_id BIGINT PRIMARY KEY,
+    agent VARCHAR NOT NULL,
+    user_name VARCHAR NOT NULL,
+    category VARCHAR NOT NULL,
+    predicate VARCHAR NOT NULL,
+    object VARCHAR NOT NULL,
+    text VARCHAR NOT NULL,
+    negated BOOLEAN NOT NULL,
+    confidence DOUBLE NOT NULL,
+    source_mkeys BIGINT[] NOT NULL,
+    created_at TIMESTAMP NOT NULL,
+    confirmed_at TIMESTAMP NOT NULL,
+    superseded_by BIGINT,
+    superseded_at TIMESTAMP
+);
+COMMENT ON TABLE profile_entries IS 'What an agent knows about a user: preferences, personal context, communication style, goals; each entry cites the messages that state it. A newer statement that contradicts one supersedes it, and the old entry stays as history.';
+COMMENT ON COLUMN profile_entries.entry_id IS 'Entry id.';
+COMMENT ON COLUMN profile_entries.agent IS 'Whose memory.';
+COMMENT ON COLUMN profile_entries.user_name IS 'The user it is about.';
+COMMENT ON COLUMN profile_entries.category IS 'preference, personal, style, goal, fact or relationship.';
+COMMENT ON COLUMN profile_entries.predicate IS 'The relation: lives_in, works_at, likes, sibling, goal ...';
+COMMENT ON COLUMN profile_entries.object IS 'Its value, as written.';
+COMMENT ON COLUMN profile_entries.text IS 'The entry as a sentence: Priya lives in Lisbon.';
+COMMENT ON COLUMN profile_entries.negated IS 'Whether the user said it is not so.';
+COMMENT ON COLUMN profile_entries.confidence IS 'How sure the extraction is, 0 to 1.';
+COMMENT ON COLUMN profile_entries.source_mkeys IS 'The messages that state it (messages.mkey), oldest first.';
+COMMENT ON COLUMN profile_entries.created_at IS 'When first stated (UTC).';
+COMMENT ON COLUMN profile_entries.confirmed_at IS 'When last stated or confirmed (UTC).';
+COMMENT ON COLUMN profile_entries.superseded_by IS 'The entry that replaced it; NULL while it holds.';
+COMMENT ON COLUMN profile_entries.superseded_at IS 'When it was replaced.';
+
+CREATE TABLE IF NOT EXISTS observations (
+    observation_id BIGINT PRIMARY KEY,
+    agent VARCHAR NOT NULL,
+    room VARCHAR NOT NULL,
+    ts TIMESTAMP,
+    kind VARCHAR NOT NULL CHECK (kind IN ('decision', 'open_question', 'interest')),
+    topic VARCHAR NOT NULL,
+    insight VARCHAR NOT NULL,
+    importance DOUBLE NOT NULL,
+    source_mkeys BIGINT[] NOT NULL,
+    created_at TIMESTAMP NOT NULL
+);
+COMMENT ON TABLE observations IS 'Conversation observations: decisions made, questions left open, topics of strong interest, each resting on messages.';
+COMMENT ON COLUMN observations.observation_id IS 'Observation id.';
+COMMENT ON COLUMN observations.agent IS 'Whose memory.';
+COMMENT ON COLUMN observations.room IS 'The conversation (room).';
+COMMENT ON COLUMN observations.ts IS 'When it happened (the time of its last source message).';
+COMMENT ON COLUMN observations.kind IS 'decision, open_question or interest.';
+COMMENT ON COLUMN observations.topic IS 'What it is about.';
+COMMENT ON COLUMN observations.insight IS 'The observation as a sentence.';
+COMMENT ON COLUMN observations.importance IS 'How much it matters, 0 to 1.';
+COMMENT ON COLUMN observations.source_mkeys IS 'The messages it rests on (messages.mkey).';
+COMMENT ON COLUMN observations.created_at IS 'When it was made (UTC).';
+
+CREATE TABLE IF NOT EXISTS room_summaries (
+    summary_id BIGINT PRIMARY KEY,
+    agent VARCHAR NOT NULL,
+    room VARCHAR NOT NULL,
+    text VARCHAR NOT NULL,
+    method VARCHAR NOT NULL,
+    source_mkeys BIGINT[] NOT NULL,
+    first_ordinal INTEGER NOT NULL,
+    last_ordinal INTEGER NOT NULL,
+    created_at TIMESTAMP NOT NULL
+);
+COMMENT ON TABLE room_summaries IS 'Compaction: older messages of a room summarised; the messages stay stored and searchable.';
+COMMENT ON COLUMN room_summaries.summary_id IS 'Summary id.';
+COMMENT ON COLUMN room_summaries.agent IS 'Whose memory.';
+COMMENT ON COLUMN room_summaries.room IS 'The conversation (room).';
+COMMENT ON COLUMN room_summaries.text IS 'The summary.';
+COMMENT ON COLUMN room_summaries.method IS 'llm, or extractive (from the extracted topics and actions, offline).';
+COMMENT ON COLUMN room_summaries.source_mkeys IS 'The messages it covers (messages.mkey).';
+COMMENT ON COLUMN room_summaries.first_ordinal IS 'Ordinal of the first message covered.';
+COMMENT ON COLUMN room_summaries.last_ordinal IS 'Ordinal of the last message covered.';
+COMMENT ON COLUMN room_summaries.created_at IS 'When it was made (UTC).';
+
+CREATE TABLE IF NOT EXISTS documents (
+    document_id VARCHAR PRIMARY KEY,
+    agent VARCHAR,
+    shared BOOLEAN NOT NULL,
+    path VARCHAR NOT NULL,
+    title VARCHAR,
+    format VARCHAR NOT NULL,
+    sha256 VARCHAR NOT NULL,
+    chars INTEGER NOT NULL,
+    pages INTEGER,
+    metadata JSON NOT NULL,
+    added_at TIMESTAMP NOT NULL
+);
+COMMENT ON TABLE documents IS 'Knowledge documents (PDF, Markdown, text, DOCX, HTML, JSON), shared or one agent''s; their fragments are memories in the knowledge table.';
+COMMENT ON COLUMN documents.document_id IS 'Deterministic from the path relative to the knowledge root, the shared flag and the agent.';
+COMMENT ON COLUMN documents.agent IS 'The agent whose knowledge it is; NULL when shared.';
+COMMENT ON COLUMN documents.shared IS 'Whether every agent may read it.';
+COMMENT ON COLUMN documents.path IS 'The path it was added from (relative to the knowledge root when one was given), or a label for inline text.';
+COMMENT ON COLUMN documents.title IS 'Its title, when it has one.';
+COMMENT ON COLUMN documents.format IS 'pdf, markdown, text, docx, html, json or inline.';
+COMMENT ON COLUMN documents.sha256 IS 'sha256 of the bytes read: an unchanged file is not added again.';
+COMMENT ON COLUMN documents.chars IS 'Length of its text, in characters.';
+COMMENT ON COLUMN documents.pages IS 'Pages (PDF).';
+COMMENT ON COLUMN documents.metadata IS 'Other metadata (JSON).';
+COMMENT ON COLUMN documents.added_at IS 'When it was added or last replaced (UTC).';
+
+CREATE TABLE IF NOT EXISTS fragments (
+    mkey BIGINT PRIMARY KEY,
+    document_id VARCHAR NOT NULL,
+    fragment_index INTEGER NOT NULL,
+    start_char INTEGER NOT NULL,
+    end_char INTEGER NOT NULL,
+    tokens INTEGER NOT NULL,
+    page_start INTEGER,
+    page_end INTEGER,
+    section VARCHAR[] NOT NULL
+);
+COMMENT ON TABLE fragments IS 'Where each fragment (a knowledge memory) sits in its document.';
+COMMENT ON COLUMN fragments.mkey IS 'The fragment (messages.mkey); its message_id is <document id>-chunk-<index>.';
+COMMENT ON COLUMN fragments.document_id IS 'Its document (documents.document_id).';
+COMMENT ON COLUMN fragments.fragment_index IS 'Order in the document, from 0.';
+COMMENT ON COLUMN fragments.start_char IS 'Start in the document text (code points, from 0).';
+COMMENT ON COLUMN fragments.end_char IS 'End in the document text, exclusive.';
+COMMENT ON COLUMN fragments.tokens IS 'Its length in tokens (cl100k_base).';
+COMMENT ON COLUMN fragments.page_start IS 'The page it starts on (PDF).';
+COMMENT ON COLUMN fragments.page_end IS 'The page it ends on (PDF).';
+COMMENT ON COLUMN fragments.section IS 'Its section path: headings (Markdown, DOCX, HTML) or the JSON path.';
+
+CREATE TABLE IF NOT EXISTS commits (
+    generation BIGINT PRIMARY KEY,
+    committed_at TIMESTAMP NOT NULL,
+    first_new_mkey BIGINT,
+    last_new_mkey BIGINT,
+    changed BOOLEAN NOT NULL
+);
+COMMENT ON TABLE commits IS 'Internal: what each committed write did, so readers can update their caches instead of rebuilding them.';
+COMMENT ON COLUMN commits.generation IS 'The generation the write committed.';
+COMMENT ON COLUMN commits.committed_at IS 'When (UTC).';
+COMMENT ON COLUMN commits.first_new_mkey IS 'The first message key it added (NULL when it added none).';
+COMMENT ON COLUMN commits.last_new_mkey IS 'The last message key it added.';
+COMMENT ON COLUMN commits.changed IS 'Whether it also edited or deleted messages (then caches are rebuilt).';
+
 -- Views: the stable, documented way to read an index. Provenance columns are the same in
 -- every knowledge view.
 
 CREATE OR REPLACE VIEW v_messages AS
 SELECT m.conversation, m.message_id, m.ts, m.speaker, m.recipients, m.text, m.tags,
        m.metadata, m.ordinal
-FROM messages m;
-COMMENT ON VIEW v_messages IS 'Every message: conversation, message_id, ts, speaker, recipients, text (and tags, metadata, ordinal).';
+FROM messages m WHERE m.memory_table = 'messages';
+COMMENT ON VIEW v_messages IS 'Every message of a conversation: conversation, message_id, ts, speaker, recipients, text (and tags, metadata, ordinal). Other memories (facts, goals, knowledge) are in v_memories.';
 COMMENT ON COLUMN v_messages.conversation IS 'Conversation id.';
 COMMENT ON COLUMN v_messages.message_id IS 'Message id within the conversation.';
 COMMENT ON COLUMN v_messages.ts IS 'When it was written.';
@@ -316,6 +501,49 @@ COMMENT ON COLUMN v_messages.text IS 'The message text.';
 COMMENT ON COLUMN v_messages.tags IS 'Labels from the input.';
 COMMENT ON COLUMN v_messages.metadata IS 'Other input fields (JSON).';
 COMMENT ON COLUMN v_messages.ordinal IS 'Position in the conversation, from 0.';
+
+CREATE OR REPLACE VIEW v_memories AS
+SELECT m.agent, m.memory_table, m.conversation AS room, m.world, m.message_id AS memory_id,
+       m.speaker AS user_name, m.text, m.ts, m.created_at, m.importance, m.status,
+       m.metadata, coalesce(a.access_count, 0) AS access_count, a.last_access
+FROM messages m LEFT JOIN memory_access a USING (mkey);
+COMMENT ON VIEW v_memories IS 'Every memory of every agent (ingested messages have no agent): which memory table, room and world, who said it, the text, times, importance, goal status and how often it was read.';
+COMMENT ON COLUMN v_memories.agent IS 'Whose memory (NULL: ingested for everyone).';
+COMMENT ON COLUMN v_memories.memory_table IS 'messages, facts, relationships, goals or knowledge.';
+COMMENT ON COLUMN v_memories.room IS 'The room (conversation).';
+COMMENT ON COLUMN v_memories.world IS 'The group of rooms, when used.';
+COMMENT ON COLUMN v_memories.memory_id IS 'The memory id (a message id for messages).';
+COMMENT ON COLUMN v_memories.user_name IS 'Who said or stated it.';
+COMMENT ON COLUMN v_memories.text IS 'The memory text.';
+COMMENT ON COLUMN v_memories.ts IS 'When it was said.';
+COMMENT ON COLUMN v_memories.created_at IS 'When it was stored.';
+COMMENT ON COLUMN v_memories.importance IS 'low, normal or high.';
+COMMENT ON COLUMN v_memories.status IS 'A goal''s status.';
+COMMENT ON COLUMN v_memories.metadata IS 'Other fields (JSON).';
+COMMENT ON COLUMN v_memories.access_count IS 'How often it was read through the memory API.';
+COMMENT ON COLUMN v_memories.last_access IS 'When it was last read.';
+
+CREATE OR REPLACE VIEW v_fragments AS
+SELECT f.document_id, m.message_id AS fragment_id, f.fragment_index, d.path, d.title,
+       f.page_start AS page, f.page_end, f.section, f.start_char, f.end_char, f.tokens,
+       m.text, d.agent, d.shared
+FROM fragments f JOIN messages m USING (mkey) JOIN documents d USING (document_id)
+ORDER BY f.document_id, f.fragment_index;
+COMMENT ON VIEW v_fragments IS 'Knowledge fragments in document order: SELECT * FROM v_fragments WHERE document_id = ? lists a document''s.';
+COMMENT ON COLUMN v_fragments.document_id IS 'The document.';
+COMMENT ON COLUMN v_fragments.fragment_id IS '<document id>-chunk-<index>.';
+COMMENT ON COLUMN v_fragments.fragment_index IS 'Order in the document, from 0.';
+COMMENT ON COLUMN v_fragments.path IS 'The document''s path.';
+COMMENT ON COLUMN v_fragments.title IS 'The document''s title.';
+COMMENT ON COLUMN v_fragments.page IS 'The page it starts on (PDF).';
+COMMENT ON COLUMN v_fragments.page_end IS 'The page it ends on (PDF).';
+COMMENT ON COLUMN v_fragments.section IS 'Its section path (headings, or a JSON path).';
+COMMENT ON COLUMN v_fragments.start_char IS 'Start in the document text.';
+COMMENT ON COLUMN v_fragments.end_char IS 'End in the document text, exclusive.';
+COMMENT ON COLUMN v_fragments.tokens IS 'Length in tokens (cl100k_base).';
+COMMENT ON COLUMN v_fragments.text IS 'The fragment text.';
+COMMENT ON COLUMN v_fragments.agent IS 'The agent it belongs to; NULL when shared.';
+COMMENT ON COLUMN v_fragments.shared IS 'Whether every agent may read it.';
 
 CREATE OR REPLACE VIEW v_entities AS
 SELECT r.conversation, r.message_id, m.ts, m.speaker,

@@ -102,8 +102,11 @@ class DuckDBStore(DuckDBReader):
 
     # -- writing --------------------------------------------------------------------------
 
-    def begin(self, source: SourceRecord, conversations: list[Conversation]) -> DuckDBTransaction:
-        """Start an ingest's transaction (see :class:`DuckDBTransaction`)."""
+    def begin(
+        self, source: SourceRecord | None, conversations: list[Conversation]
+    ) -> DuckDBTransaction:
+        """Start an ingest's transaction (see :class:`DuckDBTransaction`); a live write (a
+        memory added through the memory API) has no source."""
         if self.read_only:
             raise IndexStateError("the index was opened read-only")
         return DuckDBTransaction(self, source, conversations)

@@ -19,7 +19,7 @@ import numpy as np
 from structrag.analysis import term_key
 from structrag.models import Action, Conversation, Entity, Facet, SemanticRef
 from structrag.store.duckdb.reader import first_row
-from structrag.store.protocols import ExtractionRecord, SourceRecord, StoredMessage
+from structrag.store.protocols import ExtractionRecord, MemoryInfo, SourceRecord, StoredMessage
 
 
 class Owner(Protocol):
@@ -88,6 +88,13 @@ MESSAGE_COLUMNS: Columns = (
     ("metadata", "JSON"),
     ("content_hash", "BIGINT"),
     ("source_id", "INTEGER"),
+    ("memory_table", "VARCHAR"),
+    ("agent", "VARCHAR"),
+    ("world", "VARCHAR"),
+    ("created_at", "TIMESTAMP"),
+    ("importance", "VARCHAR"),
+    ("is_unique", "BOOLEAN"),
+    ("status", "VARCHAR"),
 )
 ALIAS_COLUMNS: Columns = (
     ("conversation", "VARCHAR"),
@@ -162,11 +169,20 @@ KNOWLEDGE_COLUMNS: dict[str, Columns] = {
 #: Tables whose rows belong to a semantic ref (deleted with it).
 REF_TABLES = ("entities", "entity_facets", "actions", "action_params", "topics", "tag_refs")
 #: Tables whose rows belong to a message, beside its refs.
-MESSAGE_TABLES = ("semantic_refs", "embeddings", "extractions", "extraction_failures")
+MESSAGE_TABLES = (
+    "semantic_refs",
+    "embeddings",
+    "extractions",
+    "extraction_failures",
+    "memory_access",
+    "memory_sources",
+    "fragments",
+)
 
 
-def _message_row(stored: StoredMessage, source_id: int) -> tuple[Any, ...]:
+def _message_row(stored: StoredMessage, source_id: int | None, now: datetime) -> tuple[Any, ...]:
     m = stored.message
+    memory = stored.memory or MemoryInfo()
     return (
         stored.mkey,
         m.conversation,
@@ -180,6 +196,13 @@ def _message_row(stored: StoredMessage, source_id: int) -> tuple[Any, ...]:
         to_json(m.metadata),
         m.content_hash(),
         source_id,
+        memory.table,
+        memory.agent,
+        memory.world,
+        memory.created_at or now,
+        memory.importance,
+        memory.unique,
+        memory.status,
     )
 
 
@@ -264,24 +287,39 @@ def delete_messages(
     for table in (*REF_TABLES, "properties"):
         con.execute(f"DELETE FROM {table} WHERE ref_id IN {wanted}", [keys])
     for table in MESSAGE_TABLES:
+        if keep_row and table in KEPT_ON_EDIT:
+            continue
         con.execute(f"DELETE FROM {table} WHERE mkey IN (SELECT unnest($1::BIGINT[]))", [keys])
     if not keep_row:
+        # facts that rested on these messages only go with them
+        con.execute(
+            "DELETE FROM memory_sources WHERE source_mkey IN (SELECT unnest($1::BIGINT[]))",
+            [keys],
+        )
         con.execute("DELETE FROM messages WHERE mkey IN (SELECT unnest($1::BIGINT[]))", [keys])
+
+
+#: What an edit of a message keeps (its reads, where a fact came from, its place in a
+#: document); the rest is extracted again.
+KEPT_ON_EDIT = ("memory_access", "memory_sources", "fragments")
 
 
 class DuckDBTransaction:
     """One ingest's writes: messages and refs arrive in chunks, all visible at commit."""
 
     def __init__(
-        self, store: Owner, source: SourceRecord, conversations: list[Conversation]
+        self, store: Owner, source: SourceRecord | None, conversations: list[Conversation]
     ) -> None:
         self.store = store
         self.con = store.con
         self.source = source
+        self.now = utc_now()
+        self.new_mkeys: tuple[int, int] | None = None
+        self.changed = False
         self.con.execute("BEGIN TRANSACTION")
         self._open = True
         try:
-            now = utc_now()
+            now = self.now
             for conv in conversations:
                 self.con.execute(
                     "INSERT INTO conversations VALUES (?, ?, ?, ?) ON CONFLICT (conversation) "
@@ -289,6 +327,9 @@ class DuckDBTransaction:
                     "metadata = json_merge_patch(conversations.metadata, excluded.metadata)",
                     [conv.id, conv.name, to_json(conv.metadata), now],
                 )
+            self.source_id: int | None = None
+            if source is None:  # a live write (a memory): no ingest log entry
+                return
             row = first_row(self.con.execute("SELECT coalesce(max(source_id), 0) + 1 FROM sources"))
             assert row is not None
             self.source_id = int(row[0])
@@ -324,11 +365,16 @@ class DuckDBTransaction:
         try:
             if changed:
                 self._replace(changed)
+            if new:
+                first, last = min(s.mkey for s in new), max(s.mkey for s in new)
+                if self.new_mkeys is not None:
+                    first, last = min(first, self.new_mkeys[0]), max(last, self.new_mkeys[1])
+                self.new_mkeys = (first, last)
             bulk_insert(
                 self.con,
                 "messages",
                 MESSAGE_COLUMNS,
-                [_message_row(s, self.source_id) for s in new],
+                [_message_row(s, self.source_id, self.now) for s in new],
             )
             for table, table_rows in knowledge_rows(refs).items():
                 bulk_insert(self.con, table, KNOWLEDGE_COLUMNS[table], table_rows)
@@ -341,14 +387,24 @@ class DuckDBTransaction:
             self.rollback()
             raise
 
+    def delete(self, mkeys: Sequence[int]) -> None:
+        """Delete messages and everything that belongs to them."""
+        try:
+            self.changed = True
+            delete_messages(self.con, mkeys, keep_row=False)
+        except BaseException:
+            self.rollback()
+            raise
+
     def _replace(self, changed: Sequence[StoredMessage]) -> None:
+        self.changed = True
         delete_messages(self.con, [m.mkey for m in changed], keep_row=True)
         for stored in changed:
             m = stored.message
             self.con.execute(
                 "UPDATE messages SET ordinal = ?, speaker = ?, recipients = ?, ts = ?, "
-                "text = ?, tags = ?, metadata = ?, content_hash = ?, source_id = ? "
-                "WHERE mkey = ?",
+                "text = ?, tags = ?, metadata = ?, content_hash = ?, "
+                "source_id = coalesce(?, source_id) WHERE mkey = ?",
                 [
                     m.ordinal,
                     m.speaker,
@@ -384,20 +440,27 @@ class DuckDBTransaction:
         generation."""
         src = self.source
         try:
-            self.con.execute(
-                "UPDATE sources SET finished_at = ?, messages_added = ?, messages_updated = ?, "
-                "messages_unchanged = ?, refs_added = ? WHERE source_id = ?",
-                [
-                    utc_now(),
-                    src.messages_added,
-                    src.messages_updated,
-                    src.messages_unchanged,
-                    src.refs_added,
-                    self.source_id,
-                ],
-            )
+            if src is not None:
+                self.con.execute(
+                    "UPDATE sources SET finished_at = ?, messages_added = ?, "
+                    "messages_updated = ?, messages_unchanged = ?, refs_added = ? "
+                    "WHERE source_id = ?",
+                    [
+                        utc_now(),
+                        src.messages_added,
+                        src.messages_updated,
+                        src.messages_unchanged,
+                        src.refs_added,
+                        self.source_id,
+                    ],
+                )
             generation = self.store.generation() + 1
             self.store.set_setting("generation", str(generation))
+            first, last = self.new_mkeys or (None, None)
+            self.con.execute(
+                "INSERT INTO commits VALUES (?, ?, ?, ?, ?)",
+                [generation, utc_now(), first, last, self.changed],
+            )
             self.con.execute("COMMIT")
             self._open = False
             self.store.committed(generation)
