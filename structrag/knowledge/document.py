@@ -12,6 +12,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Literal
 
 __all__ = [
@@ -117,30 +118,33 @@ class Document:
                     raise ValueError(f"{kind} ranges overlap or are out of order")
                 previous_end = item.end
 
+    @cached_property
+    def _section_starts(self) -> list[int]:
+        return [s.start for s in self.sections]
+
+    @cached_property
+    def _page_starts(self) -> list[int]:
+        return [p.start for p in self.pages]
+
     def section_path(self, offset: int) -> tuple[str, ...]:
         """The section path of the character at ``offset`` (empty outside every section)."""
-        section = _containing(self.sections, offset)
-        return section.path if section is not None else ()
+        index = bisect_right(self._section_starts, offset) - 1
+        if index >= 0 and offset < self.sections[index].end:
+            return self.sections[index].path
+        return ()
 
     def page_at(self, offset: int) -> int | None:
         """The number of the page holding ``offset``; between two pages, the next one.
         ``None`` for documents without pages."""
         if not self.pages:
             return None
-        index = bisect_right([p.start for p in self.pages], offset) - 1
+        index = bisect_right(self._page_starts, offset) - 1
         if index < 0:
             return self.pages[0].number
         page = self.pages[index]
         if offset >= page.end and index + 1 < len(self.pages):
             return self.pages[index + 1].number
         return page.number
-
-
-def _containing(items: Sequence[Section], offset: int) -> Section | None:
-    index = bisect_right([s.start for s in items], offset) - 1
-    if index >= 0 and items[index].start <= offset < items[index].end:
-        return items[index]
-    return None
 
 
 def sections_from_headings(text: str, headings: Sequence[Heading]) -> tuple[Section, ...]:
