@@ -6,17 +6,19 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 from pathlib import Path
 
 import pytest
 from pypdf import PdfReader, PdfWriter
 
-from structrag.errors import InputError, UnknownFormatError
+from structrag.errors import ConfigError, InputError, UnknownFormatError
 from structrag.knowledge.document import Document, Heading, Section, sections_from_headings
 from structrag.knowledge.html_text import extract_html
 from structrag.knowledge.json_text import json_path, json_strings
 from structrag.knowledge.loaders import SUPPORTED_EXTENSIONS, load_document, walk
 from structrag.knowledge.markdown import parse_markdown
+from structrag.knowledge.qa_data import load_squad, load_squad_from_package
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "knowledge"
 
@@ -524,7 +526,7 @@ def test_a_batch_goes_on_past_bad_files() -> None:
         except InputError as exc:
             failed[path.name] = exc.detail
     assert sorted(failed) == ["encrypted.pdf", "scanned.pdf"]
-    assert sorted(loaded) == ["docx", "html", "json", "markdown", "pdf", "text"]
+    assert sorted(loaded) == ["docx", "html", "json", "json", "markdown", "pdf", "text"]
     assert {s.path.name for s in result.skipped} == {"make_fixtures.py"}
 
 
@@ -533,3 +535,66 @@ def test_document_rejects_ranges_outside_the_text() -> None:
         Document("x", "text", "abc", "x", "0", headings=(Heading(1, "h", 2, 9),))
     with pytest.raises(ValueError, match="overlap"):
         Document("x", "text", "abcdef", "x", "0", sections=(Section((), 0, 4), Section((), 2, 6)))
+
+
+# -- the QA set loader (SQuAD format) -----------------------------------------------------
+
+
+def test_squad_format_becomes_documents_passages_and_answer_spans(tmp_path: Path) -> None:
+    qa = load_squad(fixture("mini_squad.json"))
+    assert qa.version == "v2.0"
+    assert [d.id for d in qa.documents] == ["Heronsgate_Orchard", "Riverside_Bike_Co-op"]
+    orchard = qa.document("Heronsgate_Orchard")
+    assert orchard.document.title == "Heronsgate Orchard"
+    assert len(orchard.passages) == 2
+    assert orchard.document.text[orchard.passages[1].start :].startswith("Stone fruit")
+    # unanswerable (q3) and unfindable (q5) questions are left out, with a note for q5
+    assert [q.id for q in qa.questions] == ["q1", "q2", "q4", "q6"]
+    assert any("q5" in w for w in qa.warnings)
+    for question in qa.questions:
+        doc = qa.document(question.document_id)
+        for answer in question.answers:
+            assert doc.document.text[answer.start : answer.end] == answer.text
+            passage = doc.passage_at(answer.start)
+            assert passage is not None and passage.id == question.passage_id
+    q1 = qa.questions[0]
+    assert [a.text for a in q1.answers] == ["140", "140 fruit trees"]  # duplicates merged
+    q2 = qa.questions[1]
+    assert q2.answers[0].text == "the winter of 2011"  # found despite an offset that is off
+    # the documents, written as files and loaded back, keep every offset
+    files = qa.write_documents(tmp_path / "docs")
+    for doc in qa.documents:
+        assert load_document(files[doc.id]).text == doc.document.text
+
+
+def test_squad_unanswerable_questions_on_request() -> None:
+    qa = load_squad(fixture("mini_squad.json"), include_unanswerable=True)
+    unanswerable = [q for q in qa.questions if not q.answers]
+    assert [q.id for q in unanswerable] == ["q3"]
+
+
+def test_squad_shape_errors_name_the_file_and_the_place(tmp_path: Path) -> None:
+    path = tmp_path / "not_squad.json"
+    path.write_text('{"data": [{"title": "x", "paragraphs": [{"context": 3}]}]}')
+    with pytest.raises(InputError, match=r"data\[0\]\.paragraphs\[0\]\.context") as caught:
+        load_squad(path)
+    assert caught.value.path == str(path)
+
+
+def test_squad_from_a_package_that_is_not_installed() -> None:
+    with pytest.raises(ConfigError, match="not installed"):
+        load_squad_from_package("structrag-no-such-qa-package", "data/dev.json")
+
+
+SQUAD_FILE = os.environ.get("STRUCTRAG_SQUAD_JSON")
+
+
+@pytest.mark.skipif(not SQUAD_FILE, reason="set STRUCTRAG_SQUAD_JSON to a SQuAD file")
+def test_a_real_squad_file_loads_with_exact_spans() -> None:
+    assert SQUAD_FILE is not None
+    qa = load_squad(SQUAD_FILE)
+    assert qa.documents and qa.questions
+    for question in qa.questions:
+        doc = qa.document(question.document_id)
+        for answer in question.answers:
+            assert doc.document.text[answer.start : answer.end] == answer.text
