@@ -265,7 +265,8 @@ class _Extractor(HTMLParser):
         self._table_start = None
 
     def _end_heading(self) -> None:
-        assert self._heading is not None
+        if self._heading is None:
+            return
         level, start = self._heading
         self._heading = None
         if start is not None and self._last_text_end > start:
