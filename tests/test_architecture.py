@@ -54,6 +54,10 @@ ADAPTERS = (
     "structrag.answer",
     "structrag.embedders",
     "structrag.tokens",
+    # pypdf and python-docx, and the loader that dispatches to them
+    "structrag.knowledge.pdf_loader",
+    "structrag.knowledge.docx_loader",
+    "structrag.knowledge.loaders",
 )
 #: The public face, the composition root and the interfaces: they may import anything.
 TOP = ("structrag.index", "structrag.cli", "structrag.__main__", "structrag.bench")

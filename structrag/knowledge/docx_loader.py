@@ -1,0 +1,119 @@
+"""Word (``.docx``) text with python-docx: paragraphs, headings and tables, in body order.
+
+Each non-empty paragraph becomes a paragraph of the text (joined with blank lines). A
+paragraph whose style is a heading style (``Heading 1`` .. ``Heading 9``, or a custom
+style based on one) is a heading of that level, which gives every later offset its
+section path. A table becomes one line per row with its cells joined by `` | `` (a cell
+merged across columns is written once) and is recorded as a block the chunker keeps
+whole. Headers, footers, footnotes, comments and text boxes are not read.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import docx
+from docx.opc.exceptions import PackageNotFoundError
+from docx.styles.style import BaseStyle
+from docx.table import Table
+from docx.text.paragraph import Paragraph
+
+from structrag.errors import InputError
+from structrag.knowledge.document import Block, Heading
+
+__all__ = ["DocxText", "read_docx"]
+
+PARAGRAPH_SEPARATOR = "\n\n"
+_HEADING_STYLE = re.compile(r"^heading\s*([1-9])$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class DocxText:
+    text: str
+    headings: tuple[Heading, ...]
+    blocks: tuple[Block, ...]
+    #: The core properties' title, else the first paragraph in the ``Title`` style.
+    title: str | None
+
+
+def _style_names(style: BaseStyle | None) -> list[str]:
+    names: list[str] = []
+    seen = 0
+    while style is not None and seen < 10:  # base styles can, in a broken file, loop
+        names.append(style.name or "")
+        style = getattr(style, "base_style", None)
+        seen += 1
+    return names
+
+
+def _heading_level(paragraph: Paragraph) -> int | None:
+    for name in _style_names(paragraph.style):
+        match = _HEADING_STYLE.match(name.strip())
+        if match:
+            return int(match.group(1))
+    return None
+
+
+def _table_text(table: Table) -> str:
+    rows: list[str] = []
+    for row in table.rows:
+        cells: list[str] = []
+        seen: set[int] = set()
+        for cell in row.cells:
+            if id(cell._tc) in seen:  # a merged cell appears once per column it spans
+                continue
+            seen.add(id(cell._tc))
+            cells.append(" ".join(cell.text.split()))
+        if any(cells):
+            rows.append(" | ".join(cells))
+    return "\n".join(rows)
+
+
+def read_docx(path: Path, data: bytes) -> DocxText:
+    """The text, headings and tables of the Word document in ``data``."""
+    try:
+        document = docx.Document(io.BytesIO(data))
+    except (PackageNotFoundError, zipfile.BadZipFile, KeyError, ValueError, SyntaxError) as exc:
+        # (lxml's XMLSyntaxError, for a damaged part inside the zip, is a SyntaxError)
+        raise InputError(
+            path,
+            f"not a readable Word document ({type(exc).__name__}: {exc})",
+            hint="save it as .docx (Word 2007 or later); older .doc files are not read",
+        ) from exc
+    parts: list[str] = []
+    headings: list[Heading] = []
+    blocks: list[Block] = []
+    title_paragraph: str | None = None
+    size = 0
+    for item in document.iter_inner_content():
+        if isinstance(item, Paragraph):
+            body = item.text.strip()
+            kind: str | None = None
+            level = _heading_level(item) if body else None
+            if (
+                body
+                and title_paragraph is None
+                and "title" in (n.lower() for n in _style_names(item.style))
+            ):
+                title_paragraph = " ".join(body.split())
+        else:
+            body = _table_text(item)
+            kind = "table"
+            level = None
+        if not body:
+            continue
+        if parts:
+            parts.append(PARAGRAPH_SEPARATOR)
+            size += len(PARAGRAPH_SEPARATOR)
+        start, size = size, size + len(body)
+        parts.append(body)
+        if level is not None:
+            headings.append(Heading(level, " ".join(body.split()), start, size))
+        if kind == "table":
+            blocks.append(Block("table", start, size))
+    title = (document.core_properties.title or "").strip() or title_paragraph
+    return DocxText("".join(parts), tuple(headings), tuple(blocks), title)

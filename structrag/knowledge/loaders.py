@@ -1,0 +1,246 @@
+"""Load a document file into a :class:`~structrag.knowledge.document.Document`, and walk
+folders for the files that can be loaded.
+
+The format comes from the extension (``.pdf``, ``.md``/``.markdown``, ``.txt``/``.text``,
+``.docx``, ``.html``/``.htm``, ``.json``). A file is read once: the SHA-256 is that of the
+very bytes that were parsed. Anything that stops a file from being read (an unknown
+extension, an empty file, bytes that do not decode, an encrypted or scanned PDF, a damaged
+Word file) raises :class:`~structrag.errors.InputError` naming the file and what to do;
+:func:`walk` lets a batch skip such files and carry on.
+
+This module wires the format readers together, including the pypdf and python-docx
+adapters, which is why it is an adapter module itself (see ``tests/test_architecture.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from structrag.errors import InputError, UnknownFormatError
+from structrag.importers.base import decode_text, parse_json, read_bytes, sha256_hex
+from structrag.knowledge.document import (
+    Document,
+    DocumentFormat,
+    Heading,
+    sections_from_headings,
+)
+from structrag.knowledge.docx_loader import read_docx
+from structrag.knowledge.html_text import declared_charset, extract_html
+from structrag.knowledge.json_text import json_strings
+from structrag.knowledge.markdown import parse_markdown
+from structrag.knowledge.pdf_loader import read_pdf
+
+__all__ = [
+    "SUPPORTED_EXTENSIONS",
+    "Skipped",
+    "WalkResult",
+    "document_format",
+    "load_document",
+    "walk",
+]
+
+#: File extensions (lower case) and the format each is read as.
+SUPPORTED_EXTENSIONS: dict[str, DocumentFormat] = {
+    ".pdf": "pdf",
+    ".md": "markdown",
+    ".markdown": "markdown",
+    ".txt": "text",
+    ".text": "text",
+    ".docx": "docx",
+    ".html": "html",
+    ".htm": "html",
+    ".json": "json",
+}
+#: What to do with files that people often try.
+_CONVERT_HINTS = {
+    ".doc": "save it as .docx (Word 2007 or later) and load that",
+    ".rtf": "save it as .docx or .txt and load that",
+    ".odt": "save it as .docx and load that",
+    ".pages": "export it as .docx or PDF and load that",
+    ".zip": "unzip it first and load the folder",
+    ".jsonl": "JSON Lines holds conversations: use `structrag ingest`",
+    ".xhtml": "rename it to .html",
+}
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A path :func:`walk` passed over, and why."""
+
+    path: Path
+    reason: str
+
+
+@dataclass(frozen=True)
+class WalkResult:
+    """The loadable files found (in name order, each once), and what was passed over."""
+
+    files: tuple[Path, ...]
+    skipped: tuple[Skipped, ...]
+
+
+def _supported_list() -> str:
+    return ", ".join(SUPPORTED_EXTENSIONS)
+
+
+def document_format(path: str | Path) -> DocumentFormat:
+    """The format a file is read as, from its extension."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    found = SUPPORTED_EXTENSIONS.get(suffix)
+    if found is None:
+        what = f"unsupported file type {suffix!r}" if suffix else "no file extension"
+        raise UnknownFormatError(
+            path,
+            f"{what}: documents are read from {_supported_list()}",
+            hint=_CONVERT_HINTS.get(suffix, "convert it to one of those (PDF, Markdown or text)"),
+        )
+    return found
+
+
+def load_document(path: str | Path, *, encoding: str = "utf-8") -> Document:
+    """Read one document file. ``encoding`` is for text formats (Markdown, text, JSON;
+    HTML unless the page declares its charset); PDF and DOCX carry their own."""
+    path = Path(path)
+    if path.is_dir():
+        raise InputError(
+            path,
+            "is a folder, not a document",
+            hint="structrag.knowledge.loaders.walk lists the documents inside a folder",
+        )
+    fmt = document_format(path)
+    data = read_bytes(path)
+    if not data:
+        raise InputError(path, "the file is empty", hint="check that it was saved completely")
+    digest = sha256_hex(data)
+    stem = path.stem
+    if fmt == "pdf":
+        pdf = read_pdf(path, data)
+        return Document(
+            str(path),
+            fmt,
+            pdf.text,
+            pdf.title or _first_heading(pdf.headings) or stem,
+            digest,
+            pages=pdf.pages,
+            headings=pdf.headings,
+            sections=sections_from_headings(pdf.text, pdf.headings) if pdf.headings else (),
+        )
+    if fmt == "docx":
+        word = read_docx(path, data)
+        _require_text(path, word.text, "the document has no text")
+        return Document(
+            str(path),
+            fmt,
+            word.text,
+            word.title or _first_heading(word.headings) or stem,
+            digest,
+            headings=word.headings,
+            sections=sections_from_headings(word.text, word.headings),
+            blocks=word.blocks,
+        )
+    if fmt == "html":
+        html = extract_html(decode_text(path, data, declared_charset(data) or encoding))
+        _require_text(path, html.text, "the page has no visible text")
+        return Document(
+            str(path),
+            fmt,
+            html.text,
+            html.title or _first_heading(html.headings) or stem,
+            digest,
+            headings=html.headings,
+            sections=sections_from_headings(html.text, html.headings),
+            blocks=html.blocks,
+        )
+    text = decode_text(path, data, encoding)
+    _require_text(path, text, "the file holds only whitespace")
+    if fmt == "markdown":
+        markdown = parse_markdown(text)
+        return Document(
+            str(path),
+            fmt,
+            text,
+            markdown.title or _first_heading(markdown.headings) or stem,
+            digest,
+            headings=markdown.headings,
+            sections=sections_from_headings(text, markdown.headings),
+            blocks=markdown.blocks,
+        )
+    if fmt == "json":
+        try:
+            parsed = parse_json(path, text)
+        except RecursionError:
+            raise InputError(path, "the JSON is nested too deeply to read") from None
+        strings = json_strings(parsed)
+        _require_text(path, strings.text, "the JSON holds no text (no non-blank string values)")
+        return Document(
+            str(path), fmt, strings.text, strings.title or stem, digest, sections=strings.sections
+        )
+    return Document(str(path), fmt, text, stem, digest)
+
+
+def _first_heading(headings: Iterable[Heading]) -> str | None:
+    return next((h.title for h in headings if h.title), None)
+
+
+def _require_text(path: Path, text: str, message: str) -> None:
+    if not text.strip():
+        raise InputError(path, message, hint="check that this is the file you meant")
+
+
+def _hidden(path: Path) -> bool:
+    return path.name.startswith(".") or path.name == "__MACOSX"
+
+
+def walk(paths: Iterable[str | Path]) -> WalkResult:
+    """Expand ``paths`` into the document files to load: a folder's files recursively, in
+    name order, hidden files and folders (``.name``, ``__MACOSX``) passed over; every file
+    once. Files of other types, missing paths and links to folders (not followed, so a
+    link loop cannot hang the walk) are returned as skipped, with the reason."""
+    files: list[Path] = []
+    skipped: list[Skipped] = []
+    seen: set[Path] = set()
+
+    def add_file(path: Path) -> None:
+        try:
+            document_format(path)
+        except UnknownFormatError as exc:
+            skipped.append(Skipped(path, exc.detail))
+            return
+        key = path.resolve()
+        if key not in seen:
+            seen.add(key)
+            files.append(path)
+
+    def visit(folder: Path) -> None:
+        try:
+            entries = sorted(folder.iterdir(), key=lambda p: p.name)
+        except OSError as exc:
+            skipped.append(Skipped(folder, f"cannot list the folder: {exc.strerror}"))
+            return
+        for entry in entries:
+            if _hidden(entry):
+                continue
+            if entry.is_dir():
+                if entry.is_symlink():
+                    skipped.append(Skipped(entry, "a link to a folder: not followed"))
+                else:
+                    visit(entry)
+            elif entry.is_file():
+                add_file(entry)
+            else:
+                skipped.append(Skipped(entry, "not a regular file"))
+
+    for given in paths:
+        path = Path(given)
+        if path.is_dir():
+            visit(path)
+        elif path.is_file():
+            add_file(path)
+        elif path.exists():
+            skipped.append(Skipped(path, "not a regular file"))
+        else:
+            skipped.append(Skipped(path, "not found"))
+    return WalkResult(tuple(files), tuple(skipped))
