@@ -28,6 +28,7 @@ from structrag.store.protocols import (
     KnowledgeStore,
     MessageFilter,
     RefTable,
+    Scope,
     TextIndexReader,
 )
 
@@ -38,14 +39,20 @@ DERIVATIONAL_SUFFIXES = frozenset(
 
 
 class ConversationView:
-    """What the engine knows about one conversation (or, with ``None``, the whole index)."""
+    """What the engine knows about one scope: a conversation (or, with ``None``, the whole
+    index), its memory tables, and an agent's memories (see
+    :class:`~structrag.store.protocols.Scope`). Tables that only help lookups (refs,
+    properties, aliases, the entity graph, vectors) are the conversation's, a superset of
+    the scope; what a query can return is always bounded by the scope's messages."""
 
-    def __init__(self, owner: Derived, conversation: str | None) -> None:
+    def __init__(self, owner: Derived, scope: Scope) -> None:
         self.owner = owner
-        self.conversation = conversation
+        self.scope_key = scope
+        self.conversation = scope.conversation
+        conversation = scope.conversation
         store, text = owner.store, owner.text
-        frame = store.message_frame(conversation)
-        docs = text.conversation_docs(conversation)
+        frame = store.message_frame(scope)
+        docs = text.docs_of(frame.mkeys)
         mkeys, lengths, contents = text.lengths(docs)
         self.scope = ScopeData.build(
             conversation, frame, docs, mkeys, lengths, contents, owner.settings
@@ -297,7 +304,7 @@ class Derived:
             term_key(word): tuple(term_key(s) for s in synonyms)
             for word, synonyms in settings.term_synonyms.items()
         }
-        self._views: dict[str | None, ConversationView] = {}
+        self._views: dict[Scope, ConversationView] = {}
         self._lines: dict[tuple[str, int], Line] = {}
 
     def refresh(self) -> None:
@@ -308,9 +315,10 @@ class Derived:
             self._views.clear()
             self._lines.clear()
 
-    def view(self, conversation: str | None) -> ConversationView:
+    def view(self, scope: Scope) -> ConversationView:
         self.refresh()
-        if conversation not in self._views:
+        if scope not in self._views:
+            conversation = scope.conversation
             if conversation is not None and conversation not in {
                 c.id for c in self.store.conversations()
             }:
@@ -318,8 +326,8 @@ class Derived:
                     f"no conversation {conversation!r} in the index",
                     hint="list them with `structrag conversations`",
                 )
-            self._views[conversation] = ConversationView(self, conversation)
-        return self._views[conversation]
+            self._views[scope] = ConversationView(self, scope)
+        return self._views[scope]
 
     def lines(self, mkeys: Sequence[int], counter: TokenCounter) -> dict[int, Line]:
         """Messages rendered for a context, with token counts (cached per generation)."""

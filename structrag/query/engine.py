@@ -37,7 +37,7 @@ from structrag.query.nodes import Match, PlanNode
 from structrag.query.parser import parse
 from structrag.query.question import Translation, Translator, question_query, widen
 from structrag.query.settings import DEFAULT_SETTINGS, RankingSettings
-from structrag.store.protocols import KnowledgeStore, TextIndexReader
+from structrag.store.protocols import KnowledgeStore, Scope, TextIndexReader
 
 #: Questions longer than this are refused (the parser's cost grows with length).
 MAX_QUESTION_CHARS = 2_000
@@ -145,17 +145,20 @@ class QueryEngine:
             store, text, settings=settings, embedder=embedder, lemmatize=lemmatize
         )
 
-    def view(self, conversation: str | None) -> ConversationView:
-        """What the engine knows about a conversation (or the whole index)."""
-        return self.derived.view(conversation)
+    def view(self, conversation: str | None = None, scope: Scope | None = None) -> ConversationView:
+        """What the engine knows about a scope: by default a conversation's messages (or
+        the whole index's)."""
+        return self.derived.view(scope or Scope(conversation=conversation))
 
     def lines(self, mkeys: Sequence[int], counter: TokenCounter) -> dict[int, Line]:
         """Messages rendered as in an answer context, with their token counts."""
         return self.derived.lines(mkeys, counter)
 
-    def plan(self, node: ast.Node, conversation: str | None = None) -> PlanNode:
+    def plan(
+        self, node: ast.Node, conversation: str | None = None, scope: Scope | None = None
+    ) -> PlanNode:
         """The plan a query AST compiles to."""
-        return compile_query(node, self.view(conversation), self.settings)
+        return compile_query(node, self.view(conversation, scope), self.settings)
 
     def query(
         self,
@@ -163,11 +166,12 @@ class QueryEngine:
         *,
         conversation: str | None = None,
         limit: int | None = 20,
+        scope: Scope | None = None,
     ) -> QueryResult:
         """Run a query expression; ranked messages and semantic refs."""
         started = time.perf_counter()
         node = parse(expression) if isinstance(expression, str) else expression
-        view = self.view(conversation)
+        view = self.view(conversation, scope)
         plan = compile_query(node, view, self.settings)
         run = Evaluation(view)
         match = plan.eval(run)
@@ -191,6 +195,7 @@ class QueryEngine:
         conversation: str | None = None,
         budget: int = 1000,
         translator: Translator | None = None,
+        scope: Scope | None = None,
     ) -> Answer:
         """Translate a question, rank messages with its query, and pack an answer context
         of at most ``budget`` tokens."""
@@ -208,7 +213,7 @@ class QueryEngine:
         translator = translator or self.translator
         if translator is None:
             raise QueryError("ask needs a question translator")
-        view = self.view(conversation)
+        view = self.view(conversation, scope)
         translation = translator.translate(question, view.speakers)
         notes = list(translation.notes)
         node = self._question_query(translation, question, view, notes)
@@ -230,7 +235,7 @@ class QueryEngine:
             lambda keys: self.derived.lines(keys, counter),
             counter,
             ranked,
-            self.nearest(question, conversation, {r.mkey for r in ranked}, budget),
+            self.nearest(question, conversation, {r.mkey for r in ranked}, budget, scope),
             budget,
             knowledge=self._knowledge_lines(view, _refs_in(match, run)),
             knowledge_share=self.settings.knowledge_share,
@@ -278,12 +283,17 @@ class QueryEngine:
         return plan, plan.eval(run), run
 
     def nearest(
-        self, text: str, conversation: str | None, exclude: set[int], budget: int
+        self,
+        text: str,
+        conversation: str | None,
+        exclude: set[int],
+        budget: int,
+        scope: Scope | None = None,
     ) -> list[RankedMessage]:
         """The messages nearest to ``text`` by embedding, best first, leaving out
         ``exclude`` (mkeys): what fills the budget an answer context has left (classic
         vector RAG); enough of them to fill ``budget`` tokens. Empty without vectors."""
-        view = self.view(conversation)
+        view = self.view(conversation, scope)
         vector = view.vector_scores(text)
         if vector is None:
             return []

@@ -23,7 +23,7 @@ class ScopeData:
 
     conversation: str | None
     frame: MessageFrame
-    docs: np.ndarray | None
+    docs: np.ndarray
     lengths: np.ndarray
     settings: RankingSettings
     #: Content terms per message: 0 for a backchannel ("Yeah.", "Right, right.").
@@ -65,7 +65,7 @@ class ScopeData:
         cls,
         conversation: str | None,
         frame: MessageFrame,
-        docs: np.ndarray | None,
+        docs: np.ndarray,
         mkeys: np.ndarray,
         lengths: np.ndarray,
         contents: np.ndarray,

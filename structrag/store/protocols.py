@@ -189,6 +189,18 @@ class MessageFrame:
 
 
 @dataclass(frozen=True)
+class Scope:
+    """The messages a query runs over: a conversation (or all), the memory tables (ingested
+    messages are all in ``messages``), and an agent's memories (None: any agent's, and
+    messages of none). With ``shared``, an agent's scope also holds shared knowledge."""
+
+    conversation: str | None = None
+    tables: tuple[str, ...] = ("messages",)
+    agent: str | None = None
+    shared: bool = False
+
+
+@dataclass(frozen=True)
 class MessageFilter:
     """Conditions on messages (all must hold); values are bound as SQL parameters."""
 
@@ -298,7 +310,9 @@ class KnowledgeStore(Protocol):
 
     # -- for the query engine ---------------------------------------------------------
 
-    def message_frame(self, conversation: str | None) -> MessageFrame: ...
+    def message_frame(self, scope: Scope) -> MessageFrame:
+        """The messages of a scope, as arrays, ordered by conversation and ordinal."""
+        ...
 
     def ref_properties(self, ref_ids: Sequence[int]) -> dict[int, list[tuple[str, str]]]:
         """The property-index rows ``(name, normalised value)`` of some refs."""
@@ -377,21 +391,21 @@ class PostingsLike(Protocol):
 class TextIndexReader(Protocol):
     """The read side of the text index, used by the query engine."""
 
-    def conversation_docs(self, conversation: str | None) -> np.ndarray | None:
-        """The index's own document numbers for a conversation (``None``: all)."""
+    def docs_of(self, mkeys: np.ndarray) -> np.ndarray:
+        """The index's own (live) document numbers of some messages."""
         ...
 
-    def lengths(self, docs: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def lengths(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(mkeys, number of text terms, number of content terms) of the documents."""
         ...
 
-    def text_postings(self, term: str, docs: np.ndarray | None) -> PostingsLike: ...
+    def text_postings(self, term: str, docs: np.ndarray) -> PostingsLike: ...
 
     def terms_with_prefix(self, prefix: str, limit: int = 50) -> list[str]:
         """Message-text terms that start with ``prefix``."""
         ...
 
-    def knowledge_postings(self, term: str, docs: np.ndarray | None) -> PostingsLike: ...
+    def knowledge_postings(self, term: str, docs: np.ndarray) -> PostingsLike: ...
 
 
 class TextIndex(TextIndexReader, Protocol):

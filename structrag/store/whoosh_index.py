@@ -219,7 +219,7 @@ class WhooshTextIndex:
         self.read_only = read_only
         self._searcher: Any = None
         self._columns: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
-        self._conv_docs: dict[str, np.ndarray] = {}
+        self._dead: np.ndarray | None = None
         self._ix: Any = None
         try:
             if not read_only:
@@ -311,7 +311,7 @@ class WhooshTextIndex:
                 self._searcher.close()
         self._searcher = None
         self._columns = None
-        self._conv_docs = {}
+        self._dead = None
 
     # -- reading --------------------------------------------------------------------------
 
@@ -342,31 +342,31 @@ class WhooshTextIndex:
         reader = self._reader
         return 0 if reader is None else int(reader.doc_count())
 
-    def conversation_docs(self, conversation: str | None) -> np.ndarray | None:
-        """Document numbers of a conversation's messages (``None``: every document)."""
-        if conversation is None:
-            return None
-        if conversation not in self._conv_docs:
-            reader = self._reader
-            docs: list[int] = []
-            if reader is not None and ("conv", conversation) in reader:
-                docs = [
-                    d
-                    for d in reader.postings("conv", conversation).all_ids()
-                    if not reader.is_deleted(d)
-                ]
-            self._conv_docs[conversation] = np.array(sorted(docs), dtype=np.int64)
-        return self._conv_docs[conversation]
+    def docs_of(self, mkeys: np.ndarray) -> np.ndarray:
+        """The live document numbers of some messages (an edited message's old document
+        is deleted, not gone, until segments merge)."""
+        all_mkeys = self._cols()[0]
+        if not len(all_mkeys) or not len(mkeys):
+            return np.zeros(0, dtype=np.int64)
+        docs = np.flatnonzero(np.isin(all_mkeys, mkeys))
+        dead = self._deleted()
+        if len(dead):
+            docs = docs[~np.isin(docs, dead)]
+        return docs.astype(np.int64)
 
-    def lengths(self, docs: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(mkeys, text term counts, content term counts) of ``docs`` (every live document
-        when ``None``)."""
-        mkeys, _, length, content = self._cols()
-        if docs is None:
+    def _deleted(self) -> np.ndarray:
+        """Document numbers deleted but not yet merged away (cached with the reader)."""
+        if self._dead is None:
             reader = self._reader
-            docs = np.array(
-                [d for d in range(len(mkeys)) if not reader.is_deleted(d)], dtype=np.int64
-            )
+            dead: list[int] = []
+            if reader is not None and reader.has_deletions():
+                dead = [d for d in range(reader.doc_count_all()) if reader.is_deleted(d)]
+            self._dead = np.array(dead, dtype=np.int64)
+        return self._dead
+
+    def lengths(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(mkeys, text term counts, content term counts) of ``docs``."""
+        mkeys, _, length, content = self._cols()
         return mkeys[docs], length[docs], content[docs]
 
     def terms_with_prefix(self, prefix: str, limit: int = 50) -> list[str]:
@@ -381,7 +381,7 @@ class WhooshTextIndex:
                 break
         return found
 
-    def text_postings(self, term: str, docs: np.ndarray | None) -> Postings:
+    def text_postings(self, term: str, docs: np.ndarray) -> Postings:
         """Messages whose text has ``term``, with its frequency in each."""
         mkeys = self._cols()[0]
         ids, values = self._read("text", term, docs, positions=False)
@@ -389,7 +389,7 @@ class WhooshTextIndex:
             return _EMPTY
         return Postings(mkeys[ids], values)
 
-    def knowledge_postings(self, term: str, docs: np.ndarray | None) -> Postings:
+    def knowledge_postings(self, term: str, docs: np.ndarray) -> Postings:
         """Semantic refs whose index terms include ``term``: (mkeys, ref ids)."""
         mkeys, first_refs = self._cols()[:2]
         ids, positions = self._read("knowledge", term, docs, positions=True)

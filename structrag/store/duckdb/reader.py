@@ -23,6 +23,7 @@ from structrag.store.protocols import (
     MessageFrame,
     RefKind,
     RefTable,
+    Scope,
     StoredMessage,
     StoreStats,
 )
@@ -294,13 +295,23 @@ class DuckDBReader:
 
     # -- for the query engine -------------------------------------------------------------
 
-    def message_frame(self, conversation: str | None) -> MessageFrame:
+    def message_frame(self, scope: Scope) -> MessageFrame:
+        clauses = ["memory_table IN (SELECT unnest(?::VARCHAR[]))"]
+        params: list[Any] = [list(scope.tables)]
+        if scope.conversation is not None:
+            clauses.append("conversation = ?")
+            params.append(scope.conversation)
+        if scope.agent is not None:
+            shared = " OR (agent IS NULL AND memory_table = 'knowledge')" if scope.shared else ""
+            clauses.append(f"(agent = ?{shared})")
+            params.append(scope.agent)
         rows = self.sql(
             "SELECT mkey, conversation, message_id, ordinal, "
             "coalesce(json_extract_string(metadata, '$.session'), strftime(ts, '%Y-%m-%d'), ''), "
-            "speaker, ts FROM messages "
-            "WHERE (? IS NULL OR conversation = ?) ORDER BY conversation, ordinal",
-            [conversation, conversation],
+            "speaker, ts FROM messages WHERE "
+            + " AND ".join(clauses)
+            + " ORDER BY conversation, ordinal",
+            params,
         )
         columns = list(zip(*rows, strict=True)) if rows else [()] * 7
         return MessageFrame(

@@ -1,0 +1,407 @@
+"""Memory reads and writes on the DuckDB store (:class:`structrag.memory.store.MemoryStore`).
+
+It shares the store's connection, so what it writes while an ingest or memory transaction
+is open commits or rolls back with it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import duckdb
+
+from structrag.memory.records import MemoryRecord, Observation, ProfileEntry, RoomSummary
+from structrag.memory.store import MemoryQuery, NewProfileEntry, SourceRow
+from structrag.store.duckdb.reader import first_row
+
+_MEMORY_SELECT = """
+SELECT m.mkey, m.message_id, m.memory_table, m.agent, m.speaker, m.conversation, m.world,
+       m.text, m.created_at, m.ts, m.importance, m.is_unique, m.status, m.metadata,
+       coalesce(a.access_count, 0), a.last_access
+FROM messages m LEFT JOIN memory_access a USING (mkey)
+"""
+
+
+def _record(row: tuple[Any, ...]) -> MemoryRecord:
+    (mkey, mid, table, agent, user, room, world, text, created, ts, importance, unique) = row[:12]
+    status, metadata, count, last = row[12:]
+    return MemoryRecord(
+        id=str(mid),
+        table=str(table),
+        agent=agent,
+        user=user,
+        room=str(room),
+        world=world,
+        text=str(text),
+        created_at=created,
+        ts=ts,
+        importance=str(importance),
+        unique=bool(unique),
+        status=status,
+        metadata=json.loads(metadata) if metadata else {},
+        access_count=int(count),
+        last_access=last,
+        mkey=int(mkey),
+    )
+
+
+def _where(query: MemoryQuery) -> tuple[str, list[Any]]:
+    clauses: list[str] = []
+    params: list[Any] = []
+    if query.agent is None:
+        clauses.append("m.agent IS NULL")
+    elif query.include_shared:
+        clauses.append("(m.agent = ? OR (m.agent IS NULL AND m.memory_table = 'knowledge'))")
+        params.append(query.agent)
+    else:
+        clauses.append("m.agent = ?")
+        params.append(query.agent)
+    if query.ids is not None:
+        clauses.append("m.message_id IN (SELECT unnest(?::VARCHAR[]))")
+        params.append(list(query.ids))
+    if query.room is not None:
+        clauses.append("m.conversation = ?")
+        params.append(query.room)
+    if query.tables is not None:
+        clauses.append("m.memory_table IN (SELECT unnest(?::VARCHAR[]))")
+        params.append(list(query.tables))
+    if query.user is not None:
+        clauses.append("lower(m.speaker) = lower(?)")
+        params.append(query.user)
+    if query.start is not None:
+        clauses.append("coalesce(m.ts, m.created_at) >= ?")
+        params.append(query.start)
+    if query.end is not None:
+        clauses.append("coalesce(m.ts, m.created_at) < ?")
+        params.append(query.end)
+    return " AND ".join(clauses), params
+
+
+def _ids(con: duckdb.DuckDBPyConnection, mkeys: Sequence[int]) -> dict[int, str]:
+    if not mkeys:
+        return {}
+    rows = con.execute(
+        "SELECT mkey, message_id FROM messages WHERE mkey IN (SELECT unnest(?::BIGINT[]))",
+        [list({int(k) for k in mkeys})],
+    ).fetchall()
+    return {int(k): str(i) for k, i in rows}
+
+
+class DuckDBMemory:
+    """A :class:`~structrag.memory.store.MemoryStore` on the store's DuckDB connection."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.con = con
+
+    # -- memories -----------------------------------------------------------------------
+
+    def memories(
+        self, query: MemoryQuery, *, limit: int | None = None, newest_first: bool = True
+    ) -> list[MemoryRecord]:
+        where, params = _where(query)
+        order = "DESC" if newest_first else "ASC"
+        tail = f" LIMIT {int(limit)}" if limit is not None else ""
+        rows = self.con.execute(
+            f"{_MEMORY_SELECT} WHERE {where} "
+            f"ORDER BY coalesce(m.ts, m.created_at) {order}, m.mkey {order}{tail}",
+            params,
+        ).fetchall()
+        return [_record(r) for r in rows]
+
+    def memories_by_keys(self, mkeys: Sequence[int]) -> dict[int, MemoryRecord]:
+        if not len(mkeys):
+            return {}
+        rows = self.con.execute(
+            f"{_MEMORY_SELECT} WHERE m.mkey IN (SELECT unnest(?::BIGINT[]))",
+            [sorted({int(k) for k in mkeys})],
+        ).fetchall()
+        return {r.mkey: r for r in map(_record, rows)}
+
+    def count_memories(self, query: MemoryQuery) -> int:
+        where, params = _where(query)
+        row = first_row(self.con.execute(f"SELECT count(*) FROM messages m WHERE {where}", params))
+        return int(row[0]) if row else 0
+
+    def memory_keys(self, query: MemoryQuery) -> list[int]:
+        where, params = _where(query)
+        rows = self.con.execute(f"SELECT m.mkey FROM messages m WHERE {where}", params).fetchall()
+        return [int(r[0]) for r in rows]
+
+    def duplicate(self, agent: str, room: str, table: str, text: str) -> MemoryRecord | None:
+        rows = self.con.execute(
+            f"{_MEMORY_SELECT} WHERE m.agent = ? AND m.conversation = ? AND m.memory_table = ? "
+            "AND m.text = ? ORDER BY m.mkey LIMIT 1",
+            [agent, room, table, text],
+        ).fetchall()
+        return _record(rows[0]) if rows else None
+
+    def touch(self, mkeys: Sequence[int], at: datetime) -> None:
+        keys = sorted({int(k) for k in mkeys})
+        if not keys:
+            return
+        self.con.execute(
+            "INSERT INTO memory_access SELECT k, 1, ? FROM (SELECT unnest(?::BIGINT[]) AS k) "
+            "ON CONFLICT (mkey) DO UPDATE SET access_count = memory_access.access_count + 1, "
+            "last_access = excluded.last_access",
+            [at, keys],
+        )
+
+    # -- where facts come from ----------------------------------------------------------
+
+    def add_sources(self, rows: Sequence[SourceRow]) -> None:
+        for r in rows:
+            self.con.execute(
+                "INSERT INTO memory_sources VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    r.mkey,
+                    r.kind,
+                    r.source_mkey,
+                    r.source_ref,
+                    r.start,
+                    r.end,
+                    r.confidence,
+                    r.grounded,
+                ],
+            )
+
+    def sources(self, mkeys: Sequence[int]) -> dict[int, list[SourceRow]]:
+        out: dict[int, list[SourceRow]] = {}
+        if not len(mkeys):
+            return out
+        rows = self.con.execute(
+            "SELECT * FROM memory_sources WHERE mkey IN (SELECT unnest(?::BIGINT[]))",
+            [sorted({int(k) for k in mkeys})],
+        ).fetchall()
+        for mkey, kind, source, ref, start, end, confidence, grounded in rows:
+            out.setdefault(int(mkey), []).append(
+                SourceRow(
+                    int(mkey),
+                    str(kind),
+                    None if source is None else int(source),
+                    ref,
+                    start,
+                    end,
+                    float(confidence),
+                    bool(grounded),
+                )
+            )
+        return out
+
+    def derived_only_from(self, mkeys: Sequence[int]) -> list[int]:
+        keys = sorted({int(k) for k in mkeys})
+        if not keys:
+            return []
+        rows = self.con.execute(
+            "SELECT mkey FROM memory_sources GROUP BY mkey "
+            "HAVING bool_and(source_mkey IN (SELECT unnest(?::BIGINT[]))) "
+            "AND bool_or(source_mkey IS NOT NULL)",
+            [keys],
+        ).fetchall()
+        return [int(r[0]) for r in rows]
+
+    # -- user profiles ------------------------------------------------------------------
+
+    def profile_entries(
+        self, agent: str, user: str | None = None, *, current_only: bool = True
+    ) -> list[ProfileEntry]:
+        clauses, params = ["agent = ?"], [agent]
+        if user is not None:
+            clauses.append("lower(user_name) = lower(?)")
+            params.append(user)
+        if current_only:
+            clauses.append("superseded_by IS NULL")
+        rows = self.con.execute(
+            "SELECT * FROM profile_entries WHERE " + " AND ".join(clauses) + " ORDER BY entry_id",
+            params,
+        ).fetchall()
+        ids = _ids(self.con, [k for r in rows for k in (r[9] or [])])
+        return [
+            ProfileEntry(
+                entry_id=int(r[0]),
+                agent=str(r[1]),
+                user=str(r[2]),
+                category=str(r[3]),
+                predicate=str(r[4]),
+                object=str(r[5]),
+                text=str(r[6]),
+                negated=bool(r[7]),
+                confidence=float(r[8]),
+                sources=tuple(ids[int(k)] for k in (r[9] or []) if int(k) in ids),
+                created_at=r[10],
+                confirmed_at=r[11],
+                superseded_by=None if r[12] is None else int(r[12]),
+                superseded_at=r[13],
+            )
+            for r in rows
+        ]
+
+    def _next_id(self, table: str, column: str) -> int:
+        row = first_row(self.con.execute(f"SELECT coalesce(max({column}), 0) + 1 FROM {table}"))
+        assert row is not None
+        return int(row[0])
+
+    def add_profile_entry(self, entry: NewProfileEntry) -> int:
+        entry_id = self._next_id("profile_entries", "entry_id")
+        self.con.execute(
+            "INSERT INTO profile_entries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL)",
+            [
+                entry_id,
+                entry.agent,
+                entry.user,
+                entry.category,
+                entry.predicate,
+                entry.object,
+                entry.text,
+                entry.negated,
+                entry.confidence,
+                list(entry.source_mkeys),
+                entry.at,
+                entry.at,
+            ],
+        )
+        return entry_id
+
+    def confirm_profile_entry(self, entry_id: int, mkey: int, at: datetime) -> None:
+        self.con.execute(
+            "UPDATE profile_entries SET confirmed_at = ?, source_mkeys = CASE WHEN "
+            "list_contains(source_mkeys, ?) THEN source_mkeys ELSE "
+            "list_append(source_mkeys, ?) END WHERE entry_id = ?",
+            [at, mkey, mkey, entry_id],
+        )
+
+    def supersede_profile_entry(self, entry_id: int, by: int, at: datetime) -> None:
+        self.con.execute(
+            "UPDATE profile_entries SET superseded_by = ?, superseded_at = ? WHERE entry_id = ?",
+            [by, at, entry_id],
+        )
+
+    def forget_profile_sources(self, mkeys: Sequence[int]) -> None:
+        keys = sorted({int(k) for k in mkeys})
+        if not keys:
+            return
+        self.con.execute(
+            "UPDATE profile_entries SET source_mkeys = list_filter(source_mkeys, "
+            "k -> NOT list_contains(?::BIGINT[], k)) "
+            "WHERE len(list_intersect(source_mkeys, ?::BIGINT[])) > 0",
+            [keys, keys],
+        )
+        gone = [
+            int(r[0])
+            for r in self.con.execute(
+                "SELECT entry_id FROM profile_entries WHERE len(source_mkeys) = 0"
+            ).fetchall()
+        ]
+        if gone:
+            self.con.execute(
+                "UPDATE profile_entries SET superseded_by = NULL, superseded_at = NULL "
+                "WHERE superseded_by IN (SELECT unnest(?::BIGINT[]))",
+                [gone],
+            )
+            self.con.execute(
+                "DELETE FROM profile_entries WHERE entry_id IN (SELECT unnest(?::BIGINT[]))",
+                [gone],
+            )
+
+    # -- observations and summaries ------------------------------------------------------
+
+    def add_observation(
+        self,
+        agent: str,
+        room: str,
+        ts: datetime | None,
+        kind: str,
+        topic: str,
+        insight: str,
+        importance: float,
+        source_mkeys: Sequence[int],
+    ) -> int:
+        observation_id = self._next_id("observations", "observation_id")
+        self.con.execute(
+            "INSERT INTO observations VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, now()::TIMESTAMP)",
+            [observation_id, agent, room, ts, kind, topic, insight, importance, list(source_mkeys)],
+        )
+        return observation_id
+
+    def observations(self, agent: str, room: str | None = None) -> list[Observation]:
+        rows = self.con.execute(
+            "SELECT observation_id, room, ts, kind, topic, insight, importance, source_mkeys "
+            "FROM observations WHERE agent = ? AND (? IS NULL OR room = ?) "
+            "ORDER BY importance DESC, observation_id",
+            [agent, room, room],
+        ).fetchall()
+        ids = _ids(self.con, [k for r in rows for k in (r[7] or [])])
+        return [
+            Observation(
+                observation_id=int(r[0]),
+                room=str(r[1]),
+                ts=r[2],
+                kind=str(r[3]),
+                topic=str(r[4]),
+                insight=str(r[5]),
+                importance=float(r[6]),
+                sources=tuple(ids[int(k)] for k in (r[7] or []) if int(k) in ids),
+            )
+            for r in rows
+        ]
+
+    def add_summary(
+        self,
+        agent: str,
+        room: str,
+        text: str,
+        method: str,
+        source_mkeys: Sequence[int],
+        first_ordinal: int,
+        last_ordinal: int,
+    ) -> int:
+        summary_id = self._next_id("room_summaries", "summary_id")
+        self.con.execute(
+            "INSERT INTO room_summaries VALUES (?, ?, ?, ?, ?, ?, ?, ?, now()::TIMESTAMP)",
+            [
+                summary_id,
+                agent,
+                room,
+                text,
+                method,
+                list(source_mkeys),
+                first_ordinal,
+                last_ordinal,
+            ],
+        )
+        return summary_id
+
+    def summaries(self, agent: str, room: str | None = None) -> list[RoomSummary]:
+        rows = self.con.execute(
+            "SELECT summary_id, room, text, method, source_mkeys, first_ordinal, last_ordinal, "
+            "created_at FROM room_summaries WHERE agent = ? AND (? IS NULL OR room = ?) "
+            "ORDER BY room, last_ordinal",
+            [agent, room, room],
+        ).fetchall()
+        ids = _ids(self.con, [k for r in rows for k in (r[4] or [])])
+        return [
+            RoomSummary(
+                summary_id=int(r[0]),
+                room=str(r[1]),
+                text=str(r[2]),
+                method=str(r[3]),
+                sources=tuple(ids[int(k)] for k in (r[4] or []) if int(k) in ids),
+                first_ordinal=int(r[5]),
+                last_ordinal=int(r[6]),
+                created_at=r[7],
+            )
+            for r in rows
+        ]
+
+    def forget_derived(self, agent: str, mkeys: Sequence[int]) -> None:
+        keys = sorted({int(k) for k in mkeys})
+        if not keys:
+            return
+        for table in ("observations", "room_summaries"):
+            self.con.execute(
+                f"DELETE FROM {table} WHERE agent = ? "
+                "AND len(list_intersect(source_mkeys, ?::BIGINT[])) > 0",
+                [agent, keys],
+            )
