@@ -71,7 +71,7 @@ class RankingSettings:
     b: float = 0.5
     #: z-score weights of the signals fused by ``ask``.
     text_weight: float = 1.0
-    knowledge_weight: float = 0.15
+    knowledge_weight: float = 0.0
     pattern_weight: float = 0.25
     vector_weight: float = 0.0
     #: A question's entity pattern with facets (what a question for "Kevin Scott's job"
