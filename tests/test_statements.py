@@ -10,11 +10,13 @@ message that contains the object.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from structrag.memory.statement_rules import MAX_PIECE_CHARS, extract_statements
 from structrag.memory.statements import (
     CATEGORIES,
     PREDICATES,
@@ -28,7 +30,7 @@ from structrag.memory.statements import (
     same_subject,
     supersedes,
 )
-from structrag.models import Tense
+from structrag.models import Message, Tense
 
 
 def make(
@@ -407,3 +409,285 @@ def test_current_statements_are_the_ones_nothing_later_replaces(
     for i, s in enumerate(history):
         if i not in positions:
             assert any(supersedes(later, s) for later in history[i + 1 :])
+
+
+# -- the patterns, on the real pipeline ---------------------------------------------------
+
+SPEAKER, LISTENER = "Priya", "Marco"
+Key = tuple[str, str, str, bool]
+
+
+def message(
+    text: str, *, speaker: str | None = SPEAKER, to: tuple[str, ...] = (LISTENER,)
+) -> Message:
+    return Message(conversation="c", id="m1", ordinal=0, speaker=speaker, recipients=to, text=text)
+
+
+def found_in(*messages: Message) -> list[list[Statement]]:
+    """The statements of each message, each checked for its provenance: a span inside
+    the message that contains the object as written."""
+    found = extract_statements(list(messages))
+    assert len(found) == len(messages)
+    for m, statements in zip(messages, found, strict=True):
+        for s in statements:
+            assert 0 <= s.start < s.end <= len(m.text), s
+            assert s.object in " ".join(m.text[s.start : s.end].split()), (s, m.text)
+            assert s.text and s.category == PREDICATES[s.predicate].category
+    return found
+
+
+def keys(text: str, **options: Any) -> set[Key]:
+    [statements] = found_in(message(text, **options))
+    return {(s.subject, s.predicate, s.object, s.negated) for s in statements}
+
+
+FOUND: list[tuple[str, set[Key]]] = [
+    ("I live in Lisbon.", {("Priya", "lives_in", "Lisbon", False)}),
+    (
+        "I'm living in Lisbon with my wife.",
+        {("Priya", "lives_in", "Lisbon", False), ("Priya", "married_to", "wife", False)},
+    ),
+    ("I've been living in Lisbon for five years.", {("Priya", "lives_in", "Lisbon", False)}),
+    ("I moved to Lisbon last year.", {("Priya", "moved_to", "Lisbon", False)}),
+    ("I'm from Porto.", {("Priya", "from", "Porto", False)}),
+    (
+        "I'm originally from Porto but I moved to Lisbon.",
+        {("Priya", "from", "Porto", False), ("Priya", "moved_to", "Lisbon", False)},
+    ),
+    ("I come from a small village in the north.", {("Priya", "from", "small village", False)}),
+    ("I grew up in Manchester.", {("Priya", "grew_up_in", "Manchester", False)}),
+    ("I work at Google.", {("Priya", "works_at", "Google", False)}),
+    ("I work for a small startup.", {("Priya", "works_at", "small startup", False)}),
+    ("I work as a nurse.", {("Priya", "job", "nurse", False)}),
+    ("I'm a software engineer.", {("Priya", "job", "software engineer", False)}),
+    ("Marco works at the harbour.", {("Marco", "works_at", "harbour", False)}),
+    ("Priya lives in Lisbon.", {("Priya", "lives_in", "Lisbon", False)}),
+    (
+        "Ana is a doctor at the city hospital.",
+        {("Ana", "job", "doctor", False), ("Ana", "works_at", "city hospital", False)},
+    ),
+    ("I quit my job at the bakery.", {("Priya", "works_at", "bakery", True)}),
+    ("Lost my job as a banker yesterday.", {("Priya", "job", "banker", True)}),
+    (
+        "My sister Ana lives in Porto.",
+        {("Priya", "sibling", "Ana", False), ("Ana", "lives_in", "Porto", False)},
+    ),
+    ("Ana is my sister.", {("Priya", "sibling", "Ana", False)}),
+    ("My sister is Ana.", {("Priya", "sibling", "Ana", False)}),
+    ("My sister's name is Ana.", {("Priya", "sibling", "Ana", False)}),
+    (
+        "My husband Tom and I live in Boston.",
+        {
+            ("Priya", "married_to", "Tom", False),
+            ("Tom", "lives_in", "Boston", False),
+            ("Priya", "lives_in", "Boston", False),
+        },
+    ),
+    (
+        "I have a sister named Ana and a brother named Rui.",
+        {("Priya", "sibling", "Ana", False), ("Priya", "sibling", "Rui", False)},
+    ),
+    ("My boss, Linda, is great.", {("Priya", "boss", "Linda", False)}),
+    ("Tom is my colleague.", {("Priya", "colleague", "Tom", False)}),
+    (
+        "My best friend Sam moved to Berlin.",
+        {("Priya", "friend", "Sam", False), ("Sam", "moved_to", "Berlin", False)},
+    ),
+    ("I married Tom in 2019.", {("Priya", "married_to", "Tom", False)}),
+    ("I'm married to Tom.", {("Priya", "married_to", "Tom", False)}),
+    ("I'm dating Alex.", {("Priya", "partner", "Alex", False)}),
+    ("I have two kids.", {("Priya", "child", "two kids", False)}),
+    ("My kids love the beach.", {("Priya", "child", "kids", False)}),
+    ("I like sushi.", {("Priya", "likes", "sushi", False)}),
+    (
+        "I love hiking and swimming.",
+        {("Priya", "likes", "hiking", False), ("Priya", "likes", "swimming", False)},
+    ),
+    ("I enjoy reading fantasy novels.", {("Priya", "likes", "reading fantasy novels", False)}),
+    ("I prefer tea.", {("Priya", "prefers", "tea", False)}),
+    ("I hate cilantro.", {("Priya", "dislikes", "cilantro", False)}),
+    ("I don't like horror movies.", {("Priya", "likes", "horror movies", True)}),
+    ("I don't like sushi anymore.", {("Priya", "likes", "sushi", True)}),
+    ("I'm not into sports.", {("Priya", "likes", "sports", True)}),
+    ("I'm a big fan of jazz.", {("Priya", "likes", "jazz", False)}),
+    ("My favorite food is pizza.", {("Priya", "likes", "pizza", False)}),
+    ("Hiking is my favorite hobby.", {("Priya", "likes", "Hiking", False)}),
+    ("I'm passionate about photography.", {("Priya", "likes", "photography", False)}),
+    ("I love to paint.", {("Priya", "likes", "to paint", False)}),
+    ("I have a dog named Max.", {("Priya", "has_pet", "Max", False)}),
+    ("My dog Max loves the park.", {("Priya", "has_pet", "Max", False)}),
+    ("Max is my dog.", {("Priya", "has_pet", "Max", False)}),
+    ("We adopted a puppy.", {("Priya", "has_pet", "a puppy", False)}),
+    ("I have two cats.", {("Priya", "has_pet", "two cats", False)}),
+    ("I'm 34 years old.", {("Priya", "age", "34", False)}),
+    ("I'm 34.", {("Priya", "age", "34", False)}),
+    ("I just turned 30.", {("Priya", "age", "30", False)}),
+    ("My son is 5.", {("Priya", "child", "son", False), ("Priya's son", "age", "5", False)}),
+    (
+        "I study biology at the University of Porto.",
+        {
+            ("Priya", "studies", "biology", False),
+            ("Priya", "studies_at", "University of Porto", False),
+        },
+    ),
+    (
+        "I'm a student at UCLA.",
+        {("Priya", "job", "student", False), ("Priya", "studies_at", "UCLA", False)},
+    ),
+    ("I want to run a marathon.", {("Priya", "wants_to", "run a marathon", False)}),
+    ("I'm planning to learn Japanese.", {("Priya", "plans_to", "learn Japanese", False)}),
+    ("My goal is to open a bakery.", {("Priya", "goal", "open a bakery", False)}),
+    ("I'd love to visit Japan.", {("Priya", "wants_to", "visit Japan", False)}),
+    ("I don't want to move to Berlin anymore.", {("Priya", "wants_to", "move to Berlin", True)}),
+    ("I hope to become a nurse.", {("Priya", "wants_to", "become a nurse", False)}),
+    ("Please keep it short.", {("Priya", "answer_length", "short", False)}),
+    ("I prefer short answers.", {("Priya", "answer_length", "short", False)}),
+    ("No emojis, please.", {("Priya", "emojis", "emojis", True)}),
+    ("Don't use emojis.", {("Priya", "emojis", "emojis", True)}),
+    ("Can you answer in French?", {("Priya", "answer_language", "French", False)}),
+    ("Please use bullet points.", {("Priya", "speaks_style", "bullet points", False)}),
+    ("Be more formal.", {("Priya", "tone", "formal", False)}),
+    ("Call me Sam.", {("Priya", "goes_by", "Sam", False)}),
+    ("You live in Lisbon, right?", {("Marco", "lives_in", "Lisbon", False)}),
+    ("I live in Lisbon, how about you?", {("Priya", "lives_in", "Lisbon", False)}),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), FOUND, ids=[t for t, _ in FOUND])
+def test_statements_are_found(text: str, expected: set[Key]) -> None:
+    assert keys(text) == expected
+
+
+NOTHING = [
+    "Do you live in Lisbon?",
+    "Where do you live",
+    "She said she lives in Lisbon.",
+    "Marco said Ana lives in Lisbon.",
+    "I think Marco works at Google.",
+    "If I lived in Paris, I would be happy.",
+    "I wish I lived in Paris.",
+    "I might move to Berlin.",
+    "I'd move to Paris if I could.",
+    "I live in the moment.",
+    "I work at night.",
+    "I love it!",
+    "I love this song.",
+    "I love your painting.",
+    "I love the colors.",
+    "He lives in Lisbon.",
+    "We live in Lisbon.",
+    "I'm a big reader.",
+    "I'm a mom.",
+    "I'm 30 minutes away.",
+    "I'd hate to bother you.",
+    "I wanted to let you know.",
+    "I still have that stuffed animal dog you gave me!",
+    "I'm creating a library for when I have kids.",
+    "Sounds like you love hiking.",
+    "My late husband loved jazz.",
+    "My ex-wife lives in Porto.",
+    "Keep it up!",
+    "What's your favorite book?",
+    "I'm back from Paris.",
+    "Do you like sushi",
+    "Have you ever lived in Lisbon?",
+]
+
+
+@pytest.mark.parametrize("text", NOTHING)
+def test_questions_hypotheticals_reports_and_vague_likings_state_nothing(text: str) -> None:
+    assert keys(text) == set()
+
+
+@pytest.mark.parametrize(
+    ("text", "predicate", "tense"),
+    [
+        ("I live in Lisbon.", "lives_in", "present"),
+        ("I've lived in Lisbon since 2010.", "lives_in", "present"),
+        ("I used to live in Porto.", "lives_in", "past"),
+        ("I lived in Porto for years.", "lives_in", "past"),
+        ("I moved to Lisbon last year.", "moved_to", "past"),
+        ("I'm moving to Berlin next month.", "moved_to", "future"),
+        ("I'll move to Berlin.", "moved_to", "future"),
+        ("I want to run a marathon.", "wants_to", "future"),
+        ("I wanted to become a pilot.", "wants_to", "past"),
+        ("I started working at Google last year.", "works_at", "present"),
+        ("I married Tom in 2019.", "married_to", "present"),
+        ("I loved reading as a kid.", "likes", "past"),
+        ("I've always loved jazz.", "likes", "present"),
+    ],
+)
+def test_tense(text: str, predicate: str, tense: Tense) -> None:
+    [statements] = found_in(message(text))
+    assert [(s.predicate, s.tense) for s in statements] == [(predicate, tense)]
+
+
+def test_i_and_you_need_someone_to_be() -> None:
+    """Without a speaker "I" is nobody; "you" is the listener only when there is one."""
+    assert keys("I live in Lisbon.", speaker=None) == set()
+    assert keys("Marco lives in Lisbon.", speaker=None) == {("Marco", "lives_in", "Lisbon", False)}
+    assert keys("You live in Lisbon.", to=("Marco", "Ana")) == set()
+    assert keys("You live in Lisbon.", to=("Ana",)) == {("Ana", "lives_in", "Lisbon", False)}
+    assert keys("Your sister Ana is a nurse.") == {
+        ("Marco", "sibling", "Ana", False),
+        ("Ana", "job", "nurse", False),
+    }
+
+
+def test_spans_point_into_the_message_as_written() -> None:
+    """Typographic quotes and stage directions are read without moving a character."""
+    text = "[laughs] Honestly? I\u2019m living in Lisbon now (sighs) and I love it."
+    [[statement]] = found_in(message(text))
+    assert text[statement.start : statement.end] == "I\u2019m living in Lisbon"
+
+
+def test_long_messages_are_read_in_pieces_with_their_offsets() -> None:
+    filler = "We talked about the weather for a while. " * (MAX_PIECE_CHARS // 40 + 10)
+    text = filler + "My sister Ana lives in Porto."
+    assert len(text) > MAX_PIECE_CHARS
+    [statements] = found_in(message(text))
+    assert {(s.subject, s.predicate, s.object) for s in statements} == {
+        ("Priya", "sibling", "Ana"),
+        ("Ana", "lives_in", "Porto"),
+    }
+    assert all(s.start > len(filler) - 1 for s in statements)
+
+
+def test_a_batch_gives_one_list_per_message_in_order() -> None:
+    texts = ["I live in Lisbon.", "", "   ", "Nice!", "I have a dog named Max.", "I like tea."]
+    found = found_in(*(message(t) for t in texts))
+    assert [[s.predicate for s in statements] for statements in found] == [
+        ["lives_in"],
+        [],
+        [],
+        [],
+        ["has_pet"],
+        ["likes"],
+    ]
+
+
+def test_a_statement_repeated_in_a_message_is_kept_once() -> None:
+    [statements] = found_in(message("I love jazz. Seriously, I love jazz!"))
+    assert [(s.predicate, s.object) for s in statements] == [("likes", "jazz")]
+
+
+def test_what_a_conversation_leaves_standing() -> None:
+    """End to end: extracted statements, oldest first, minus those later ones replace."""
+    texts = [
+        "I live in Porto and I love sushi.",
+        "My sister Ana is a teacher.",
+        "Big news: I moved to Lisbon last month!",
+        "I don't like sushi anymore, but I like tea.",
+        "Please keep it short.",
+        "Actually, give me detailed answers from now on. I prefer detailed answers.",
+    ]
+    history = [s for statements in found_in(*(message(t) for t in texts)) for s in statements]
+    standing = {(s.subject, s.predicate, s.object, s.negated) for s in current_statements(history)}
+    assert standing == {
+        ("Priya", "sibling", "Ana", False),
+        ("Ana", "job", "teacher", False),
+        ("Priya", "moved_to", "Lisbon", False),
+        ("Priya", "likes", "sushi", True),
+        ("Priya", "likes", "tea", False),
+        ("Priya", "answer_length", "detailed", False),
+    }
