@@ -96,6 +96,15 @@ def test_every_predicate_renders_in_every_tense(name: str) -> None:
         ),
         ("Priya", "emojis", "emojis", True, "present", None, "Priya does not want emojis"),
         ("Priya", "age", "34", False, "present", None, "Priya's age is 34"),
+        (
+            "Priya",
+            "goal",
+            "running a marathon",
+            False,
+            "future",
+            "goal",
+            "Priya's goal is running a marathon",
+        ),
     ],
 )
 def test_statements_read_as_sentences(
@@ -467,7 +476,7 @@ FOUND: list[tuple[str, set[Key]]] = [
         {("Ana", "job", "doctor", False), ("Ana", "works_at", "city hospital", False)},
     ),
     ("I quit my job at the bakery.", {("Priya", "works_at", "bakery", True)}),
-    ("Lost my job as a banker yesterday.", {("Priya", "job", "banker", True)}),
+    ("Lost my job as a chef last week.", {("Priya", "job", "chef", True)}),
     (
         "My sister Ana lives in Porto.",
         {("Priya", "sibling", "Ana", False), ("Ana", "lives_in", "Porto", False)},
@@ -503,7 +512,7 @@ FOUND: list[tuple[str, set[Key]]] = [
         "I love hiking and swimming.",
         {("Priya", "likes", "hiking", False), ("Priya", "likes", "swimming", False)},
     ),
-    ("I enjoy reading fantasy novels.", {("Priya", "likes", "reading fantasy novels", False)}),
+    ("I enjoy reading crime novels.", {("Priya", "likes", "reading crime novels", False)}),
     ("I prefer tea.", {("Priya", "prefers", "tea", False)}),
     ("I hate cilantro.", {("Priya", "dislikes", "cilantro", False)}),
     ("I don't like horror movies.", {("Priya", "likes", "horror movies", True)}),
@@ -550,6 +559,63 @@ FOUND: list[tuple[str, set[Key]]] = [
     ("Call me Sam.", {("Priya", "goes_by", "Sam", False)}),
     ("You live in Lisbon, right?", {("Marco", "lives_in", "Lisbon", False)}),
     ("I live in Lisbon, how about you?", {("Priya", "lives_in", "Lisbon", False)}),
+    ("I don't have a dog.", {("Priya", "has_pet", "a dog", True)}),
+    ("I have no pets.", {("Priya", "has_pet", "pets", True)}),
+    (
+        "My brother doesn't live in Lisbon anymore.",
+        {("Priya", "sibling", "brother", False), ("Priya's brother", "lives_in", "Lisbon", True)},
+    ),
+    ("I no longer work at Google.", {("Priya", "works_at", "Google", True)}),
+    ("I'm not a fan of horror movies.", {("Priya", "likes", "horror movies", True)}),
+    ("My dad is a retired teacher.", {("Priya's dad", "job", "teacher", False)}),
+    (
+        "I'm a teacher at Lincoln High.",
+        {("Priya", "job", "teacher", False), ("Priya", "works_at", "Lincoln High", False)},
+    ),
+    (
+        "I've got two dogs and a cat.",
+        {("Priya", "has_pet", "two dogs", False), ("Priya", "has_pet", "a cat", False)},
+    ),
+    ("My wife's name is Sara.", {("Priya", "married_to", "Sara", False)}),
+    ("I'm engaged to Tom.", {("Priya", "partner", "Tom", False)}),
+    (
+        "I'm 25 and I live in Berlin.",
+        {("Priya", "age", "25", False), ("Priya", "lives_in", "Berlin", False)},
+    ),
+    ("My favorite band is Radiohead.", {("Priya", "likes", "Radiohead", False)}),
+    ("Jazz is one of my favorites.", {("Priya", "likes", "Jazz", False)}),
+    (
+        "That film reminded me why I wanted to become a teacher.",
+        {("Priya", "wants_to", "become a teacher", False)},
+    ),
+    (
+        "I adore films that tell true stories.",
+        {("Priya", "likes", "films that tell true stories", False)},
+    ),
+    ("I love horror and sci-fi films.", {("Priya", "likes", "horror and sci-fi films", False)}),
+    (
+        "I love exploring old towns - look at this photo!",
+        {("Priya", "likes", "exploring old towns", False)},
+    ),
+    (
+        "I'm going to keep using my camera to tell stories and to inspire others around me.",
+        {("Priya", "plans_to", "keep using my camera to tell stories", False)},
+    ),
+    (
+        "I'm passionate about teaching kids and building community gardens.",
+        {
+            ("Priya", "likes", "teaching kids", False),
+            ("Priya", "likes", "building community gardens", False),
+        },
+    ),
+    ("My mom lives in Porto.", {("Priya's mom", "lives_in", "Porto", False)}),
+    ("Our kids are at school.", {("Priya", "child", "kids", False)}),
+    ("We got a kitten named Mochi.", {("Priya", "has_pet", "Mochi", False)}),
+    (
+        "My goal of running a marathon feels closer.",
+        {("Priya", "goal", "running a marathon", False)},
+    ),
+    ("Moved to Lisbon last spring.", {("Priya", "moved_to", "Lisbon", False)}),
 ]
 
 
@@ -581,8 +647,8 @@ NOTHING = [
     "I'm 30 minutes away.",
     "I'd hate to bother you.",
     "I wanted to let you know.",
-    "I still have that stuffed animal dog you gave me!",
-    "I'm creating a library for when I have kids.",
+    "I still have the stuffed toy cat you bought me.",
+    "I'm saving money for when I have kids.",
     "Sounds like you love hiking.",
     "My late husband loved jazz.",
     "My ex-wife lives in Porto.",
@@ -591,6 +657,18 @@ NOTHING = [
     "I'm back from Paris.",
     "Do you like sushi",
     "Have you ever lived in Lisbon?",
+    "I'm an aspiring writer.",
+    "I love watching them dance.",
+    "I'd love to come along!",
+    "I'm gonna keep moving.",
+    "I wanted to fill you in on the news.",
+    "I love having a few of those around.",
+    "I'll think about it and maybe get a cat.",
+    'Here is a quote I really like: "Stay hungry."',
+    "This is my favorite!",
+    "That was my favorite part.",
+    "My dog food order arrived.",
+    "We love Lisbon.",
 ]
 
 

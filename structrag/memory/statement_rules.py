@@ -165,6 +165,9 @@ _EVALUATIVE = wordset(
     "lifelong amazing awesome wonderful fantastic excellent decent lousy horrible awful",
     "best better worst little tiny super major massive",
 )
+# "a retired teacher" was one; "an aspiring writer" is not one yet.
+_FORMER = wordset("retired former ex ex- onetime one-time")
+_ASPIRING = wordset("aspiring wannabe would-be future prospective")
 _ANSWER_NOUNS = wordset("answer answers response responses reply replies explanation")
 _ANSWER_NOUNS |= wordset("explanations message messages summary summaries text texts")
 _LENGTH_WORDS = wordset(
@@ -1344,7 +1347,15 @@ class _Reader:
             return
         negated = self._negation(verb)
         tense = _tense(verb)
-        attr = _child(verb, "attr")
+        # The tagger may call a name after "is" an adjective ("... is Radiohead": acomp).
+        attr = _child(verb, "attr") or next(
+            (
+                c
+                for c in verb.children
+                if c.dep_ == "acomp" and (c.tag_.startswith("NN") or is_name_token(c))
+            ),
+            None,
+        )
         if attr is not None:
             self._copula_attr(verb, subject, attr, negated, tense)
         for prep, pobj in _preps(verb, "from"):
@@ -1536,6 +1547,8 @@ class _Reader:
             if phrase is None:
                 return
             negated = negated or any(c.dep_ == "det" and c.lower_ == "no" for c in attr.children)
+            if any(c.dep_ in ("amod", "compound") and c.lower_ in _FORMER for c in attr.children):
+                tense = "past"  # "a retired teacher"
             for person in people:
                 self._add(person, "job", phrase, [verb], negated=negated, tense=tense)
             student = _lemma(attr) == "student"
@@ -1587,6 +1600,7 @@ class _Reader:
             if child.dep_ == "compound" or (
                 child.dep_ == "amod"
                 and child.lower_ not in _EVALUATIVE
+                and child.lower_ not in _FORMER
                 and not child.lower_.endswith("ing")  # "an inspiring writer"
             ):
                 first = child
@@ -1781,7 +1795,10 @@ def _is_job(noun: Token) -> bool:
     last = word.rsplit("-", 1)[-1]
     if word in _NOT_JOBS or last in _NOT_JOBS:
         return False
-    if any(c.dep_ == "amod" and c.lower_ in _EVALUATIVE for c in noun.children):
+    if any(
+        c.dep_ in ("amod", "compound") and (c.lower_ in _EVALUATIVE or c.lower_ in _ASPIRING)
+        for c in noun.children
+    ):
         return False
     if word in _JOB_NOUNS or last in _JOB_NOUNS:
         return True

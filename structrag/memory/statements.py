@@ -378,6 +378,9 @@ def describe(
         pattern = spec.pattern
     if spec.category == "goal" and tense == "future":
         tense = "present"
+    first = object.split(maxsplit=1)[0] if object.strip() else ""
+    if spec.category == "goal" and first.endswith("ing"):
+        pattern = pattern.replace("to {o}", "{o}")  # "Priya's goal is running a marathon"
     d = detail or spec.noun or ""
     text = pattern.format(
         s=subject, o=object, d=d, a=_article(object), ao=_with_article(object), ad=_article(d)
