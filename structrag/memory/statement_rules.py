@@ -97,8 +97,9 @@ _RELATIONS: dict[str, str] = {
 # Relations a person states without naming anyone ("my husband", "I have two kids"): a
 # fact about the speaker's family. Unnamed friends, colleagues or parents say little.
 _UNNAMED_RELATIONS = frozenset({"sibling", "partner", "married_to", "child"})
-# What "we" and "our" share with the speaker: "we adopted a puppy", "our kids".
-_HOUSEHOLD = frozenset({"has_pet", "child"})
+# What "we" and "our" share with the speaker: "we adopted a puppy", "our dog". Not
+# children: "our kids" is as often a community's ("our kids need better schools").
+_HOUSEHOLD = frozenset({"has_pet"})
 # "my late husband", "my ex-wife", "my future husband": not the relation now.
 _NOT_NOW = wordset("late former ex ex- future deceased dead old")
 _PETS = wordset(
@@ -1104,6 +1105,8 @@ class _Reader:
         if number is None or number.tag_ != "CD" or not self._fact_ok(verb):
             return
         tense: Tense = "future" if verb.tag_ == "VBG" or _tense(verb) == "future" else "present"
+        if tense == "present" and verb.dep_ == "advcl":
+            tense = "past"  # "When I turned ten, ...": an age back then
         for subject in self._subjects(verb):
             self._add(
                 subject,
@@ -1141,6 +1144,8 @@ class _Reader:
         if not subjects:
             return
         tense = _tense(verb)
+        if tense == "future":
+            return  # "You'll love exploring the city": a prediction, not a taste
         # A past liking is an episode ("I loved the concert") unless it is a habit.
         always = any(c.lower_ in ("always", "never") for c in verb.children)
         confidence = _SURE if tense != "past" or always else _WEAK
@@ -1419,7 +1424,12 @@ class _Reader:
             holder, thing = of, subject  # "X is one of my favorites"
         owner = self._owner(holder)
         kind = None if holder.lower_.startswith("favo") else holder.lower_
-        if owner is None or kind in _VAGUE_KINDS or thing.lower_ in _DEICTIC:
+        if (
+            owner is None
+            or kind in _VAGUE_KINDS
+            or thing.lower_ in _DEICTIC
+            or any(c.dep_ == "det" and c.lower_ in _DEICTIC for c in thing.children)
+        ):  # "my favorite part", "this series is one of my favorites"
             return True
         for each in _with_conjuncts(thing):
             phrase = None if each.tag_ in ("PRP", "DT", "WP") else self._phrase(each)
