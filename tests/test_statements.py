@@ -671,6 +671,7 @@ NOTHING = [
     "Our kids deserve better schools.",  # a community's kids as often as one's own
     "You'll love exploring the old town.",  # a prediction, not a taste
     "This series is one of my favorites.",
+    "I love the idea Marco!",  # Marco is spoken to, not loved
 ]
 
 

@@ -1217,6 +1217,8 @@ class _Reader:
         -> "job"); not "it", "this song", "your painting" or "the colors"."""
         if obj.tag_ in ("PRP", "DT", "WP", "EX", "CD") or obj.lower_ in ("one", "ones", "lot"):
             return None
+        if obj.lower_ in self.people:  # "I love the thought, Nate!": Nate is spoken to
+            return None
         if obj.tag_.startswith("VB"):
             return self._activity(obj)
         det = _child(obj, "det") or (_child(det_of, "det") if det_of is not None else None)
