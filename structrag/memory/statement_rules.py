@@ -55,10 +55,10 @@ if TYPE_CHECKING:
 #: Messages are parsed in pieces of at most this many characters (as the extractor does).
 MAX_PIECE_CHARS = 20_000
 
-# How often each kind of pattern is right (set from the hand check of a LoCoMo sample,
-# see benchmarks/statement_yield.py): a first-person statement with an explicit verb is
-# rarely wrong; a relative named only by its owner, a bare number as an age, or an
-# unnamed family member leave more room for error.
+# Confidence by pattern: an ordering from hand checks of LoCoMo samples
+# (benchmarks/statement_yield.py), not calibrated probabilities. A first-person statement
+# with an explicit verb is rarely wrong; "I'm going to", a bare number as an age, an
+# unnamed relative or a past liking leave more room for error.
 _SURE = 0.9
 _LIKELY = 0.75
 _MAYBE = 0.6
