@@ -48,6 +48,7 @@ ADAPTERS = (
     "structrag.store.whoosh_index",
     "structrag.nlp",
     "structrag.extract.spacy_extractor",
+    "structrag.memory.statement_rules",
     "structrag.llm",
     "structrag.extract.llm_extractor",
     "structrag.translate",
