@@ -104,5 +104,10 @@ class ExtractionError(StructragError, RuntimeError):
     """Knowledge extraction failed for a message (the LLM path records these per message)."""
 
 
+class MemoryInputError(StructragError, ValueError):
+    """A memory call with arguments that cannot work (empty text, an unknown memory table,
+    a budget below one token ...)."""
+
+
 class LLMError(StructragError, RuntimeError):
     """An LLM endpoint failed after retries, or returned output that did not validate."""

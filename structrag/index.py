@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from structrag.embedders import get_embedder
 from structrag.embeddings import EMBEDDERS, Embedder, message_text
@@ -36,6 +36,9 @@ from structrag.store.duckdb import DB_FILENAME, DuckDBStore, SchemaUpgradeNeeded
 from structrag.store.protocols import IndexedMessage, StoredMessage
 from structrag.store.whoosh_index import WhooshTextIndex
 from structrag.timeparse import DateOrder
+
+if TYPE_CHECKING:
+    from structrag.memory.api import Memory, MemorySettings
 
 EXTRACTORS = ("spacy", "llm", "hybrid")
 
@@ -144,6 +147,7 @@ class Index:
         self.settings = settings
         self.notes: list[str] = []
         self._engine: QueryEngine | None = None
+        self._live: tuple[Extractor, Ingestor] | None = None  # memory's extractor
         self._llm_client: StructuredLLM | None = None
         self._llm_key: tuple[str, str, str] | None = None
         if self.directory.exists() and not self.directory.is_dir():
@@ -322,7 +326,7 @@ class Index:
                 self.store,
                 self.text_index,
                 settings=self.settings,
-                embedder=self.embedder,
+                embedder=lambda: self.embedder,
                 translator=SpacyTranslator(),
                 lemmatize=lambda word: lemma(word, "VB"),
             )
@@ -442,6 +446,42 @@ class Index:
             yield indexed_message(stored, refs[stored.mkey])
         if progress:
             progress.advance(len(batch))
+
+    # -- agent memory ---------------------------------------------------------------------
+
+    def memory(self, agent: str, *, settings: MemorySettings | None = None) -> Memory:
+        """An agent's memory (see :mod:`structrag.memory.api`): live memories extracted with
+        spaCy in this process, searchable as soon as they are added."""
+        from structrag.memory.api import Memory, MemoryParts, MemorySettings
+        from structrag.memory.statement_rules import extract_statements
+        from structrag.store.duckdb.memory import DuckDBMemory
+        from structrag.tokens import get_counter
+
+        if self._live is None:
+            from structrag.extract.spacy_extractor import SpacyExtractor
+
+            live: Extractor = SpacyExtractor(workers=1)
+            setting, embedder = self._ingest_embedder(None)
+            ingestor = Ingestor(
+                self.store,
+                self.text_index,
+                live,
+                embedder=_embedding_rows(embedder) if embedder is not None else None,
+                settings={"embeddings": setting},
+            )
+            self._live = (live, ingestor)
+        extractor, ingestor = self._live
+        parts = MemoryParts(
+            store=self.store,
+            memory=DuckDBMemory(self.store.con),
+            ingestor=ingestor,
+            engine=self.engine,
+            extractor=extractor,
+            statements=extract_statements,
+            counter=get_counter,
+            settings=settings or MemorySettings(),
+        )
+        return Memory(parts, agent)
 
     # -- reading --------------------------------------------------------------------------
 

@@ -45,6 +45,7 @@ from structrag.store.protocols import (
     ExtractionRecord,
     IndexedMessage,
     KnowledgeStore,
+    MemoryInfo,
     SourceRecord,
     StoredMessage,
     StoreTransaction,
@@ -182,11 +183,12 @@ CHUNK_MESSAGES = 500
 @dataclass(frozen=True)
 class Pending:
     """A message an ingest writes: ``new``, ``edited`` (its content changed), or ``same``
-    (unchanged, extracted again with ``--force``)."""
+    (unchanged, extracted again with ``--force``); a memory says what makes it one."""
 
     mkey: int
     message: Message
     status: Literal["new", "edited", "same"]
+    memory: MemoryInfo | None = None
 
 
 @dataclass
@@ -464,13 +466,31 @@ class Ingestor:
                     progress.advance(1)
         return todo
 
+    def write(
+        self,
+        todo: list[Pending],
+        knowledge: Iterable[list[SemanticRef]],
+        conversations: list[Conversation],
+        *,
+        delete: Sequence[int] = (),
+        before_commit: Callable[[StoreTransaction], None] | None = None,
+    ) -> IngestReport:
+        """A live write (a memory): the messages and their knowledge, and the messages to
+        delete, in one store transaction with no ingest log entry, then the text index.
+        ``before_commit`` writes what else belongs to the same transaction."""
+        report = IngestReport(path="(live)", format="live", conversations=[])
+        self._write(todo, knowledge, None, conversations, report, delete, before_commit)
+        return report
+
     def _write(
         self,
         todo: list[Pending],
         knowledge: Iterable[list[SemanticRef]],
-        record: SourceRecord,
+        record: SourceRecord | None,
         conversations: list[Conversation],
         report: IngestReport,
+        delete: Sequence[int] = (),
+        before_commit: Callable[[StoreTransaction], None] | None = None,
     ) -> None:
         """Store the messages and their knowledge in one transaction, then the text index."""
         _, next_ref = self.store.next_ids()
@@ -481,9 +501,13 @@ class Ingestor:
             writer = self.text_index.writer()
             for key, value in self.settings.items():
                 self.store.set_setting(key, value)  # inside the transaction
+            if delete:
+                transaction.delete(delete)
+                for mkey in delete:
+                    writer.delete(mkey)
             for pending, refs in zip(todo, knowledge, strict=True):
                 mkey, message = pending.mkey, pending.message
-                stored = StoredMessage(mkey=mkey, message=message)
+                stored = StoredMessage(mkey=mkey, message=message, memory=pending.memory)
                 writer.add(indexed_message(stored, refs, next_ref))
                 chunk.refs.extend((next_ref + i, mkey, r) for i, r in enumerate(refs))
                 next_ref += len(refs)
@@ -506,9 +530,12 @@ class Ingestor:
                     self._flush(transaction, chunk, report)
                     chunk = _Chunk()
             self._flush(transaction, chunk, report)
-            record.messages_added = report.messages_added
-            record.messages_updated = report.messages_updated
-            record.refs_added = report.refs_added
+            if before_commit is not None:
+                before_commit(transaction)
+            if record is not None:
+                record.messages_added = report.messages_added
+                record.messages_updated = report.messages_updated
+                record.refs_added = report.refs_added
             # 3. The store commits first; the text index then says which generation it has.
             faults.point("store-commit")
             generation = transaction.commit()

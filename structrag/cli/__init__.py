@@ -5,7 +5,8 @@ Every command calls the Python API (:class:`structrag.Index`) and turns its
 usage exits with 2, Ctrl-C with 130. ``--json`` prints machine-readable output on stdout;
 progress bars and notes go to stderr. One module per command group: ingesting
 (:mod:`~structrag.cli.ingest`), looking at an index (:mod:`~structrag.cli.inspection`),
-querying and asking (:mod:`~structrag.cli.ask`), benchmarks (:mod:`~structrag.cli.bench`);
+querying and asking (:mod:`~structrag.cli.ask`), agent memory (:mod:`~structrag.cli.memory`),
+benchmarks (:mod:`~structrag.cli.bench`);
 :mod:`~structrag.cli.common` and :mod:`~structrag.cli.llm` hold what they share.
 """
 
@@ -21,6 +22,7 @@ from structrag.cli.ask import ask, query
 from structrag.cli.bench import bench
 from structrag.cli.ingest import ingest, reindex
 from structrag.cli.inspection import conversations, entities, show, stats, topics
+from structrag.cli.memory import memory
 from structrag.errors import StructragError
 
 
@@ -35,7 +37,19 @@ def cli() -> None:
     """
 
 
-for command in (ingest, stats, conversations, show, entities, topics, query, ask, reindex, bench):
+for command in (
+    ingest,
+    stats,
+    conversations,
+    show,
+    entities,
+    topics,
+    query,
+    ask,
+    reindex,
+    memory,
+    bench,
+):
     cli.add_command(command)
 
 

@@ -290,13 +290,16 @@ class Derived:
         text: TextIndexReader,
         *,
         settings: RankingSettings,
-        embedder: Embedder | None = None,
+        embedder: Embedder | Callable[[], Embedder | None] | None = None,
         lemmatize: Callable[[str], str] | None = None,
     ) -> None:
         self.store = store
         self.text = text
         self.settings = settings
-        self.embedder = embedder
+        #: The embedder, or what gives it: an index's embedding model is fixed by its first
+        #: write, so it is looked up again when the store has committed.
+        self._embedder_source = embedder
+        self.embedder: Embedder | None = None
         self.lemmatize = lemmatize
         self._generation = -1
         #: ``RankingSettings.term_synonyms`` by stem.
@@ -314,6 +317,8 @@ class Derived:
             self._generation = generation
             self._views.clear()
             self._lines.clear()
+            source = self._embedder_source
+            self.embedder = source() if callable(source) else source
 
     def view(self, scope: Scope) -> ConversationView:
         self.refresh()

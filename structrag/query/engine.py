@@ -126,6 +126,19 @@ class Answer:
         return data
 
 
+@dataclass
+class RankedQuestion:
+    """A question's query and the messages it ranked, best first."""
+
+    node: ast.Or
+    kind: str
+    plan: str
+    ranked: list[RankedMessage]
+    refs: dict[int, float]
+    notes: list[str]
+    view: ConversationView
+
+
 class QueryEngine:
     """Runs queries and questions; see the module docstring."""
 
@@ -135,7 +148,7 @@ class QueryEngine:
         text: TextIndexReader,
         *,
         settings: RankingSettings = DEFAULT_SETTINGS,
-        embedder: Embedder | None = None,
+        embedder: Embedder | Callable[[], Embedder | None] | None = None,
         translator: Translator | None = None,
         lemmatize: Callable[[str], str] | None = None,
     ) -> None:
@@ -187,19 +200,16 @@ class QueryEngine:
             tree=ast.dump(node),
         )
 
-    def ask(
+    def rank_question(
         self,
         question: str,
         *,
-        counter: TokenCounter,
         conversation: str | None = None,
-        budget: int = 1000,
         translator: Translator | None = None,
         scope: Scope | None = None,
-    ) -> Answer:
-        """Translate a question, rank messages with its query, and pack an answer context
-        of at most ``budget`` tokens."""
-        started = time.perf_counter()
+    ) -> RankedQuestion:
+        """Translate a question and rank the messages of a scope with its query (widened
+        when it matches too little); what ``ask`` packs, and what memory search returns."""
         if not question.strip():
             raise QueryError(
                 "the question is empty", hint='ask something, e.g. "Where does Marco work?"'
@@ -230,14 +240,40 @@ class QueryEngine:
             node = wider
             plan, match, run = self._run(node, view)
         notes.extend(run.notes)
-        ranked = _rank(match, view, None)
+        return RankedQuestion(
+            node=node,
+            kind=translation.kind,
+            plan=plan.explain(),
+            ranked=_rank(match, view, None),
+            refs=_refs_in(match, run),
+            notes=notes,
+            view=view,
+        )
+
+    def ask(
+        self,
+        question: str,
+        *,
+        counter: TokenCounter,
+        conversation: str | None = None,
+        budget: int = 1000,
+        translator: Translator | None = None,
+        scope: Scope | None = None,
+    ) -> Answer:
+        """Translate a question, rank messages with its query, and pack an answer context
+        of at most ``budget`` tokens."""
+        started = time.perf_counter()
+        found = self.rank_question(
+            question, conversation=conversation, translator=translator, scope=scope
+        )
+        ranked = found.ranked
         context = build_context(
             lambda keys: self.derived.lines(keys, counter),
             counter,
             ranked,
             self.nearest(question, conversation, {r.mkey for r in ranked}, budget, scope),
             budget,
-            knowledge=self._knowledge_lines(view, _refs_in(match, run)),
+            knowledge=self._knowledge_lines(found.view, found.refs),
             knowledge_share=self.settings.knowledge_share,
             max_misses=self.settings.pack_max_misses,
         )
@@ -245,14 +281,14 @@ class QueryEngine:
             question=question,
             conversation=conversation,
             budget=budget,
-            query=node.to_query(),
-            kind=translation.kind,
-            plan=plan.explain(),
+            query=found.node.to_query(),
+            kind=found.kind,
+            plan=found.plan,
             context=context,
             ranked=ranked,
-            notes=notes,
+            notes=found.notes,
             seconds=time.perf_counter() - started,
-            tree=ast.dump(node),
+            tree=ast.dump(found.node),
         )
 
     def _question_query(

@@ -202,6 +202,9 @@ class WhooshWriter:
         self._writer.delete_by_term("key", str(message.mkey))
         self._writer.add_document(**_document(message))
 
+    def delete(self, mkey: int) -> None:
+        self._writer.delete_by_term("key", str(mkey))
+
     def commit(self, generation: int) -> None:
         self._writer.commit()
         self._owner._mark(generation)

@@ -284,7 +284,7 @@ class DuckDBMemory:
             return
         self.con.execute(
             "UPDATE profile_entries SET source_mkeys = list_filter(source_mkeys, "
-            "k -> NOT list_contains(?::BIGINT[], k)) "
+            "lambda k: NOT list_contains(?::BIGINT[], k)) "
             "WHERE len(list_intersect(source_mkeys, ?::BIGINT[])) > 0",
             [keys, keys],
         )

@@ -7,7 +7,10 @@ ingested source (:class:`~structrag.store.duckdb.writer.DuckDBTransaction`).
 
 from __future__ import annotations
 
+import os
+import re
 import threading
+import time
 from collections.abc import Sequence
 from contextlib import suppress
 from pathlib import Path
@@ -199,19 +202,42 @@ class DuckDBAnswerTable:
                 self._con.close()
 
 
-def _connect(path: Path, *, read_only: bool) -> duckdb.DuckDBPyConnection:
+def lock_timeout() -> float:
+    """Seconds to wait for another process's lock on an index before giving up
+    (``STRUCTRAG_LOCK_TIMEOUT``, default 10)."""
     try:
-        return duckdb.connect(str(path), read_only=read_only)
-    except duckdb.IOException as exc:
-        text = str(exc)
-        if "lock" in text.lower():
+        return max(0.0, float(os.environ.get("STRUCTRAG_LOCK_TIMEOUT", "10")))
+    except ValueError:
+        return 10.0
+
+
+def _connect(path: Path, *, read_only: bool) -> duckdb.DuckDBPyConnection:
+    """Open the DuckDB file. DuckDB lets one process write or many read: when another
+    process holds the file, wait for it (up to :func:`lock_timeout`), then say so."""
+    deadline = time.monotonic() + lock_timeout()
+    delay = 0.05
+    while True:
+        try:
+            return duckdb.connect(str(path), read_only=read_only)
+        except duckdb.IOException as exc:
+            text = str(exc)
+            if "lock" not in text.lower():
+                raise IndexStateError(f"cannot open {path}: {text}") from exc
+            if time.monotonic() >= deadline:
+                holder = re.search(r"PID (\d+)", text)
+                who = f" (process {holder.group(1)})" if holder else ""
+                raise IndexStateError(
+                    f"the index at {path.parent} is in use by another process{who}; waited "
+                    f"{lock_timeout():g} s",
+                    hint="one process writes an index at a time, and none reads it while one "
+                    "writes: wait for the other command to finish, raise "
+                    "STRUCTRAG_LOCK_TIMEOUT, or run `structrag serve` and let every command "
+                    "go through it",
+                ) from exc
+            time.sleep(delay)
+            delay = min(delay * 2, 0.5)
+        except duckdb.Error as exc:
             raise IndexStateError(
-                f"the index at {path.parent} is in use by another process",
-                hint="wait for the other structrag command (an ingest?) to finish, then try again",
+                f"{path} is not a structrag index or is damaged: {exc}",
+                hint="point --db at an index directory, or re-create the index",
             ) from exc
-        raise IndexStateError(f"cannot open {path}: {text}") from exc
-    except duckdb.Error as exc:
-        raise IndexStateError(
-            f"{path} is not a structrag index or is damaged: {exc}",
-            hint="point --db at an index directory, or re-create the index",
-        ) from exc

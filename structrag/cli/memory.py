@@ -1,0 +1,424 @@
+"""``structrag memory``: an agent's memory from the command line (the memory API's mirror)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+from structrag.cli.common import clip, db_option, emit_json, is_dir, json_option, open_for
+
+if TYPE_CHECKING:
+    from structrag.memory.api import Memory
+
+F = TypeVar("F", bound=Callable[..., Any])
+TABLES = ["messages", "facts", "relationships", "goals", "knowledge"]
+
+
+def agent_option(func: F) -> F:
+    return click.option(
+        "--agent",
+        required=True,
+        envvar="STRUCTRAG_AGENT",
+        help="Whose memory (an agent name). Env: STRUCTRAG_AGENT.",
+    )(func)
+
+
+@contextmanager
+def memory_of(db: str, agent: str, *, write: bool) -> Iterator[Memory]:
+    """The agent's memory in the index at ``db`` (created by a first ``add``)."""
+    if not write and not is_dir(db):
+        raise click.UsageError(f"no index at {db}: add a memory first")
+    with open_for(db, write=write) as index:
+        yield index.memory(agent)
+
+
+def _records(rows: list[Any], as_json: bool) -> None:
+    if as_json:
+        emit_json([r.as_dict() for r in rows])
+        return
+    for row in rows:
+        _print_record(row)
+
+
+def _print_record(record: Any, score: float | None = None) -> None:
+    when = (record.ts or record.created_at).isoformat(sep=" ", timespec="minutes")
+    who = f"{record.user}: " if record.user else ""
+    head = f"{score:8.3f}  " if score is not None else ""
+    where = f"{record.table}/{record.room}"
+    click.echo(f"{head}{record.id}  {where}  [{when}] {who}{clip(record.text, 500)}")
+
+
+@click.group()
+def memory() -> None:
+    """An agent's memory: messages, facts, relationships, goals and knowledge, written as
+    they happen and read back within a budget.
+
+    Every memory gets the same extraction as an ingested message (entities, actions,
+    topics with spans). A message from a user also updates what the agent knows of them:
+    facts, relationships and profile entries, each citing its source message. An agent
+    reads its own memories (and shared knowledge) only.
+    """
+
+
+@memory.command("add")
+@click.argument("text")
+@db_option
+@agent_option
+@click.option("--user", help="Who says it (a user of the agent's).")
+@click.option("--room", help="The conversation it belongs to (default: 'default').")
+@click.option("--world", help="A group of rooms.")
+@click.option("--table", type=click.Choice(TABLES), default="messages", show_default=True)
+@click.option("--importance", type=click.Choice(["low", "normal", "high"]), default="normal")
+@click.option("--unique", is_flag=True, help="Do not store an exact duplicate twice.")
+@click.option("--id", "memory_id", help="The memory's id (default: made up).")
+@click.option("--source", help="For a fact: the id of the memory it comes from.")
+@json_option
+def add(
+    text: str,
+    db: str,
+    agent: str,
+    user: str | None,
+    room: str | None,
+    world: str | None,
+    table: str,
+    importance: str,
+    unique: bool,
+    memory_id: str | None,
+    source: str | None,
+    as_json: bool,
+) -> None:
+    """Store a memory; it is extracted and searchable on return."""
+    with memory_of(db, agent, write=True) as mem:
+        record = mem.add(
+            text,
+            user=user,
+            room=room,
+            world=world,
+            table=table,
+            importance=importance,
+            unique=unique,
+            id=memory_id,
+            source=source,
+        )
+    if as_json:
+        emit_json(record.as_dict())
+    else:
+        click.echo(f"{record.id}  {record.table}/{record.room}")
+
+
+@memory.command("get")
+@click.argument("memory_id")
+@db_option
+@agent_option
+@json_option
+def get(memory_id: str, db: str, agent: str, as_json: bool) -> None:
+    """One memory by id."""
+    with memory_of(db, agent, write=True) as mem:
+        record = mem.get(memory_id)
+    if as_json:
+        emit_json(record.as_dict())
+    else:
+        _print_record(record)
+        click.echo(f"  read {record.access_count} time(s); importance {record.importance}")
+
+
+def _time(value: str | None) -> datetime | None:
+    if value is None:
+        return None
+    from structrag.timeparse import parse_datetime
+
+    parsed = parse_datetime(value)
+    if parsed is None:
+        raise click.BadParameter(f"cannot read {value!r} as a time (use ISO 8601: 2024-05-01)")
+    return parsed
+
+
+@memory.command("recent")
+@db_option
+@agent_option
+@click.option("--room", help="Only this room.")
+@click.option("--table", type=click.Choice(TABLES), default="messages", show_default=True)
+@click.option("--count", type=click.IntRange(1), default=20, show_default=True)
+@click.option("--start", help="From this time on (ISO 8601).")
+@click.option("--end", help="Before this time (ISO 8601).")
+@json_option
+def recent(
+    db: str,
+    agent: str,
+    room: str | None,
+    table: str,
+    count: int,
+    start: str | None,
+    end: str | None,
+    as_json: bool,
+) -> None:
+    """The newest memories, newest first."""
+    with memory_of(db, agent, write=True) as mem:
+        rows = mem.recent(room, count, table=table, start=_time(start), end=_time(end))
+    _records(rows, as_json)
+
+
+@memory.command("search")
+@click.argument("query")
+@db_option
+@agent_option
+@click.option("--room", help="Only this room.")
+@click.option("--table", type=click.Choice(TABLES), default="messages", show_default=True)
+@click.option("--count", type=click.IntRange(1), default=10, show_default=True)
+@click.option(
+    "--mode",
+    type=click.Choice(["structured", "text", "vector", "hybrid"]),
+    default="structured",
+    show_default=True,
+    help="structured: the query compiler; text: BM25; vector: embeddings; hybrid: RRF of "
+    "text and vector (k=60).",
+)
+@click.option("--threshold", type=float, help="Keep hits scoring at least this.")
+@click.option("--start", help="From this time on (ISO 8601).")
+@click.option("--end", help="Before this time (ISO 8601).")
+@json_option
+def search(
+    query: str,
+    db: str,
+    agent: str,
+    room: str | None,
+    table: str,
+    count: int,
+    mode: str,
+    threshold: float | None,
+    start: str | None,
+    end: str | None,
+    as_json: bool,
+) -> None:
+    """The memories that best answer QUERY."""
+    with memory_of(db, agent, write=True) as mem:
+        hits = mem.search(
+            query,
+            room=room,
+            table=table,
+            count=count,
+            mode=mode,
+            threshold=threshold,
+            start=_time(start),
+            end=_time(end),
+        )
+    if as_json:
+        emit_json([h.as_dict() for h in hits])
+        return
+    for hit in hits:
+        _print_record(hit.memory, hit.score)
+
+
+@memory.command("count")
+@db_option
+@agent_option
+@click.option("--room", help="Only this room.")
+@click.option("--table", type=click.Choice(TABLES), help="Only this memory table.")
+@json_option
+def count(db: str, agent: str, room: str | None, table: str | None, as_json: bool) -> None:
+    """How many memories (of a room, of a table)."""
+    with memory_of(db, agent, write=False) as mem:
+        n = mem.count(room, table)
+    if as_json:
+        emit_json({"agent": agent, "room": room, "table": table, "count": n})
+    else:
+        click.echo(str(n))
+
+
+@memory.command("remove")
+@click.argument("memory_id", required=False)
+@db_option
+@agent_option
+@click.option("--all", "everything", is_flag=True, help="Every memory (of --room, of --table).")
+@click.option("--room", help="With --all: only this room.")
+@click.option("--table", type=click.Choice(TABLES), help="With --all: only this table.")
+@json_option
+def remove(
+    memory_id: str | None,
+    db: str,
+    agent: str,
+    everything: bool,
+    room: str | None,
+    table: str | None,
+    as_json: bool,
+) -> None:
+    """Delete a memory (or, with --all, many) and everything derived from it."""
+    if (memory_id is None) == (not everything):
+        raise click.UsageError("give a MEMORY_ID or --all (not both)")
+    with memory_of(db, agent, write=True) as mem:
+        if memory_id is not None:
+            mem.remove(memory_id)
+            removed = 1
+        else:
+            removed = mem.remove_all(room, table)
+    if as_json:
+        emit_json({"removed": removed})
+    else:
+        click.echo(f"removed {removed} memor{'y' if removed == 1 else 'ies'}")
+
+
+@memory.command("prune")
+@db_option
+@agent_option
+@click.option("--older-than", default="90d", show_default=True, help="Age: 90d, 12h, 2w.")
+@click.option("--keep-if-accessed-more-than", type=click.IntRange(0), default=3, show_default=True)
+@click.option(
+    "--keep-importance",
+    type=click.Choice(["low", "normal", "high"]),
+    default="high",
+    show_default=True,
+    help="Keep memories at least this important.",
+)
+@click.option("--room", help="Only this room.")
+@click.option("--table", type=click.Choice(TABLES), default="messages", show_default=True)
+@click.option("--apply", is_flag=True, help="Delete (without it, only say what would go).")
+@json_option
+def prune(
+    db: str,
+    agent: str,
+    older_than: str,
+    keep_if_accessed_more_than: int,
+    keep_importance: str,
+    room: str | None,
+    table: str,
+    apply: bool,
+    as_json: bool,
+) -> None:
+    """Delete old memories that are neither important nor often read (a dry run unless
+    --apply)."""
+    with memory_of(db, agent, write=True) as mem:
+        report = mem.prune(
+            older_than,
+            keep_if_accessed_more_than=keep_if_accessed_more_than,
+            keep_importance=keep_importance,
+            room=room,
+            table=table,
+            dry_run=not apply,
+        )
+    if as_json:
+        emit_json(report.as_dict())
+        return
+    verb = "would remove" if report.dry_run else "removed"
+    click.echo(
+        f"{verb} {len(report.removed)} memories; kept {report.kept_important} important and "
+        f"{report.kept_accessed} often read"
+    )
+
+
+@memory.command("facts")
+@db_option
+@agent_option
+@click.option("--user", help="Only facts about/from this user.")
+@click.option("--room", help="Only this room.")
+@json_option
+def facts(db: str, agent: str, user: str | None, room: str | None, as_json: bool) -> None:
+    """Facts and relationships the agent holds, each with where it comes from."""
+    with memory_of(db, agent, write=False) as mem:
+        rows = mem.facts(user, room)
+        sources = {r.id: mem.sources(r.id) for r in rows}
+    if as_json:
+        emit_json([{**r.as_dict(), "sources": [s.__dict__ for s in sources[r.id]]} for r in rows])
+        return
+    for row in rows:
+        cited = ", ".join(
+            f"{s.kind} {s.source_ref or s.source_mkey or ''}".strip() for s in sources[row.id]
+        )
+        click.echo(f"{row.id}  {row.text}" + (f"   <- {cited}" if cited else ""))
+
+
+@memory.command("profile")
+@db_option
+@agent_option
+@click.option("--user", required=True, help="The user.")
+@click.option("--history", is_flag=True, help="Also entries that were superseded.")
+@json_option
+def profile(db: str, agent: str, user: str, history: bool, as_json: bool) -> None:
+    """What the agent knows about a user, each entry citing its messages."""
+    with memory_of(db, agent, write=False) as mem:
+        entries = mem.profile(user, history=history)
+    if as_json:
+        emit_json([e.as_dict() for e in entries])
+        return
+    for entry in entries:
+        old = f"  (superseded by {entry.superseded_by})" if entry.superseded_by else ""
+        click.echo(
+            f"{entry.entry_id:>4}  {entry.category:<12} {entry.text}   <- "
+            f"{', '.join(entry.sources)}{old}"
+        )
+
+
+@memory.command("compact")
+@db_option
+@agent_option
+@click.option("--room", required=True, help="The room to compact.")
+@click.option(
+    "--keep-recent",
+    type=click.IntRange(0),
+    help="Leave this many of the newest messages out (default: the memory setting, 50).",
+)
+@json_option
+def compact(db: str, agent: str, room: str, keep_recent: int | None, as_json: bool) -> None:
+    """Summarise a room's older messages (they stay searchable) and record observations."""
+    with memory_of(db, agent, write=True) as mem:
+        summary = mem.compact(room, keep_recent=keep_recent)
+        observations = mem.observations(room)
+    if as_json:
+        emit_json(
+            {
+                "summary": summary.as_dict() if summary else None,
+                "observations": [o.as_dict() for o in observations],
+            }
+        )
+        return
+    if summary is None:
+        click.echo("nothing to compact")
+        return
+    click.echo(f"summary {summary.summary_id} ({len(summary.sources)} messages): {summary.text}")
+    for o in observations:
+        click.echo(f"  {o.kind}: {o.insight}")
+
+
+@memory.command("context")
+@click.argument("message")
+@db_option
+@agent_option
+@click.option("--room", help="The room the message is in.")
+@click.option("--user", help="Who the agent is talking to (default: the room's last user).")
+@click.option("--budget", type=click.IntRange(1), default=4000, show_default=True)
+@click.option(
+    "--shares",
+    help="How the budget is shared, e.g. history=0.5,retrieval=0.3,profile=0.2.",
+)
+@json_option
+def context(
+    message: str,
+    db: str,
+    agent: str,
+    room: str | None,
+    user: str | None,
+    budget: int,
+    shares: str | None,
+    as_json: bool,
+) -> None:
+    """What the agent should put in its prompt before answering MESSAGE."""
+    parsed = None
+    if shares:
+        try:
+            parsed = {k.strip(): float(v) for k, v in (p.split("=") for p in shares.split(","))}
+        except ValueError:
+            raise click.BadParameter(
+                "write shares as history=0.5,retrieval=0.3,profile=0.2"
+            ) from None
+    with memory_of(db, agent, write=True) as mem:
+        window = mem.context(message, room=room, budget=budget, user=user, shares=parsed)
+    if as_json:
+        emit_json(window.as_dict())
+        return
+    click.echo(window.text)
+    click.echo("")
+    used = ", ".join(f"{s.name} {s.tokens}" for s in window.sections)
+    click.echo(f"{window.tokens}/{window.budget} tokens ({used}), {window.seconds * 1000:.0f} ms")

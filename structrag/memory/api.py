@@ -1,0 +1,837 @@
+"""The memory API: an agent writes memories as they happen and reads back what matters.
+
+>>> mem = index.memory(agent="support-bot")                        # doctest: +SKIP
+>>> m = mem.add("I moved to Lisbon last month", user="priya", room="dm-priya")
+>>> mem.search("where does Priya live?", count=5)
+>>> mem.context("Can you book me a table nearby?", room="dm-priya", budget=4000)
+
+Every memory is a message of the index (so files and live memories are one store) and
+goes through the same extraction: it is extracted, stored and searchable when ``add``
+returns. A message from a user also updates what the agent knows of them: statements
+("I live in X", "my sister X", "I prefer X") become facts and relationships, grounded in
+the message that states them, and entries of the user's profile (a newer statement that
+contradicts an older one supersedes it; the history stays). An agent reads its own
+memories only, and knowledge shared with every agent.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+
+from structrag.errors import MemoryInputError, NotFoundError
+from structrag.extract.base import Extractor
+from structrag.ingest import Ingestor, Pending
+from structrag.memory.compaction import digest
+from structrag.memory.records import (
+    DEFAULT_ROOM,
+    IMPORTANCE_LEVELS,
+    MEMORY_TABLES,
+    SEARCH_MODES,
+    MemoryHit,
+    MemoryRecord,
+    Observation,
+    ProfileEntry,
+    PruneReport,
+    RoomSummary,
+)
+from structrag.memory.statements import Statement, same_subject, supersedes
+from structrag.memory.store import MemoryQuery, MemoryStore, NewProfileEntry, SourceRow
+from structrag.memory.window import DEFAULT_SHARES, ContextWindow, Lines, assemble
+from structrag.models import Conversation, Message
+from structrag.query import ast
+from structrag.query.context import TokenCounter
+from structrag.query.engine import QueryEngine
+from structrag.query.question import content_terms
+from structrag.store.protocols import KnowledgeStore, MemoryInfo, Scope, StoreTransaction
+
+#: Reciprocal rank fusion's constant (hybrid search), as ElizaOS uses it.
+RRF_K = 60
+_AGE = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+StatementReader = Callable[[Sequence[Message]], list[list[Statement]]]
+
+
+def parse_age(text: str) -> timedelta:
+    """``90d``, ``12h``, ``30m``, ``2w`` -> a timedelta."""
+    match = _AGE.match(text)
+    if not match:
+        raise MemoryInputError(
+            f"cannot read {text!r} as an age", hint="write a number and a unit: 90d, 12h, 2w"
+        )
+    return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def _check_table(table: str | None) -> None:
+    if table is not None and table not in MEMORY_TABLES:
+        raise MemoryInputError(
+            f"unknown memory table {table!r}", hint=f"choose one of: {', '.join(MEMORY_TABLES)}"
+        )
+
+
+@dataclass(frozen=True)
+class MemoryParts:
+    """What the memory API works with (the composition root, ``Index.memory``, wires it)."""
+
+    store: KnowledgeStore
+    memory: MemoryStore
+    ingestor: Ingestor
+    engine: QueryEngine
+    extractor: Extractor
+    statements: StatementReader | None
+    counter: Callable[[str], TokenCounter]
+    settings: MemorySettings = field(default_factory=lambda: MemorySettings())
+
+
+@dataclass(frozen=True)
+class MemorySettings:
+    """When compaction runs, and what a context window holds."""
+
+    #: A room is compacted when it holds more than this many messages not yet summarised
+    #: (0: never automatically; ``Memory.compact`` still works).
+    compact_after: int = 200
+    #: Compaction leaves this many of the newest messages out of the summary.
+    keep_recent: int = 50
+    #: How a context window's budget is shared.
+    shares: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_SHARES))
+    #: At most this many memories, knowledge fragments and facts are retrieved.
+    retrieve_memories: int = 20
+    retrieve_knowledge: int = 10
+    retrieve_facts: int = 10
+
+
+class Memory:
+    """One agent's memory (see the module docstring)."""
+
+    def __init__(self, parts: MemoryParts, agent: str) -> None:
+        if not agent or not agent.strip():
+            raise MemoryInputError(
+                "an agent name is needed", hint='e.g. index.memory("support-bot")'
+            )
+        self.parts = parts
+        self.agent = agent.strip()
+
+    # -- writing --------------------------------------------------------------------------
+
+    def add(
+        self,
+        text: str,
+        *,
+        user: str | None = None,
+        room: str | None = None,
+        world: str | None = None,
+        table: str = "messages",
+        metadata: dict[str, Any] | None = None,
+        unique: bool = False,
+        importance: str = "normal",
+        timestamp: datetime | None = None,
+        id: str | None = None,
+        status: str | None = None,
+        source: str | None = None,
+    ) -> MemoryRecord:
+        """Store a memory; it is extracted and searchable when this returns.
+
+        ``unique``: an exact duplicate already in the room and table is returned instead
+        of stored again. ``source`` (facts and relationships): the id of the memory (a
+        message or a document fragment) the fact comes from; the fact is checked against
+        its text (``grounded``)."""
+        if not text or not text.strip():
+            raise MemoryInputError("a memory needs text", hint="pass the message or fact text")
+        _check_table(table)
+        if importance not in IMPORTANCE_LEVELS:
+            raise MemoryInputError(
+                f"unknown importance {importance!r}", hint="choose low, normal or high"
+            )
+        room = (room or DEFAULT_ROOM).strip()
+        if unique:
+            found = self.parts.memory.duplicate(self.agent, room, table, text)
+            if found is not None:
+                return found
+        now = utc_now()
+        source_row = self._source(source, text) if source is not None else None
+        message = Message(
+            conversation=room,
+            id=id or _new_id(),
+            ordinal=self._next_ordinal(room),
+            speaker=user,
+            recipients=(self.agent,) if user and user != self.agent else (),
+            timestamp=timestamp or now,
+            text=text,
+            metadata=dict(metadata or {}),
+        )
+        info = MemoryInfo(
+            table=table,
+            agent=self.agent,
+            world=world,
+            importance=importance,
+            unique=unique,
+            status=status if status is not None else ("open" if table == "goals" else None),
+            created_at=now,
+        )
+        if self.parts.store.find_message(room, message.id):
+            raise MemoryInputError(
+                f"room {room!r} already has a memory with id {message.id!r}",
+                hint="leave id out to have one made",
+            )
+        derived = self._statements(message, user) if table == "messages" and user else []
+        self._write([(message, info)], derived, source_row, now)
+        if table == "messages" and self.parts.settings.compact_after:
+            self._compact_if_due(room)
+        return self._one(message.id, room)
+
+    def _source(self, source: str, text: str) -> SourceRow:
+        """The source of a stated fact: a memory of this agent's (or shared knowledge),
+        and whether the fact's words are in it."""
+        found = self._find(source, include_shared=True)
+        kind = "fragment" if found.table == "knowledge" else "message"
+        return SourceRow(
+            mkey=-1,
+            kind=kind,
+            source_mkey=found.mkey,
+            source_ref=found.id,
+            start=None,
+            end=None,
+            confidence=1.0,
+            grounded=_grounded(text, found.text, found.user),
+        )
+
+    def _statements(self, message: Message, user: str) -> list[Statement]:
+        reader = self.parts.statements
+        if reader is None:
+            return []
+        (found,) = reader([message])
+        return found
+
+    def _write(
+        self,
+        memories: list[tuple[Message, MemoryInfo]],
+        statements: list[Statement],
+        source_row: SourceRow | None,
+        now: datetime,
+    ) -> None:
+        """Memories and what derives from them (facts, relationships, goals, profile
+        entries), extracted and written in one transaction."""
+        parts = self.parts
+        next_mkey, _ = parts.store.next_ids()
+        todo: list[Pending] = []
+        for message, info in memories:
+            todo.append(Pending(next_mkey, message, "new", info))
+            next_mkey += 1
+        source_mkey = todo[0].mkey
+        facts: list[tuple[Statement, Pending]] = []
+        if statements:
+            message = memories[0][0]
+            for statement in statements:
+                table = _STATEMENT_TABLES.get(statement.category)
+                if table is None:
+                    continue
+                fact = Message(
+                    conversation=message.conversation,
+                    id=_new_id(),
+                    ordinal=message.ordinal,
+                    speaker=message.speaker,
+                    recipients=message.recipients,
+                    timestamp=message.timestamp,
+                    text=statement.text,
+                    metadata={
+                        "subject": statement.subject,
+                        "predicate": statement.predicate,
+                        "object": statement.object,
+                        "negated": statement.negated,
+                        "from": message.id,
+                    },
+                )
+                pending = Pending(
+                    next_mkey,
+                    fact,
+                    "new",
+                    MemoryInfo(
+                        table=table,
+                        agent=self.agent,
+                        world=memories[0][1].world,
+                        status="open" if table == "goals" else None,
+                        created_at=now,
+                    ),
+                )
+                next_mkey += 1
+                todo.append(pending)
+                facts.append((statement, pending))
+        knowledge = list(parts.extractor.extract([p.message for p in todo]))
+        rooms = {p.message.conversation for p in todo}
+
+        def derive(transaction: StoreTransaction) -> None:
+            rows = [
+                SourceRow(
+                    pending.mkey,
+                    "message",
+                    source_mkey,
+                    None,
+                    statement.start,
+                    statement.end,
+                    statement.confidence,
+                    True,
+                )
+                for statement, pending in facts
+            ]
+            if source_row is not None:
+                rows.append(
+                    SourceRow(
+                        source_mkey,
+                        source_row.kind,
+                        source_row.source_mkey,
+                        source_row.source_ref,
+                        None,
+                        None,
+                        source_row.confidence,
+                        source_row.grounded,
+                    )
+                )
+            parts.memory.add_sources(rows)
+            user = memories[0][0].speaker
+            if user and statements:
+                self._update_profile(user, statements, source_mkey, now)
+
+        parts.ingestor.write(
+            todo,
+            knowledge,
+            [Conversation(id=room) for room in sorted(rooms)],
+            before_commit=derive,
+        )
+
+    def _update_profile(
+        self, user: str, statements: Sequence[Statement], mkey: int, now: datetime
+    ) -> None:
+        """Add, confirm or supersede profile entries for what the user said of themselves."""
+        store = self.parts.memory
+        current = store.profile_entries(self.agent, user)
+        for statement in statements:
+            if not _about(statement, user):
+                continue
+            same = next(
+                (
+                    e
+                    for e in current
+                    if e.predicate == statement.predicate
+                    and e.object.lower() == statement.object.lower()
+                    and e.negated == statement.negated
+                ),
+                None,
+            )
+            if same is not None:
+                store.confirm_profile_entry(same.entry_id, mkey, now)
+                continue
+            entry_id = store.add_profile_entry(
+                NewProfileEntry(
+                    agent=self.agent,
+                    user=user,
+                    category=statement.category,
+                    predicate=statement.predicate,
+                    object=statement.object,
+                    text=statement.text,
+                    negated=statement.negated,
+                    confidence=statement.confidence,
+                    source_mkeys=(mkey,),
+                    at=now,
+                )
+            )
+            for entry in current:
+                if supersedes(statement, _as_statement(entry)):
+                    store.supersede_profile_entry(entry.entry_id, entry_id, now)
+            current = store.profile_entries(self.agent, user)
+
+    def _next_ordinal(self, room: str) -> int:
+        rows = self.parts.store.sql(
+            "SELECT coalesce(max(ordinal), -1) + 1 FROM messages WHERE conversation = ?", [room]
+        )
+        return int(rows[0][0])
+
+    # -- reading --------------------------------------------------------------------------
+
+    def _one(self, memory_id: str, room: str | None = None) -> MemoryRecord:
+        found = self.parts.memory.memories(MemoryQuery(self.agent, ids=(memory_id,), room=room))
+        if not found:
+            raise NotFoundError(f"agent {self.agent!r} has no memory {memory_id!r}")
+        return found[0]
+
+    def _find(self, memory_id: str, *, include_shared: bool = False) -> MemoryRecord:
+        found = self.parts.memory.memories(
+            MemoryQuery(self.agent, ids=(memory_id,), include_shared=include_shared)
+        )
+        if not found:
+            raise NotFoundError(
+                f"agent {self.agent!r} has no memory {memory_id!r}",
+                hint="ids come from add(), recent() and search(); another agent's memories "
+                "are not visible",
+            )
+        if len(found) > 1:
+            rooms = ", ".join(sorted(m.room for m in found))
+            raise NotFoundError(
+                f"memory id {memory_id!r} is in several rooms ({rooms})",
+                hint="pass the room",
+            )
+        return found[0]
+
+    def _touch(self, records: Sequence[MemoryRecord]) -> list[MemoryRecord]:
+        """Count a read of each record; the records as they are after it."""
+        if not records or self.parts.store.read_only:
+            return list(records)
+        now = utc_now()
+        self.parts.memory.touch([r.mkey for r in records], now)
+        return [replace(r, access_count=r.access_count + 1, last_access=now) for r in records]
+
+    def get(self, memory_id: str) -> MemoryRecord:
+        """One memory by id (counts as a read)."""
+        return self._touch([self._find(memory_id, include_shared=True)])[0]
+
+    def recent(
+        self,
+        room: str | None = None,
+        count: int = 20,
+        *,
+        table: str | None = "messages",
+        start: datetime | None = None,
+        end: datetime | None = None,
+        user: str | None = None,
+    ) -> list[MemoryRecord]:
+        """The newest memories (of a room, a table, a time range), newest first."""
+        _check_table(table)
+        found = self.parts.memory.memories(
+            MemoryQuery(
+                self.agent,
+                room=room,
+                tables=(table,) if table else None,
+                start=start,
+                end=end,
+                user=user,
+            ),
+            limit=count,
+        )
+        return self._touch(found)
+
+    def count(self, room: str | None = None, table: str | None = None) -> int:
+        """How many memories (of a room, of a table)."""
+        _check_table(table)
+        return self.parts.memory.count_memories(
+            MemoryQuery(self.agent, room=room, tables=(table,) if table else None)
+        )
+
+    def search(
+        self,
+        query: str,
+        *,
+        room: str | None = None,
+        table: str = "messages",
+        count: int = 10,
+        mode: str = "structured",
+        threshold: float | None = None,
+        start: datetime | None = None,
+        end: datetime | None = None,
+    ) -> list[MemoryHit]:
+        """The memories that best answer ``query``, best first.
+
+        Modes: ``structured`` (the query compiler, as ``ask`` ranks), ``text`` (BM25 over
+        the query's words), ``vector`` (embedding similarity), ``hybrid`` (reciprocal rank
+        fusion, k = 60, of text and vector). All of them honour the room, table and time
+        filters. ``threshold`` keeps hits scoring at least that much (for ``vector``, a
+        cosine similarity)."""
+        _check_table(table)
+        if mode not in SEARCH_MODES:
+            raise MemoryInputError(
+                f"unknown search mode {mode!r}", hint=f"choose one of: {', '.join(SEARCH_MODES)}"
+            )
+        if not query.strip():
+            raise MemoryInputError("the search query is empty")
+        scope = Scope(
+            conversation=room,
+            tables=(table,),
+            agent=self.agent,
+            shared=table == "knowledge",
+        )
+        if room is not None and not self.parts.memory.count_memories(
+            MemoryQuery(self.agent, room=room, include_shared=table == "knowledge")
+        ):
+            return []
+        ranked = self._rank(query, scope, mode)
+        records = self.parts.memory.memories_by_keys([k for k, _ in ranked])
+        hits: list[MemoryHit] = []
+        for mkey, score in ranked:
+            record = records.get(mkey)
+            if record is None or (threshold is not None and score < threshold):
+                continue
+            when = record.ts or record.created_at
+            if (start is not None and when < start) or (end is not None and when >= end):
+                continue
+            hits.append(MemoryHit(record, score, mode))
+            if len(hits) >= count:
+                break
+        touched = self._touch([h.memory for h in hits])
+        return [replace(h, memory=m) for h, m in zip(hits, touched, strict=True)]
+
+    def _rank(self, query: str, scope: Scope, mode: str) -> list[tuple[int, float]]:
+        engine = self.parts.engine
+        if mode == "structured":
+            found = engine.rank_question(query, scope=scope)
+            return [(r.mkey, r.score) for r in found.ranked]
+        if mode == "text":
+            return self._text(query, scope)
+        if mode == "vector":
+            return self._vector(query, scope)
+        fused: dict[int, float] = {}
+        for ranking in (self._text(query, scope), self._vector(query, scope)):
+            for position, (mkey, _) in enumerate(ranking, start=1):
+                fused[mkey] = fused.get(mkey, 0.0) + 1.0 / (RRF_K + position)
+        return sorted(fused.items(), key=lambda kv: -kv[1])
+
+    def _text(self, query: str, scope: Scope) -> list[tuple[int, float]]:
+        terms = content_terms(query, set())
+        if not terms:
+            return []
+        result = self.parts.engine.query(ast.Or(tuple(terms)), scope=scope, limit=None)
+        return [(m.mkey, m.score) for m in result.messages]
+
+    def _vector(self, query: str, scope: Scope) -> list[tuple[int, float]]:
+        view = self.parts.engine.view(scope=scope)
+        scores = view.vector_scores(query)
+        if scores is None:
+            return []
+        order = np.argsort(-scores, kind="stable")
+        mkeys = view.scope.frame.mkeys
+        return [(int(mkeys[i]), float(scores[i])) for i in order.tolist()]
+
+    # -- removing -------------------------------------------------------------------------
+
+    def remove(self, memory_id: str) -> None:
+        """Delete a memory and everything derived from it: its semantic refs, index terms,
+        embedding, reads, and the facts, profile entries, observations and summaries that
+        rest on it alone."""
+        self._delete([self._find(memory_id).mkey])
+
+    def remove_all(self, room: str | None = None, table: str | None = None) -> int:
+        """Delete every memory of a room (or all of the agent's), of a table (or all);
+        returns how many."""
+        _check_table(table)
+        keys = self.parts.memory.memory_keys(
+            MemoryQuery(self.agent, room=room, tables=(table,) if table else None)
+        )
+        self._delete(keys)
+        return len(keys)
+
+    def _delete(self, mkeys: Sequence[int]) -> None:
+        if not mkeys:
+            return
+        memory = self.parts.memory
+        keys = sorted(set(mkeys) | set(memory.derived_only_from(mkeys)))
+
+        def forget(transaction: StoreTransaction) -> None:
+            memory.forget_profile_sources(keys)
+            memory.forget_derived(self.agent, keys)
+
+        self.parts.ingestor.write([], [], [], delete=keys, before_commit=forget)
+
+    def prune(
+        self,
+        older_than: str = "90d",
+        *,
+        keep_if_accessed_more_than: int = 3,
+        keep_importance: str = "high",
+        room: str | None = None,
+        table: str | None = "messages",
+        dry_run: bool = True,
+    ) -> PruneReport:
+        """Delete memories older than ``older_than`` (``90d``, ``12h``), except those at
+        least ``keep_importance`` and those read more than ``keep_if_accessed_more_than``
+        times; with ``dry_run`` (the default), only say what would go. The deletion is one
+        transaction."""
+        started = time.perf_counter()
+        _check_table(table)
+        if keep_importance not in IMPORTANCE_LEVELS:
+            raise MemoryInputError(
+                f"unknown importance {keep_importance!r}", hint="choose low, normal or high"
+            )
+        cutoff = utc_now() - parse_age(older_than)
+        old = self.parts.memory.memories(
+            MemoryQuery(self.agent, room=room, tables=(table,) if table else None),
+            newest_first=False,
+        )
+        old = [m for m in old if m.created_at < cutoff]
+        level = IMPORTANCE_LEVELS.index(keep_importance)
+        rank: dict[str, int] = {name: i for i, name in enumerate(IMPORTANCE_LEVELS)}
+        important = [m for m in old if rank.get(m.importance, 1) >= level]
+        rest = [m for m in old if m not in important]
+        accessed = [m for m in rest if m.access_count > keep_if_accessed_more_than]
+        gone = [m for m in rest if m.access_count <= keep_if_accessed_more_than]
+        if not dry_run:
+            self._delete([m.mkey for m in gone])
+        return PruneReport(
+            dry_run=dry_run,
+            removed=[m.id for m in gone],
+            kept_important=len(important),
+            kept_accessed=len(accessed),
+            seconds=time.perf_counter() - started,
+        )
+
+    # -- what the agent knows -------------------------------------------------------------
+
+    def profile(self, user: str, *, history: bool = False) -> list[ProfileEntry]:
+        """What the agent knows about a user; with ``history``, superseded entries too."""
+        return self.parts.memory.profile_entries(self.agent, user, current_only=not history)
+
+    def facts(self, user: str | None = None, room: str | None = None) -> list[MemoryRecord]:
+        """Facts and relationships (derived from messages, or stated), newest first."""
+        return self.parts.memory.memories(
+            MemoryQuery(self.agent, room=room, tables=("facts", "relationships"), user=user)
+        )
+
+    def sources(self, memory_id: str) -> list[SourceRow]:
+        """Where a fact comes from."""
+        found = self._find(memory_id)
+        return self.parts.memory.sources([found.mkey]).get(found.mkey, [])
+
+    def observations(self, room: str | None = None) -> list[Observation]:
+        return self.parts.memory.observations(self.agent, room)
+
+    def summaries(self, room: str | None = None) -> list[RoomSummary]:
+        return self.parts.memory.summaries(self.agent, room)
+
+    # -- compaction -----------------------------------------------------------------------
+
+    def _compact_if_due(self, room: str) -> None:
+        settings = self.parts.settings
+        summaries = self.summaries(room)
+        after = summaries[-1].last_ordinal if summaries else -1
+        rows = self.parts.store.sql(
+            "SELECT count(*) FROM messages WHERE conversation = ? AND agent = ? "
+            "AND memory_table = 'messages' AND ordinal > ?",
+            [room, self.agent, after],
+        )
+        if int(rows[0][0]) > settings.compact_after:
+            self.compact(room)
+
+    def compact(self, room: str, *, keep_recent: int | None = None) -> RoomSummary | None:
+        """Summarise the room's messages older than its ``keep_recent`` newest that no
+        summary covers yet (offline, extractively: the period, the people, the topics and
+        the actions stated), and record the observations in them (decisions, open
+        questions, topics of interest). The messages stay stored and searchable. Returns
+        the new summary, or None when there was nothing to summarise."""
+        keep = self.parts.settings.keep_recent if keep_recent is None else keep_recent
+        summaries = self.summaries(room)
+        after = summaries[-1].last_ordinal if summaries else -1
+        rows = self.parts.store.sql(
+            "SELECT mkey FROM messages WHERE conversation = ? AND agent = ? "
+            "AND memory_table = 'messages' AND ordinal > ? ORDER BY ordinal",
+            [room, self.agent, after],
+        )
+        keys = [int(r[0]) for r in rows]
+        older = keys[: max(len(keys) - keep, 0)]
+        if not older:
+            return None
+        stored = self.parts.store.messages_by_keys(older)
+        messages = [stored[k] for k in older if k in stored]
+        refs = self.parts.store.refs_for_messages(older)
+        found = digest(messages, refs, agent=self.agent)
+        memory = self.parts.memory
+        summary_id = memory.add_summary(
+            self.agent,
+            room,
+            found.summary,
+            "extractive",
+            older,
+            messages[0].message.ordinal,
+            messages[-1].message.ordinal,
+        )
+        for finding in found.findings:
+            last = max(finding.sources, default=older[-1])
+            when = stored[last].message.timestamp if last in stored else None
+            memory.add_observation(
+                self.agent,
+                room,
+                when,
+                finding.kind,
+                finding.topic,
+                finding.insight,
+                finding.importance,
+                finding.sources,
+            )
+        return next(s for s in memory.summaries(self.agent, room) if s.summary_id == summary_id)
+
+    # -- the context window ---------------------------------------------------------------
+
+    def context(
+        self,
+        message: str,
+        *,
+        room: str | None = None,
+        budget: int = 4000,
+        user: str | None = None,
+        shares: dict[str, float] | None = None,
+        encoding: str = "cl100k_base",
+    ) -> ContextWindow:
+        """The sections an agent puts in its prompt before answering ``message`` in
+        ``room``, never over ``budget`` tokens (see :mod:`structrag.memory.window`)."""
+        started = time.perf_counter()
+        if budget < 1:
+            raise MemoryInputError(f"budget must be a positive number of tokens, not {budget}")
+        room = (room or DEFAULT_ROOM).strip()
+        settings = self.parts.settings
+        history = self._history(room)
+        user = user or next(
+            (m.user for m in reversed(history[1]) if m.user and m.user != self.agent), None
+        )
+        seen = {m.mkey for m in history[1]}
+        candidates: dict[str, Lines] = {
+            "history": history[0],
+            "retrieval": self._retrieval(message, seen) if message.strip() else [],
+            "profile": self._about(message, user, room),
+        }
+        window = assemble(
+            message,
+            room,
+            budget,
+            candidates,
+            shares or settings.shares,
+            self.parts.counter(encoding),
+        )
+        window.seconds = time.perf_counter() - started
+        return window
+
+    def _history(self, room: str) -> tuple[Lines, list[MemoryRecord]]:
+        """History lines, best (newest) first: the messages after the latest summary, then
+        that summary."""
+        summaries = self.summaries(room)
+        after = summaries[-1].last_ordinal if summaries else -1
+        recent = self.parts.memory.memories(
+            MemoryQuery(self.agent, room=room, tables=("messages",)), limit=200
+        )
+        covered = set(summaries[-1].sources) if summaries else set()
+        recent = [m for m in recent if m.id not in covered]
+        lines: Lines = [(_line(m), m.id) for m in recent]
+        if summaries:
+            latest = summaries[-1]
+            lines.append(
+                (
+                    f"[summary {latest.summary_id}, {len(latest.sources)} messages] {latest.text}",
+                    f"summary-{latest.summary_id}",
+                )
+            )
+        del after
+        return lines, recent
+
+    def _retrieval(self, message: str, seen: set[int]) -> Lines:
+        settings = self.parts.settings
+        lines: Lines = []
+        hits = self.search(message, table="messages", count=settings.retrieve_memories + len(seen))
+        lines.extend(
+            (_line(h.memory, room=True), h.memory.id) for h in hits if h.memory.mkey not in seen
+        )
+        lines = lines[: settings.retrieve_memories]
+        if self.parts.memory.count_memories(
+            MemoryQuery(self.agent, tables=("knowledge",), include_shared=True)
+        ):
+            for hit in self.search(
+                message, table="knowledge", count=settings.retrieve_knowledge, mode="hybrid"
+            ):
+                lines.append((_knowledge_line(hit.memory), hit.memory.id))
+        return lines
+
+    def _about(self, message: str, user: str | None, room: str) -> Lines:
+        settings = self.parts.settings
+        lines: Lines = []
+        if user:
+            for entry in self.profile(user):
+                cited = ", ".join(entry.sources[-3:])
+                lines.append(
+                    (
+                        f"[profile-{entry.entry_id} <- {cited}] {entry.text}",
+                        f"profile-{entry.entry_id}",
+                    )
+                )
+        if message.strip() and self.count(table="facts") + self.count(table="relationships"):
+            for table in ("facts", "relationships"):
+                for hit in self.search(message, table=table, count=settings.retrieve_facts):
+                    lines.append((f"[{hit.memory.id}] {hit.memory.text}", hit.memory.id))
+        for observation in self.observations(room)[:5]:
+            lines.append(
+                (
+                    f"[observation-{observation.observation_id}] {observation.kind}: "
+                    f"{observation.insight}",
+                    f"observation-{observation.observation_id}",
+                )
+            )
+        return lines
+
+
+_STATEMENT_TABLES = {
+    "fact": "facts",
+    "personal": "facts",
+    "preference": "facts",
+    "style": "facts",
+    "relationship": "relationships",
+    "goal": "goals",
+}
+
+
+def _line(memory: MemoryRecord, *, room: bool = False) -> str:
+    """A memory as a context line: ``[mem-1a2b] [8 May 2024] Priya: text``."""
+    from structrag.timeparse import format_date
+
+    when = memory.ts or memory.created_at
+    where = f"{memory.room} " if room else ""
+    who = f"{memory.user}: " if memory.user else ""
+    return f"[{memory.id}] {where}[{format_date(when)}] {who}{memory.text}"
+
+
+def _knowledge_line(memory: MemoryRecord) -> str:
+    """A knowledge fragment as a context line, labelled with its document and section."""
+    source = memory.metadata.get("label") or memory.room
+    return f"[{memory.id}] [{source}] {memory.text}"
+
+
+def _new_id() -> str:
+    return "mem-" + secrets.token_hex(6)
+
+
+def _about(statement: Statement, user: str) -> bool:
+    """Whether a statement is about the user (their name, or their first name)."""
+    return same_subject(statement.subject, user)
+
+
+def _as_statement(entry: Any) -> Statement:
+    return Statement(
+        category=entry.category,
+        subject=entry.user,
+        predicate=entry.predicate,
+        object=entry.object,
+        text=entry.text,
+        start=0,
+        end=0,
+        negated=entry.negated,
+        tense="present",
+        confidence=entry.confidence,
+    )
+
+
+_WORD = re.compile(r"\w\w+")
+
+
+def _grounded(fact: str, source: str, speaker: str | None = None) -> bool:
+    """Whether the fact's content words occur in its source text, the speaker's name
+    counting as said ("I work at Initech" grounds "Sam works at Initech"), as in the LLM
+    extractor's grounding. An ungrounded fact is kept, but marked."""
+    from structrag.analysis import query_stopwords, stem_words
+
+    stop = query_stopwords()
+    wanted = set(stem_words([w for w in _WORD.findall(fact.lower()) if w not in stop]))
+    have = set(stem_words(_WORD.findall(f"{speaker or ''} {source}".lower())))
+    return bool(wanted) and wanted <= have

@@ -1,0 +1,170 @@
+"""The context window: what an agent puts in its prompt, never over a token budget.
+
+Sections, each with its share of the budget (defaults: 50% history, 30% retrieval, 20%
+profile and facts; configurable), a share a section does not use passed on to the
+others, and every line citing the memory it comes from:
+
+* **history**: the room's latest summary, then its most recent messages (oldest first);
+* **retrieval**: the agent's memories from other rooms and knowledge (its own and shared)
+  that answer the message, by structured and hybrid search, without what history holds;
+* **profile**: what the agent knows about the user, the relevant facts and the room's
+  observations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from structrag.errors import MemoryInputError
+from structrag.query.context import TokenCounter
+
+#: A section's candidate lines, best first: (line, memory id).
+Lines = list[tuple[str, str]]
+DEFAULT_SHARES = {"history": 0.5, "retrieval": 0.3, "profile": 0.2}
+#: The order sections appear in (and are offered leftover budget in).
+ORDER = ("history", "retrieval", "profile")
+TITLES = {
+    "history": "Conversation so far",
+    "retrieval": "Relevant memories and knowledge",
+    "profile": "About the user",
+}
+
+
+@dataclass
+class Section:
+    """One part of a context window."""
+
+    name: str
+    budget: int
+    lines: list[str] = field(default_factory=list)
+    ids: list[str] = field(default_factory=list)
+    tokens: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "budget": self.budget,
+            "tokens": self.tokens,
+            "lines": self.lines,
+            "ids": self.ids,
+        }
+
+
+@dataclass
+class ContextWindow:
+    """The sections an agent puts in its prompt, and their text (at most ``budget``
+    tokens, counted as ``tokens``)."""
+
+    message: str
+    room: str
+    budget: int
+    sections: list[Section]
+    text: str
+    tokens: int
+    seconds: float = 0.0
+
+    @property
+    def ids(self) -> list[str]:
+        return [i for s in self.sections for i in s.ids]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "message": self.message,
+            "room": self.room,
+            "budget": self.budget,
+            "tokens": self.tokens,
+            "sections": [s.as_dict() for s in self.sections],
+            "text": self.text,
+            "seconds": round(self.seconds, 4),
+        }
+
+
+def check_shares(shares: dict[str, float]) -> dict[str, float]:
+    """Shares normalised to sum to 1, in :data:`ORDER`."""
+    unknown = set(shares) - set(ORDER)
+    if unknown or any(v < 0 for v in shares.values()) or not sum(shares.values()):
+        raise MemoryInputError(
+            f"bad context shares {shares}",
+            hint="give history, retrieval and profile non-negative shares, e.g. "
+            "history=0.5 retrieval=0.3 profile=0.2",
+        )
+    total = sum(shares.values())
+    return {name: shares.get(name, 0.0) / total for name in ORDER}
+
+
+def assemble(
+    message: str,
+    room: str,
+    budget: int,
+    candidates: dict[str, Lines],
+    shares: dict[str, float],
+    counter: TokenCounter,
+    *,
+    chronological: Sequence[str] = ("history",),
+) -> ContextWindow:
+    """Fill each section from its candidates within its share, pass unused budget on in
+    :data:`ORDER`, and render the window. Sections named in ``chronological`` are filled
+    from their first candidate on (the best) but shown in reverse order (oldest first)."""
+    shares = check_shares(shares)
+    headers = {name: f"## {TITLES[name]}" for name in ORDER}
+    cost: Callable[[str], int] = lambda line: counter.count(line + "\n")  # noqa: E731
+    sections = {name: Section(name, int(budget * shares[name])) for name in ORDER}
+    taken = dict.fromkeys(ORDER, 0)  # candidates looked at
+
+    def fill(section: Section, allowance: int) -> int:
+        """Add lines while they fit in ``allowance`` more tokens; what it used."""
+        used = 0
+        lines = candidates.get(section.name, [])
+        header = 0 if section.lines else cost(headers[section.name])
+        while taken[section.name] < len(lines):
+            line, memory_id = lines[taken[section.name]]
+            need = cost(line) + header
+            if used + need > allowance:
+                break
+            section.lines.append(line)
+            section.ids.append(memory_id)
+            used += need
+            header = 0
+            taken[section.name] += 1
+        return used
+
+    spare = 0
+    for name in ORDER:
+        section = sections[name]
+        used = fill(section, section.budget)
+        section.tokens = used
+        spare += section.budget - used
+    for name in ORDER:  # unused shares go to the sections that have more to show
+        if spare <= 0:
+            break
+        section = sections[name]
+        used = fill(section, spare)
+        section.tokens += used
+        spare -= used
+    for name in chronological:
+        sections[name].lines.reverse()
+        sections[name].ids.reverse()
+    blocks = [
+        "\n".join([headers[name], *sections[name].lines]) for name in ORDER if sections[name].lines
+    ]
+    text = "\n".join(blocks)
+    tokens = counter.count(text)
+    # Joining can merge tokens across a line break: drop trailing lines until it fits.
+    while tokens > budget:
+        last = next(name for name in reversed(ORDER) if sections[name].lines)
+        section = sections[last]
+        index = -1 if last not in chronological else 0
+        section.lines.pop(index)
+        section.ids.pop(index)
+        blocks = ["\n".join([headers[n], *sections[n].lines]) for n in ORDER if sections[n].lines]
+        text = "\n".join(blocks)
+        tokens = counter.count(text)
+    for section in sections.values():
+        section.tokens = (
+            counter.count("\n".join([headers[section.name], *section.lines]))
+            if section.lines
+            else 0
+        )
+    return ContextWindow(message, room, budget, [sections[n] for n in ORDER], text, tokens)

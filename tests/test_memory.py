@@ -1,0 +1,284 @@
+"""Agent memory on a real index: add, read, search in every mode, remove without orphans,
+prune, profiles that supersede, grounded facts, compaction, the context window, and
+agents that never see each other's memories."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from structrag import Index, MemoryInputError, NotFoundError
+from structrag.cli import cli
+from structrag.memory.api import Memory, MemorySettings
+from structrag.tokens import get_counter
+
+TABLES = (
+    "messages",
+    "semantic_refs",
+    "entities",
+    "entity_facets",
+    "actions",
+    "action_params",
+    "topics",
+    "tag_refs",
+    "properties",
+    "embeddings",
+    "memory_access",
+    "memory_sources",
+    "profile_entries",
+    "observations",
+    "room_summaries",
+)
+CHAT = [
+    ("priya", "Hi! I live in Porto and I work at Acme as a data engineer."),
+    ("priya", "My sister Ana is visiting next week, she loves sailing."),
+    ("priya", "I prefer short answers, and I'm allergic to peanuts."),
+    ("priya", "We adopted a beagle named Biscuit last spring."),
+    ("priya", "Can you recommend a restaurant near the river?"),
+]
+
+
+def _counts(index: Index) -> dict[str, int]:
+    return {t: int(index.sql(f"SELECT count(*) FROM {t}")[0][0]) for t in TABLES}
+
+
+@pytest.fixture
+def index(tmp_path: Path) -> Iterator[Index]:
+    with Index(tmp_path / "ix") as ix:
+        yield ix
+
+
+@pytest.fixture
+def mem(index: Index) -> Memory:
+    memory = index.memory("support-bot")
+    for user, text in CHAT:
+        memory.add(text, user=user, room="dm-priya")
+    return memory
+
+
+def test_a_memory_is_extracted_and_searchable_on_return(index: Index) -> None:
+    mem = index.memory("support-bot")
+    m = mem.add("I moved to Lisbon last month", user="priya", room="dm-priya")
+    assert m.id.startswith("mem-") and m.room == "dm-priya" and m.user == "priya"
+    assert mem.get(m.id).text == "I moved to Lisbon last month"
+    refs = index.sql(
+        "SELECT count(*) FROM semantic_refs WHERE message_id = ? AND extractor = 'spacy'", [m.id]
+    )
+    assert refs[0][0] > 0
+    for mode in ("structured", "text", "vector", "hybrid"):
+        hits = mem.search("Lisbon", mode=mode, count=3)
+        assert hits and hits[0].memory.id == m.id, mode
+
+
+def test_recent_count_and_tables(mem: Memory) -> None:
+    recent = mem.recent("dm-priya", count=2)
+    assert [r.text for r in recent] == [CHAT[-1][1], CHAT[-2][1]]
+    assert mem.count("dm-priya", "messages") == len(CHAT)
+    goal = mem.add("Learn Portuguese by June", user="priya", room="dm-priya", table="goals")
+    assert goal.status == "open" and mem.count(table="goals") >= 1
+    with pytest.raises(MemoryInputError):
+        mem.add("x", table="diaries")
+    with pytest.raises(MemoryInputError):
+        mem.add("   ")
+
+
+def test_unique_memories_are_not_stored_twice(index: Index) -> None:
+    mem = index.memory("bot")
+    first = mem.add("Remember the door code 4711", room="r", unique=True)
+    again = mem.add("Remember the door code 4711", room="r", unique=True)
+    assert again.id == first.id and mem.count("r") == 1
+    mem.add("Remember the door code 4711", room="r")  # not unique: stored
+    assert mem.count("r") == 2
+
+
+def test_reads_are_counted(mem: Memory) -> None:
+    hit = mem.search("beagle", count=1)[0]
+    before = hit.memory.access_count
+    mem.get(hit.memory.id)
+    assert before == 1  # the search was a read
+    assert mem.get(hit.memory.id).access_count == before + 2  # and two gets
+
+
+def test_remove_leaves_no_orphans(index: Index) -> None:
+    mem = index.memory("bot")
+    mem.add("The office is in Berlin.", user="jo", room="r1")
+    before = _counts(index)
+    m = mem.add("I live in Munich and my brother Tom works at Siemens.", user="jo", room="r1")
+    after = _counts(index)
+    assert after["messages"] > before["messages"] + 1  # derived facts and relationships
+    assert after["memory_sources"] > before["memory_sources"]
+    assert after["profile_entries"] > before["profile_entries"]
+    mem.remove(m.id)
+    assert _counts(index) == before
+    assert mem.search("Munich", mode="text") == []
+    with pytest.raises(NotFoundError):
+        mem.get(m.id)
+
+
+def test_remove_all_of_a_room(mem: Memory, index: Index) -> None:
+    other = mem.add("Weather in the other room", room="elsewhere")
+    removed = mem.remove_all("dm-priya")
+    assert removed >= len(CHAT) and mem.count("dm-priya") == 0
+    assert mem.get(other.id).room == "elsewhere"
+    assert index.sql("SELECT count(*) FROM profile_entries") == [(0,)]
+
+
+def test_prune_keeps_important_and_often_read(index: Index) -> None:
+    mem = index.memory("bot")
+    keep = mem.add("Important: the boiler password", room="r", importance="high")
+    read = mem.add("Often read note", room="r")
+    gone = mem.add("Passing remark", room="r")
+    for _ in range(4):
+        mem.get(read.id)
+    report = mem.prune("0s", keep_if_accessed_more_than=3, dry_run=True)
+    assert gone.id in report.removed and keep.id not in report.removed
+    assert read.id not in report.removed
+    assert report.kept_important == 1 and report.kept_accessed == 1
+    assert mem.count("r") == 3  # a dry run removes nothing
+    done = mem.prune("0s", keep_if_accessed_more_than=3, dry_run=False)
+    assert done.removed == report.removed and mem.count("r") == 2
+    assert mem.prune("365d", dry_run=True).removed == []
+
+
+def test_the_profile_supersedes_and_keeps_history(index: Index) -> None:
+    mem = index.memory("bot")
+    porto = mem.add("I live in Porto.", user="priya", room="dm")
+    lisbon = mem.add("I moved to Lisbon last month.", user="priya", room="dm")
+    current = mem.profile("priya")
+    places = [e for e in current if e.predicate in ("lives_in", "moved_to")]
+    assert places and all("Lisbon" in e.object for e in places)
+    history = mem.profile("priya", history=True)
+    old = [e for e in history if e.object == "Porto"]
+    assert old and old[0].superseded_by is not None
+    assert porto.id in old[0].sources
+    assert any(lisbon.id in e.sources for e in places)
+
+
+def test_facts_are_grounded_in_their_source(index: Index) -> None:
+    mem = index.memory("bot")
+    said = mem.add("My dog is called Rex and I work at Initech.", user="sam", room="r")
+    facts = mem.facts("sam")
+    assert facts
+    for fact in facts:
+        (source,) = mem.sources(fact.id)
+        assert source.kind == "message" and source.grounded
+        assert source.start is not None and source.end is not None
+        assert said.text[source.start : source.end]
+    stated = mem.add("Sam works at Initech", table="facts", room="r", source=said.id)
+    (row,) = mem.sources(stated.id)
+    assert row.grounded and row.source_ref == said.id
+    invented = mem.add("Sam owns a yacht", table="facts", room="r", source=said.id)
+    assert not mem.sources(invented.id)[0].grounded
+
+
+def test_compaction_summarises_and_keeps_messages_searchable(tmp_path: Path) -> None:
+    with Index(tmp_path / "ix") as index:
+        mem = index.memory("bot", settings=MemorySettings(compact_after=12, keep_recent=4))
+        mem.add("Let's go with the blue planters for the balcony.", user="kim", room="g")
+        mem.add("Should we plant basil or mint?", user="kim", room="g")
+        for i in range(11):
+            mem.add(f"Day {i}: we talked about the garden and the tomatoes.", user="kim", room="g")
+        summaries = mem.summaries("g")
+        assert len(summaries) == 1
+        summary = summaries[0]
+        assert "garden" in summary.text or "tomatoes" in summary.text
+        assert len(summary.sources) == 13 - 4
+        kinds = {o.kind for o in mem.observations("g")}
+        assert {"decision", "open_question", "interest"} <= kinds
+        assert mem.search("tomatoes", mode="text", room="g")  # still searchable
+        assert mem.compact("g") is None  # nothing new to summarise
+
+
+@pytest.mark.parametrize("budget", [60, 200, 600, 3000])
+def test_the_context_window_stays_within_budget(mem: Memory, budget: int) -> None:
+    window = mem.context("Where could my sister go sailing?", room="dm-priya", budget=budget)
+    assert window.tokens <= budget
+    assert window.tokens == get_counter("cl100k_base").count(window.text)
+    for section in window.sections:
+        for line, memory_id in zip(section.lines, section.ids, strict=True):
+            assert memory_id in line  # every line cites its memory
+    if budget >= 600:
+        names = {s.name for s in window.sections if s.lines}
+        assert {"history", "profile"} <= names
+
+
+def test_unused_shares_pass_on(index: Index) -> None:
+    mem = index.memory("bot")
+    for i in range(40):
+        mem.add(f"Message number {i} about the quarterly report.", user="lee", room="r")
+    window = mem.context(
+        "report", room="r", budget=400, shares={"history": 0.5, "retrieval": 0.3, "profile": 0.2}
+    )
+    history = next(s for s in window.sections if s.name == "history")
+    assert history.tokens > 0.5 * 400  # it took what the other sections left
+    skewed = mem.context(
+        "report", room="r", budget=400, shares={"history": 1, "retrieval": 0, "profile": 0}
+    )
+    assert skewed.tokens <= 400
+
+
+def test_an_agent_never_sees_another_agents_memories(index: Index) -> None:
+    alice = index.memory("agent-a")
+    bob = index.memory("agent-b")
+    secrets = [
+        alice.add(f"Secret {i}: the vault code is {1000 + i} near Lisbon", user="u", room="shared")
+        for i in range(15)
+    ]
+    bob.add("Bob's own note about Lisbon", user="u", room="shared")
+    leaked = {s.id for s in secrets}
+    questions = ["vault code", "Lisbon", "secret", "What is the code?", "Where is the vault?"]
+    for question in questions:
+        for mode in ("structured", "text", "vector", "hybrid"):
+            for hit in bob.search(question, mode=mode, count=50):
+                assert hit.memory.id not in leaked and hit.memory.agent == "agent-b"
+        window = bob.context(question, room="shared", budget=2000)
+        assert not leaked & set(window.ids)
+        assert "vault code is" not in window.text
+    assert not leaked & {r.id for r in bob.recent("shared", count=100)}
+    assert bob.count("shared") == 1
+    with pytest.raises(NotFoundError):
+        bob.get(secrets[0].id)
+    with pytest.raises(NotFoundError):
+        bob.remove(secrets[0].id)
+    assert bob.remove_all("shared") == 1 and alice.count("shared") == 15
+
+
+def test_unknown_rooms_and_ids(mem: Memory) -> None:
+    assert mem.search("anything", room="no-such-room") == []
+    assert mem.recent("no-such-room") == []
+    with pytest.raises(NotFoundError):
+        mem.get("mem-nope")
+    with pytest.raises(MemoryInputError):
+        mem.search("x", mode="telepathy")
+
+
+def test_the_cli_mirrors_the_api(tmp_path: Path) -> None:
+    db = str(tmp_path / "ix")
+    runner = CliRunner()
+
+    def run(*args: str) -> object:
+        result = runner.invoke(cli, [*args, "--db", db, "--agent", "bot", "--json"])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.output)
+
+    added = run("memory", "add", "I live in Porto", "--user", "priya", "--room", "dm")
+    assert isinstance(added, dict) and added["room"] == "dm"
+    hits = run("memory", "search", "Porto", "--mode", "hybrid")
+    assert isinstance(hits, list) and hits[0]["id"] == added["id"]
+    assert run("memory", "count", "--room", "dm", "--table", "messages") == {
+        "agent": "bot",
+        "room": "dm",
+        "table": "messages",
+        "count": 1,
+    }
+    profile = run("memory", "profile", "--user", "priya")
+    assert isinstance(profile, list) and profile and profile[0]["object"] == "Porto"
+    window = run("memory", "context", "Where do I live?", "--room", "dm", "--budget", "300")
+    assert isinstance(window, dict) and window["tokens"] <= 300
+    pruned = run("memory", "prune", "--older-than", "0s")
+    assert isinstance(pruned, dict) and pruned["dry_run"] is True
+    assert run("memory", "remove", added["id"]) == {"removed": 1}
