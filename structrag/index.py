@@ -35,6 +35,7 @@ from structrag.query.settings import DEFAULT_SETTINGS, RankingSettings
 from structrag.store.duckdb import DB_FILENAME, DuckDBStore, SchemaUpgradeNeeded
 from structrag.store.protocols import IndexedMessage, StoredMessage
 from structrag.store.whoosh_index import WhooshTextIndex
+from structrag.store.workspace import WriterLock, sweep_staging
 from structrag.timeparse import DateOrder
 
 if TYPE_CHECKING:
@@ -155,6 +156,8 @@ class Index:
                 f"{self.directory} is a file, not an index directory",
                 hint="pass a directory to --db",
             )
+        #: One writing process at a time (see :mod:`structrag.store.workspace`).
+        self.writer_lock = WriterLock(self.directory)
         try:
             self.store = DuckDBStore(self.directory, read_only=read_only, create=create)
         except SchemaUpgradeNeeded:
@@ -173,6 +176,8 @@ class Index:
         expected = self.store.generation()
         found = self.text_index.generation()
         if found == expected:
+            if not self.read_only:
+                sweep_staging(self.directory)
             return
         if self.read_only:
             # Repair needs the write lock: take it briefly, rebuild, and come back read-only.
@@ -183,7 +188,14 @@ class Index:
             self.store = DuckDBStore(self.directory, read_only=True)
             self.text_index = WhooshTextIndex(self.directory, read_only=True)
             return
-        count = self.reindex()
+        with self.writer_lock.held("repair the text index"):
+            # Another process may be between its two commits: wait for it, then look again.
+            expected = self.store.generation()
+            found = self.text_index.generation()
+            sweep_staging(self.directory)
+            if found == expected:
+                return
+            count = self.reindex()
         why = (
             "was missing or in an older layout"
             if found is None
@@ -237,7 +249,10 @@ class Index:
                 "--retry-failed redoes failed LLM extractions",
                 hint="pass --extractor llm (or hybrid) with the LLM settings",
             )
-        with self._extractor(options, llm=options.llm) as chosen:
+        with (
+            self.writer_lock.held("ingest"),
+            self._extractor(options, llm=options.llm) as chosen,
+        ):
             setting, embedder = self._ingest_embedder(options.embeddings)
             ingestor = Ingestor(
                 self.store,
@@ -245,6 +260,7 @@ class Index:
                 chosen,
                 embedder=_embedding_rows(embedder) if embedder is not None else None,
                 settings={"embeddings": setting},
+                workspace=self.directory,
             )
             reports = []
             if paths or not retry_failed:
@@ -433,7 +449,8 @@ class Index:
             yield from self._indexed(batch, progress)
 
         try:
-            return self.text_index.rebuild(documents(), self.store.generation())
+            with self.writer_lock.held("reindex"):
+                return self.text_index.rebuild(documents(), self.store.generation())
         finally:
             if progress:
                 progress.finish()
@@ -473,11 +490,12 @@ class Index:
         extractor, ingestor = self._live
         parts = MemoryParts(
             store=self.store,
-            memory=DuckDBMemory(self.store.con),
+            memory=DuckDBMemory(self.store),
             ingestor=ingestor,
             engine=self.engine,
             extractor=extractor,
             statements=extract_statements,
+            writing=self.writer_lock.held,
             counter=get_counter,
             settings=settings or MemorySettings(),
         )

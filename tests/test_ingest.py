@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from structrag import Index, InputError
-from structrag.store.whoosh_index import WhooshWriter
+from structrag.store.whoosh_index import StagedWhooshWriter
 from tests.conftest import locomo_sample
 
 
@@ -133,10 +133,10 @@ def test_text_index_behind_the_store_is_rebuilt_on_open(
     with Index(directory) as ix:
         ix.ingest([locomo_file])
 
-    def crash(self: WhooshWriter, generation: int) -> None:
+    def crash(self: StagedWhooshWriter, generation: int) -> None:
         raise KeyboardInterrupt  # as if the process died between the two commits
 
-    monkeypatch.setattr(WhooshWriter, "commit", crash)
+    monkeypatch.setattr(StagedWhooshWriter, "commit", crash)
     with Index(directory) as ix, pytest.raises(KeyboardInterrupt):
         ix.ingest([jsonl_file])
     monkeypatch.undo()

@@ -116,7 +116,7 @@ def add(
 @agent_option
 @json_option
 def get(memory_id: str, db: str, agent: str, as_json: bool) -> None:
-    """One memory by id."""
+    """Show one memory by its id (its text, room, user, table, reads)."""
     with memory_of(db, agent, write=True) as mem:
         record = mem.get(memory_id)
     if as_json:

@@ -20,6 +20,7 @@ import re
 import secrets
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -50,7 +51,13 @@ from structrag.query import ast
 from structrag.query.context import TokenCounter
 from structrag.query.engine import QueryEngine
 from structrag.query.question import content_terms
-from structrag.store.protocols import KnowledgeStore, MemoryInfo, Scope, StoreTransaction
+from structrag.store.protocols import (
+    KnowledgeStore,
+    MemoryInfo,
+    Scope,
+    StoreTransaction,
+    consistent_reads,
+)
 
 #: Reciprocal rank fusion's constant (hybrid search), as ElizaOS uses it.
 RRF_K = 60
@@ -93,6 +100,8 @@ class MemoryParts:
     statements: StatementReader | None
     counter: Callable[[str], TokenCounter]
     settings: MemorySettings = field(default_factory=lambda: MemorySettings())
+    #: Holds the index's writer lock around a write (what it is for, for others to see).
+    writing: Callable[[str], AbstractContextManager[None]] = lambda what: nullcontext()
 
 
 @dataclass(frozen=True)
@@ -122,6 +131,10 @@ class Memory:
             )
         self.parts = parts
         self.agent = agent.strip()
+
+    @property
+    def store(self) -> KnowledgeStore:
+        return self.parts.store
 
     # -- writing --------------------------------------------------------------------------
 
@@ -155,6 +168,37 @@ class Memory:
                 f"unknown importance {importance!r}", hint="choose low, normal or high"
             )
         room = (room or DEFAULT_ROOM).strip()
+        with self.parts.writing("memory add"):
+            return self._add(
+                text,
+                user,
+                room,
+                world,
+                table,
+                metadata,
+                unique,
+                importance,
+                timestamp,
+                id,
+                status,
+                source,
+            )
+
+    def _add(
+        self,
+        text: str,
+        user: str | None,
+        room: str,
+        world: str | None,
+        table: str,
+        metadata: dict[str, Any] | None,
+        unique: bool,
+        importance: str,
+        timestamp: datetime | None,
+        id: str | None,
+        status: str | None,
+        source: str | None,
+    ) -> MemoryRecord:
         if unique:
             found = self.parts.memory.duplicate(self.agent, room, table, text)
             if found is not None:
@@ -224,19 +268,18 @@ class Memory:
         """Memories and what derives from them (facts, relationships, goals, profile
         entries), extracted and written in one transaction."""
         parts = self.parts
-        next_mkey, _ = parts.store.next_ids()
+        stated = [s for s in statements if s.category in _STATEMENT_TABLES]
+        next_mkey, _ = parts.store.reserve_ids(len(memories) + len(stated), 0)
         todo: list[Pending] = []
         for message, info in memories:
             todo.append(Pending(next_mkey, message, "new", info))
             next_mkey += 1
         source_mkey = todo[0].mkey
         facts: list[tuple[Statement, Pending]] = []
-        if statements:
+        if stated:
             message = memories[0][0]
-            for statement in statements:
-                table = _STATEMENT_TABLES.get(statement.category)
-                if table is None:
-                    continue
+            for statement in stated:
+                table = _STATEMENT_TABLES[statement.category]
                 fact = Message(
                     conversation=message.conversation,
                     id=_new_id(),
@@ -391,10 +434,12 @@ class Memory:
         self.parts.memory.touch([r.mkey for r in records], now)
         return [replace(r, access_count=r.access_count + 1, last_access=now) for r in records]
 
+    @consistent_reads
     def get(self, memory_id: str) -> MemoryRecord:
         """One memory by id (counts as a read)."""
         return self._touch([self._find(memory_id, include_shared=True)])[0]
 
+    @consistent_reads
     def recent(
         self,
         room: str | None = None,
@@ -420,6 +465,7 @@ class Memory:
         )
         return self._touch(found)
 
+    @consistent_reads
     def count(self, room: str | None = None, table: str | None = None) -> int:
         """How many memories (of a room, of a table)."""
         _check_table(table)
@@ -427,6 +473,7 @@ class Memory:
             MemoryQuery(self.agent, room=room, tables=(table,) if table else None)
         )
 
+    @consistent_reads
     def search(
         self,
         query: str,
@@ -516,16 +563,18 @@ class Memory:
         """Delete a memory and everything derived from it: its semantic refs, index terms,
         embedding, reads, and the facts, profile entries, observations and summaries that
         rest on it alone."""
-        self._delete([self._find(memory_id).mkey])
+        with self.parts.writing("memory remove"):
+            self._delete([self._find(memory_id).mkey])
 
     def remove_all(self, room: str | None = None, table: str | None = None) -> int:
         """Delete every memory of a room (or all of the agent's), of a table (or all);
         returns how many."""
         _check_table(table)
-        keys = self.parts.memory.memory_keys(
-            MemoryQuery(self.agent, room=room, tables=(table,) if table else None)
-        )
-        self._delete(keys)
+        with self.parts.writing("memory remove"):
+            keys = self.parts.memory.memory_keys(
+                MemoryQuery(self.agent, room=room, tables=(table,) if table else None)
+            )
+            self._delete(keys)
         return len(keys)
 
     def _delete(self, mkeys: Sequence[int]) -> None:
@@ -573,7 +622,8 @@ class Memory:
         accessed = [m for m in rest if m.access_count > keep_if_accessed_more_than]
         gone = [m for m in rest if m.access_count <= keep_if_accessed_more_than]
         if not dry_run:
-            self._delete([m.mkey for m in gone])
+            with self.parts.writing("memory prune"):
+                self._delete([m.mkey for m in gone])
         return PruneReport(
             dry_run=dry_run,
             removed=[m.id for m in gone],
@@ -625,6 +675,10 @@ class Memory:
         the actions stated), and record the observations in them (decisions, open
         questions, topics of interest). The messages stay stored and searchable. Returns
         the new summary, or None when there was nothing to summarise."""
+        with self.parts.writing("memory compact"):
+            return self._compact(room, keep_recent)
+
+    def _compact(self, room: str, keep_recent: int | None) -> RoomSummary | None:
         keep = self.parts.settings.keep_recent if keep_recent is None else keep_recent
         summaries = self.summaries(room)
         after = summaries[-1].last_ordinal if summaries else -1
@@ -642,32 +696,41 @@ class Memory:
         refs = self.parts.store.refs_for_messages(older)
         found = digest(messages, refs, agent=self.agent)
         memory = self.parts.memory
-        summary_id = memory.add_summary(
-            self.agent,
-            room,
-            found.summary,
-            "extractive",
-            older,
-            messages[0].message.ordinal,
-            messages[-1].message.ordinal,
-        )
-        for finding in found.findings:
-            last = max(finding.sources, default=older[-1])
-            when = stored[last].message.timestamp if last in stored else None
-            memory.add_observation(
-                self.agent,
-                room,
-                when,
-                finding.kind,
-                finding.topic,
-                finding.insight,
-                finding.importance,
-                finding.sources,
+        made: list[int] = []
+
+        def record(transaction: StoreTransaction) -> None:
+            made.append(
+                memory.add_summary(
+                    self.agent,
+                    room,
+                    found.summary,
+                    "extractive",
+                    older,
+                    messages[0].message.ordinal,
+                    messages[-1].message.ordinal,
+                )
             )
-        return next(s for s in memory.summaries(self.agent, room) if s.summary_id == summary_id)
+            for finding in found.findings:
+                last = max(finding.sources, default=older[-1])
+                when = stored[last].message.timestamp if last in stored else None
+                memory.add_observation(
+                    self.agent,
+                    room,
+                    when,
+                    finding.kind,
+                    finding.topic,
+                    finding.insight,
+                    finding.importance,
+                    finding.sources,
+                )
+
+        # The summary and its observations appear together.
+        self.parts.ingestor.write([], [], [], before_commit=record)
+        return next(s for s in memory.summaries(self.agent, room) if s.summary_id == made[0])
 
     # -- the context window ---------------------------------------------------------------
 
+    @consistent_reads
     def context(
         self,
         message: str,
