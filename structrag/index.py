@@ -39,7 +39,7 @@ from structrag.store.workspace import WriterLock, sweep_staging
 from structrag.timeparse import DateOrder
 
 if TYPE_CHECKING:
-    from structrag.memory.api import Memory, MemorySettings
+    from structrag.memory.api import Memory, MemorySettings, RoomCounts
 
 EXTRACTORS = ("spacy", "llm", "hybrid")
 
@@ -70,6 +70,9 @@ class IngestOptions:
     force: bool = False
     #: The LLM for ``llm``/``hybrid`` (None: from the ``STRUCTRAG_LLM_*`` variables).
     llm: LLMConfig | StructuredLLM | None = None
+    #: Store the messages as memories of this agent (each conversation a room, each
+    #: speaker a user): history loaded in bulk into an agent's memory.
+    agent: str | None = None
 
     @classmethod
     def of(cls, options: IngestOptions | None, changes: dict[str, Any]) -> IngestOptions:
@@ -148,7 +151,7 @@ class Index:
         self.settings = settings
         self.notes: list[str] = []
         self._engine: QueryEngine | None = None
-        self._live: tuple[Extractor, Ingestor] | None = None  # memory's extractor
+        self._live: tuple[Extractor, Ingestor, RoomCounts] | None = None  # for memories
         self._llm_client: StructuredLLM | None = None
         self._llm_key: tuple[str, str, str] | None = None
         if self.directory.exists() and not self.directory.is_dir():
@@ -261,6 +264,7 @@ class Index:
                 embedder=_embedding_rows(embedder) if embedder is not None else None,
                 settings={"embeddings": setting},
                 workspace=self.directory,
+                agent=options.agent,
             )
             reports = []
             if paths or not retry_failed:
@@ -284,7 +288,7 @@ class Index:
         options = IngestOptions.of(options, changes)
         offline = _offline(options.llm) if options.extractor in ("llm", "hybrid") else None
         with self._extractor(replace(options, workers=1), llm=offline) as chosen:
-            return Ingestor(self.store, self.text_index, chosen).estimate(
+            return Ingestor(self.store, self.text_index, chosen, agent=options.agent).estimate(
                 paths,
                 format=options.format,
                 options=options.load_options(),
@@ -469,7 +473,7 @@ class Index:
     def memory(self, agent: str, *, settings: MemorySettings | None = None) -> Memory:
         """An agent's memory (see :mod:`structrag.memory.api`): live memories extracted with
         spaCy in this process, searchable as soon as they are added."""
-        from structrag.memory.api import Memory, MemoryParts, MemorySettings
+        from structrag.memory.api import Memory, MemoryParts, MemorySettings, RoomCounts
         from structrag.memory.statement_rules import extract_statements
         from structrag.store.duckdb.memory import DuckDBMemory
         from structrag.tokens import get_counter
@@ -486,8 +490,8 @@ class Index:
                 embedder=_embedding_rows(embedder) if embedder is not None else None,
                 settings={"embeddings": setting},
             )
-            self._live = (live, ingestor)
-        extractor, ingestor = self._live
+            self._live = (live, ingestor, RoomCounts())
+        extractor, ingestor, rooms = self._live
         parts = MemoryParts(
             store=self.store,
             memory=DuckDBMemory(self.store),
@@ -496,6 +500,7 @@ class Index:
             extractor=extractor,
             statements=extract_statements,
             writing=self.writer_lock.held,
+            rooms=rooms,
             counter=get_counter,
             settings=settings or MemorySettings(),
         )

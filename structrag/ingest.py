@@ -216,6 +216,7 @@ class Ingestor:
         embedder: Callable[[list[StoredMessage]], list[tuple[int, str, list[float]]]] | None = None,
         settings: dict[str, str] | None = None,
         workspace: Path | None = None,
+        agent: str | None = None,
     ) -> None:
         self.store = store
         self.text_index = text_index
@@ -227,6 +228,8 @@ class Ingestor:
         #: The index directory, where an ingest keeps its staging folder (None: write
         #: straight into the store).
         self.workspace = workspace
+        #: New messages become memories of this agent (None: plain conversation history).
+        self.agent = agent
 
     def fingerprint(self, fmt: str, options: LoadOptions) -> str:
         settings: dict[str, Any] = {
@@ -239,6 +242,8 @@ class Ingestor:
         }
         if options.date_order is not None:  # only when set: older fingerprints stay valid
             settings["date_order"] = options.date_order
+        if self.agent is not None:
+            settings["agent"] = self.agent
         payload = json.dumps(settings, sort_keys=True, default=str)
         return hashlib.sha256(payload.encode()).hexdigest()[:24]
 
@@ -470,7 +475,10 @@ class Ingestor:
         next_mkey = self.store.reserve_ids(new, 0)[0] if new else 0
         for i, pending in enumerate(todo):
             if pending.status == "new":
-                todo[i] = replace(pending, mkey=next_mkey)
+                memory = None
+                if self.agent is not None:
+                    memory = MemoryInfo(agent=self.agent, created_at=pending.message.timestamp)
+                todo[i] = replace(pending, mkey=next_mkey, memory=memory)
                 next_mkey += 1
         return todo
 
@@ -510,13 +518,16 @@ class Ingestor:
         transaction: StoreTransaction | None = None
         writer: TextIndexWriter | None = None
         numbers = _RefNumbers(self.store, live=folder is None)
+        if isinstance(knowledge, list):
+            numbers.reserve(sum(len(refs) for refs in knowledge))
+        settings = self._unsaved_settings()
         chunk = _Chunk()
         try:
             if folder is not None:
-                transaction = self.store.stage(folder, record, conversations, self.settings)
+                transaction = self.store.stage(folder, record, conversations, settings)
                 writer = self.text_index.stage(folder)
             else:
-                transaction = self.store.begin(record, conversations, self.settings)
+                transaction = self.store.begin(record, conversations, settings)
                 writer = self.text_index.writer()
             if delete:
                 transaction.delete(delete)
@@ -578,6 +589,13 @@ class Ingestor:
             if folder is not None:
                 remove_staging_folder(folder)
 
+    def _unsaved_settings(self) -> dict[str, str]:
+        """The index settings the store does not hold yet (written with the next write)."""
+        unsaved = {k: v for k, v in self.settings.items() if self.store.get_setting(k) != v}
+        if not unsaved:
+            self.settings = {}  # saved once, they stay (an index's settings never change)
+        return unsaved
+
     def _flush(self, transaction: StoreTransaction, chunk: _Chunk, report: IngestReport) -> None:
         touched = chunk.new + chunk.changed
         if not touched:
@@ -609,11 +627,14 @@ class _RefNumbers:
         self.live = live
         self.next = self.end = 0
 
+    def reserve(self, count: int) -> None:
+        """Reserve ``count`` numbers now (all a live write needs, in one go)."""
+        _, self.next = self.store.reserve_ids(0, count)
+        self.end = self.next + count
+
     def take(self, count: int) -> int:
         if self.next + count > self.end:
-            size = count if self.live else max(count, self.BLOCK)
-            _, self.next = self.store.reserve_ids(0, size)
-            self.end = self.next + size
+            self.reserve(count if self.live else max(count, self.BLOCK))
         first = self.next
         self.next += count
         return first

@@ -88,6 +88,24 @@ def _check_table(table: str | None) -> None:
         )
 
 
+class RoomCounts:
+    """What live writes remember about rooms between calls: the next ordinal of a room
+    and how many of its messages no summary covers. Valid while the store's generation
+    is the one they were counted at (this process's own writes keep them up to date;
+    another process's write drops them)."""
+
+    def __init__(self) -> None:
+        self.generation = -1
+        self.next_ordinal: dict[str, int] = {}
+        self.unsummarised: dict[tuple[str, str], int] = {}
+
+    def check(self, generation: int) -> None:
+        if generation != self.generation:
+            self.generation = generation
+            self.next_ordinal.clear()
+            self.unsummarised.clear()
+
+
 @dataclass(frozen=True)
 class MemoryParts:
     """What the memory API works with (the composition root, ``Index.memory``, wires it)."""
@@ -102,6 +120,8 @@ class MemoryParts:
     settings: MemorySettings = field(default_factory=lambda: MemorySettings())
     #: Holds the index's writer lock around a write (what it is for, for others to see).
     writing: Callable[[str], AbstractContextManager[None]] = lambda what: nullcontext()
+    #: Room counts shared by the memories of one index in this process.
+    rooms: RoomCounts = field(default_factory=RoomCounts)
 
 
 @dataclass(frozen=True)
@@ -224,16 +244,41 @@ class Memory:
             status=status if status is not None else ("open" if table == "goals" else None),
             created_at=now,
         )
-        if self.parts.store.find_message(room, message.id):
+        if id is not None and self.parts.store.find_message(room, message.id):
             raise MemoryInputError(
                 f"room {room!r} already has a memory with id {message.id!r}",
                 hint="leave id out to have one made",
             )
         derived = self._statements(message, user) if table == "messages" and user else []
-        self._write([(message, info)], derived, source_row, now)
-        if table == "messages" and self.parts.settings.compact_after:
-            self._compact_if_due(room)
-        return self._one(message.id, room)
+        mkey = self._write([(message, info)], derived, source_row, now)
+        rooms = self.parts.rooms
+        rooms.check(self.parts.store.generation() - 1)
+        rooms.generation += 1  # this write's: the counts follow it
+        rooms.next_ordinal[room] = message.ordinal + 1
+        if table == "messages":
+            key = (self.agent, room)
+            if key in rooms.unsummarised:
+                rooms.unsummarised[key] += 1
+            if self.parts.settings.compact_after:
+                self._compact_if_due(room)
+        return MemoryRecord(
+            id=message.id,
+            table=table,
+            agent=self.agent,
+            user=user,
+            room=room,
+            world=world,
+            text=text,
+            created_at=now,
+            ts=message.timestamp,
+            importance=importance,
+            unique=unique,
+            status=info.status,
+            metadata=dict(message.metadata),
+            access_count=0,
+            last_access=None,
+            mkey=mkey,
+        )
 
     def _source(self, source: str, text: str) -> SourceRow:
         """The source of a stated fact: a memory of this agent's (or shared knowledge),
@@ -264,9 +309,9 @@ class Memory:
         statements: list[Statement],
         source_row: SourceRow | None,
         now: datetime,
-    ) -> None:
+    ) -> int:
         """Memories and what derives from them (facts, relationships, goals, profile
-        entries), extracted and written in one transaction."""
+        entries), extracted and written in one transaction; the first memory's key."""
         parts = self.parts
         stated = [s for s in statements if s.category in _STATEMENT_TABLES]
         next_mkey, _ = parts.store.reserve_ids(len(memories) + len(stated), 0)
@@ -346,19 +391,21 @@ class Memory:
             if user and statements:
                 self._update_profile(user, statements, source_mkey, now)
 
+        known = parts.rooms.next_ordinal
         parts.ingestor.write(
             todo,
             knowledge,
-            [Conversation(id=room) for room in sorted(rooms)],
+            [Conversation(id=room) for room in sorted(rooms) if known.get(room, 0) == 0],
             before_commit=derive,
         )
+        return source_mkey
 
     def _update_profile(
         self, user: str, statements: Sequence[Statement], mkey: int, now: datetime
     ) -> None:
         """Add, confirm or supersede profile entries for what the user said of themselves."""
         store = self.parts.memory
-        current = store.profile_entries(self.agent, user)
+        current = store.profile_entries(self.agent, user, sources=False)
         for statement in statements:
             if not _about(statement, user):
                 continue
@@ -375,30 +422,35 @@ class Memory:
             if same is not None:
                 store.confirm_profile_entry(same.entry_id, mkey, now)
                 continue
-            entry_id = store.add_profile_entry(
-                NewProfileEntry(
-                    agent=self.agent,
-                    user=user,
-                    category=statement.category,
-                    predicate=statement.predicate,
-                    object=statement.object,
-                    text=statement.text,
-                    negated=statement.negated,
-                    confidence=statement.confidence,
-                    source_mkeys=(mkey,),
-                    at=now,
-                )
+            entry = NewProfileEntry(
+                agent=self.agent,
+                user=user,
+                category=statement.category,
+                predicate=statement.predicate,
+                object=statement.object,
+                text=statement.text,
+                negated=statement.negated,
+                confidence=statement.confidence,
+                source_mkeys=(mkey,),
+                at=now,
             )
-            for entry in current:
-                if supersedes(statement, _as_statement(entry)):
-                    store.supersede_profile_entry(entry.entry_id, entry_id, now)
-            current = store.profile_entries(self.agent, user)
+            entry_id = store.add_profile_entry(entry)
+            gone = [e for e in current if supersedes(statement, _as_statement(e))]
+            for old in gone:
+                store.supersede_profile_entry(old.entry_id, entry_id, now)
+            current = [e for e in current if e not in gone]
+            current.append(entry.stored(entry_id))
 
     def _next_ordinal(self, room: str) -> int:
-        rows = self.parts.store.sql(
-            "SELECT coalesce(max(ordinal), -1) + 1 FROM messages WHERE conversation = ?", [room]
-        )
-        return int(rows[0][0])
+        rooms = self.parts.rooms
+        rooms.check(self.parts.store.generation())
+        if room not in rooms.next_ordinal:
+            rows = self.parts.store.sql(
+                "SELECT coalesce(max(ordinal), -1) + 1 FROM messages WHERE conversation = ?",
+                [room],
+            )
+            rooms.next_ordinal[room] = int(rows[0][0])
+        return rooms.next_ordinal[room]
 
     # -- reading --------------------------------------------------------------------------
 
@@ -658,16 +710,20 @@ class Memory:
     # -- compaction -----------------------------------------------------------------------
 
     def _compact_if_due(self, room: str) -> None:
-        settings = self.parts.settings
-        summaries = self.summaries(room)
-        after = summaries[-1].last_ordinal if summaries else -1
-        rows = self.parts.store.sql(
-            "SELECT count(*) FROM messages WHERE conversation = ? AND agent = ? "
-            "AND memory_table = 'messages' AND ordinal > ?",
-            [room, self.agent, after],
-        )
-        if int(rows[0][0]) > settings.compact_after:
+        rooms = self.parts.rooms
+        key = (self.agent, room)
+        if key not in rooms.unsummarised:
+            summaries = self.summaries(room)
+            after = summaries[-1].last_ordinal if summaries else -1
+            rows = self.parts.store.sql(
+                "SELECT count(*) FROM messages WHERE conversation = ? AND agent = ? "
+                "AND memory_table = 'messages' AND ordinal > ?",
+                [room, self.agent, after],
+            )
+            rooms.unsummarised[key] = int(rows[0][0])
+        if rooms.unsummarised[key] > self.parts.settings.compact_after:
             self.compact(room)
+            rooms.unsummarised.pop(key, None)
 
     def compact(self, room: str, *, keep_recent: int | None = None) -> RoomSummary | None:
         """Summarise the room's messages older than its ``keep_recent`` newest that no

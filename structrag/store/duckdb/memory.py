@@ -152,10 +152,15 @@ class DuckDBMemory:
     # -- where facts come from ----------------------------------------------------------
 
     def add_sources(self, rows: Sequence[SourceRow]) -> None:
-        for r in rows:
-            self._run(
-                "INSERT INTO memory_sources VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [
+        if not rows:
+            return
+        values = ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?)"] * len(rows))
+        self._run(
+            f"INSERT INTO memory_sources VALUES {values}",
+            [
+                value
+                for r in rows
+                for value in (
                     r.mkey,
                     r.kind,
                     r.source_mkey,
@@ -164,8 +169,9 @@ class DuckDBMemory:
                     r.end,
                     r.confidence,
                     r.grounded,
-                ],
-            )
+                )
+            ],
+        )
 
     def sources(self, mkeys: Sequence[int]) -> dict[int, list[SourceRow]]:
         out: dict[int, list[SourceRow]] = {}
@@ -205,7 +211,12 @@ class DuckDBMemory:
     # -- user profiles ------------------------------------------------------------------
 
     def profile_entries(
-        self, agent: str, user: str | None = None, *, current_only: bool = True
+        self,
+        agent: str,
+        user: str | None = None,
+        *,
+        current_only: bool = True,
+        sources: bool = True,
     ) -> list[ProfileEntry]:
         clauses, params = ["agent = ?"], [agent]
         if user is not None:
@@ -217,7 +228,7 @@ class DuckDBMemory:
             "SELECT * FROM profile_entries WHERE " + " AND ".join(clauses) + " ORDER BY entry_id",
             params,
         )
-        ids = self._ids([k for r in rows for k in (r[9] or [])])
+        ids = self._ids([k for r in rows for k in (r[9] or [])]) if sources else {}
         return [
             ProfileEntry(
                 entry_id=int(r[0]),

@@ -36,6 +36,8 @@ class DuckDBStore(DuckDBReader):
         self._generation: tuple[int, int] | None = None  # (lease.opened, generation)
         self._ids_lock = threading.Lock()
         self._next_mkey = self._next_ref = 0
+        #: The view of the store (times opened, generation) the next ids were read in.
+        self._ids_view: tuple[int, int] | None = None
         if not self.path.exists():
             if read_only or not create:
                 raise IndexStateError(
@@ -123,7 +125,10 @@ class DuckDBStore(DuckDBReader):
             return self._generation[1]
 
     def committed(self, generation: int) -> None:
-        """A transaction of this store committed ``generation``."""
+        """A transaction of this store committed ``generation`` (numbered from
+        :meth:`reserve_ids`, so the ids reserved stay ahead of what is stored)."""
+        if self._ids_view == (self._lease.opened, generation - 1):
+            self._ids_view = (self._lease.opened, generation)
         self._generation = (self._lease.opened, generation)
 
     # -- writing --------------------------------------------------------------------------
@@ -159,12 +164,17 @@ class DuckDBStore(DuckDBReader):
         """Numbers for ``messages`` new messages and ``refs`` new semantic refs, not given
         out before by this process (the writer lock keeps other processes out): the
         first of each range. Writes in flight number their rows from here."""
-        with self._ids_lock:
-            stored_mkey, stored_ref = self.next_ids()
-            mkey = max(stored_mkey, self._next_mkey)
-            ref = max(stored_ref, self._next_ref)
-            self._next_mkey = mkey + messages
-            self._next_ref = ref + refs
+        with self._ids_lock, self._lease.using():
+            view = (self._lease.opened, self.generation())
+            if view != self._ids_view:
+                # Another process may have written since: start above what is stored.
+                stored_mkey, stored_ref = self.next_ids()
+                self._next_mkey = max(stored_mkey, self._next_mkey)
+                self._next_ref = max(stored_ref, self._next_ref)
+                self._ids_view = view
+            mkey, ref = self._next_mkey, self._next_ref
+            self._next_mkey += messages
+            self._next_ref += refs
             return mkey, ref
 
     def answer_table(self) -> DuckDBAnswerTable:

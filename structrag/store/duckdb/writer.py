@@ -37,6 +37,10 @@ class Owner(Protocol):
 
 
 Columns = Sequence[tuple[str, str]]
+#: Up to this many rows, values are bound in one statement instead of through a frame
+#: (a frame costs about 1.8 ms whatever its size; bound values 0.8 ms for one row and
+#: 0.15 ms more for each other).
+SMALL_INSERT = 6
 
 
 def to_json(value: Any) -> str:
@@ -59,6 +63,16 @@ def bulk_insert(
     holds are left out (``rows`` must not repeat a key)."""
     if not rows:
         return
+    names = ", ".join(name for name, _ in columns)
+    verb = "INSERT OR IGNORE" if ignore_existing else "INSERT"
+    if len(rows) <= SMALL_INSERT:
+        # A live write adds a row or two to most tables.
+        row = "(" + ", ".join(f"?::{sql_type}" for _, sql_type in columns) + ")"
+        con.execute(
+            f"{verb} INTO {table} ({names}) VALUES {', '.join([row] * len(rows))}",
+            [value for r in rows for value in r],
+        )
+        return
     frame: dict[str, np.ndarray] = {}
     for (name, sql_type), column in zip(columns, zip(*rows, strict=True), strict=True):
         if sql_type in ("BIGINT", "INTEGER") and None not in column:
@@ -68,10 +82,8 @@ def bulk_insert(
             array[:] = list(column)
             frame[name] = array
     selects = ", ".join(f'"{name}"::{sql_type}' for name, sql_type in columns)
-    names = ", ".join(name for name, _ in columns)
     con.register("_structrag_rows", frame)
     try:
-        verb = "INSERT OR IGNORE" if ignore_existing else "INSERT"
         con.execute(f"{verb} INTO {table} ({names}) SELECT {selects} FROM _structrag_rows")
     finally:
         con.unregister("_structrag_rows")
@@ -594,7 +606,11 @@ class DuckDBTransaction:
                     ],
                 )
             generation = self.store.generation() + 1
-            self.store.set_setting("generation", str(generation))
+            updated = self.con.execute(
+                "UPDATE meta SET value = ? WHERE key = 'generation'", [str(generation)]
+            ).fetchall()
+            if not updated or not updated[0][0]:
+                self.store.set_setting("generation", str(generation))
             first, last = self.rows.new_mkeys or (None, None)
             self.con.execute(
                 "INSERT INTO commits VALUES (?, ?, ?, ?, ?)",
