@@ -11,6 +11,7 @@ and an extractor together. The core modules (ingest, query) only know the protoc
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
@@ -33,15 +34,18 @@ from structrag.models import Conversation, SemanticRef
 from structrag.query.engine import Answer, QueryEngine, QueryResult
 from structrag.query.settings import DEFAULT_SETTINGS, RankingSettings
 from structrag.store.duckdb import DB_FILENAME, DuckDBStore, SchemaUpgradeNeeded
-from structrag.store.protocols import IndexedMessage, StoredMessage
+from structrag.store.protocols import IndexedMessage, MemoryInfo, Scope, StoredMessage
 from structrag.store.whoosh_index import WhooshTextIndex
 from structrag.store.workspace import WriterLock, sweep_staging
 from structrag.timeparse import DateOrder
 
 if TYPE_CHECKING:
+    from structrag.knowledge.base import KnowledgeBase
     from structrag.memory.api import Memory, MemorySettings, RoomCounts
 
 EXTRACTORS = ("spacy", "llm", "hybrid")
+#: What ``ask`` can draw on, and the memory table each is.
+SOURCES = {"conversations": "messages", "knowledge": "knowledge"}
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,11 @@ class IngestOptions:
         return LoadOptions(
             conversation=self.conversation, encoding=self.encoding, date_order=self.date_order
         )
+
+
+def _as_memory(agent: str | None) -> MemoryInfo | None:
+    """Ingested history as an agent's memories (``ingest --agent``)."""
+    return None if agent is None else MemoryInfo(agent=agent)
 
 
 def make_extractor(name: str = "spacy", **options: Any) -> Extractor:
@@ -152,6 +161,7 @@ class Index:
         self.notes: list[str] = []
         self._engine: QueryEngine | None = None
         self._live: tuple[Extractor, Ingestor, RoomCounts] | None = None  # for memories
+        self._knowledge: KnowledgeBase | None = None
         self._llm_client: StructuredLLM | None = None
         self._llm_key: tuple[str, str, str] | None = None
         if self.directory.exists() and not self.directory.is_dir():
@@ -264,7 +274,7 @@ class Index:
                 embedder=_embedding_rows(embedder) if embedder is not None else None,
                 settings={"embeddings": setting},
                 workspace=self.directory,
-                agent=options.agent,
+                memory=_as_memory(options.agent),
             )
             reports = []
             if paths or not retry_failed:
@@ -288,7 +298,10 @@ class Index:
         options = IngestOptions.of(options, changes)
         offline = _offline(options.llm) if options.extractor in ("llm", "hybrid") else None
         with self._extractor(replace(options, workers=1), llm=offline) as chosen:
-            return Ingestor(self.store, self.text_index, chosen, agent=options.agent).estimate(
+            ingestor = Ingestor(
+                self.store, self.text_index, chosen, memory=_as_memory(options.agent)
+            )
+            return ingestor.estimate(
                 paths,
                 format=options.format,
                 options=options.load_options(),
@@ -355,8 +368,14 @@ class Index:
     def query(
         self, expression: str, *, conversation: str | None = None, limit: int | None = 20
     ) -> QueryResult:
-        """Run a query expression (see the README for the language)."""
-        return self.engine.query(expression, conversation=conversation, limit=limit)
+        """Run a query expression (see the README for the language) over the
+        conversations and document knowledge (``source:`` narrows it to one of them)."""
+        return self.engine.query(
+            expression,
+            conversation=conversation,
+            limit=limit,
+            scope=self._scope(conversation, tuple(SOURCES)),
+        )
 
     def ask(
         self,
@@ -368,8 +387,13 @@ class Index:
         translator: str = "offline",
         llm: LLMConfig | StructuredLLM | None = None,
         answer: bool = False,
+        sources: Sequence[str] = ("conversations",),
     ) -> Answer:
         """Answer context for a natural-language question, within ``budget`` tokens.
+
+        ``sources``: ``conversations`` (ingested history and agents' messages) and
+        ``knowledge`` (document fragments, each line labelled with its document and
+        section), packed in one budget.
 
         ``translator``: ``offline`` (spaCy) or ``llm`` (the LLM, falling back to offline,
         with a note, when no LLM is configured or the request fails). With
@@ -390,11 +414,30 @@ class Index:
         elif translator != "offline":
             raise ConfigError(f"unknown translator {translator!r}", hint="choose offline or llm")
         result = self.engine.ask(
-            question, counter=counter, conversation=conversation, budget=budget, translator=chosen
+            question,
+            counter=counter,
+            conversation=conversation,
+            budget=budget,
+            translator=chosen,
+            scope=self._scope(conversation, sources),
         )
         if answer:
             result.written = self._write_answer(client, question, result)
         return result
+
+    def _scope(self, conversation: str | None, sources: Sequence[str]) -> Scope | None:
+        unknown = sorted(set(sources) - set(SOURCES))
+        if unknown or not sources:
+            raise ConfigError(
+                f"unknown source(s): {', '.join(unknown) or '(none)'}",
+                hint=f"choose from {', '.join(SOURCES)}",
+            )
+        tables = tuple(SOURCES[s] for s in SOURCES if s in sources)
+        if tables == ("messages",):
+            return None  # the default scope
+        if conversation is not None and tables == ("knowledge",):
+            conversation = None  # documents have conversations of their own
+        return Scope(conversation=conversation, tables=tables)
 
     def _question_llm(
         self, translator: str, llm: LLMConfig | StructuredLLM | None, *, needed: bool
@@ -506,6 +549,56 @@ class Index:
         )
         return Memory(parts, agent)
 
+    # -- document knowledge ---------------------------------------------------------------
+
+    @property
+    def knowledge(self) -> KnowledgeBase:
+        """Document knowledge (see :mod:`structrag.knowledge.base`): files and text added
+        as shared knowledge or one agent's, searched beside the conversations."""
+        if self._knowledge is None:
+            self._knowledge = self._knowledge_base(workers=min(2, os.cpu_count() or 1))
+        return self._knowledge
+
+    def _knowledge_base(self, *, workers: int) -> KnowledgeBase:
+        from structrag.extract.spacy_extractor import SpacyExtractor
+        from structrag.knowledge.base import KnowledgeBase, KnowledgeParts
+        from structrag.knowledge.loaders import load_document, walk
+        from structrag.store.duckdb.knowledge import DuckDBKnowledge
+        from structrag.tokens import get_counter
+
+        extractor = SpacyExtractor(workers=workers)
+
+        def ingestor(memory: MemoryInfo) -> Ingestor:
+            if self.read_only:
+                raise IndexStateError("the index was opened read-only; open it for writing")
+            setting, embedder = self._ingest_embedder(None)
+            return Ingestor(
+                self.store,
+                self.text_index,
+                extractor,
+                embedder=_embedding_rows(embedder) if embedder is not None else None,
+                settings={"embeddings": setting},
+                workspace=self.directory,
+                memory=memory,
+            )
+
+        def walked(paths: Sequence[Path]) -> tuple[list[Path], list[tuple[Path, str]]]:
+            found = walk(paths)
+            return list(found.files), [(s.path, s.reason) for s in found.skipped]
+
+        return KnowledgeBase(
+            KnowledgeParts(
+                store=self.store,
+                rows=DuckDBKnowledge(self.store),
+                ingestor=ingestor,
+                engine=self.engine,
+                load=load_document,
+                walk=walked,
+                counter=get_counter("cl100k_base"),
+                writing=self.writer_lock.held,
+            )
+        )
+
     # -- reading --------------------------------------------------------------------------
 
     def sql(self, query: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
@@ -537,7 +630,7 @@ class Index:
         """All messages (of one conversation), in store order."""
         return self.store.iter_messages(conversation)
 
-    def knowledge(
+    def refs(
         self, kind: str | None = None, conversation: str | None = None
     ) -> Iterator[SemanticRef]:
         """All semantic refs, optionally of one kind (``entity``, ``action``, ``topic``)."""

@@ -216,7 +216,7 @@ class Ingestor:
         embedder: Callable[[list[StoredMessage]], list[tuple[int, str, list[float]]]] | None = None,
         settings: dict[str, str] | None = None,
         workspace: Path | None = None,
-        agent: str | None = None,
+        memory: MemoryInfo | None = None,
     ) -> None:
         self.store = store
         self.text_index = text_index
@@ -228,8 +228,9 @@ class Ingestor:
         #: The index directory, where an ingest keeps its staging folder (None: write
         #: straight into the store).
         self.workspace = workspace
-        #: New messages become memories of this agent (None: plain conversation history).
-        self.agent = agent
+        #: What new messages are as memories (their table and agent; None: plain
+        #: conversation history).
+        self.memory = memory
 
     def fingerprint(self, fmt: str, options: LoadOptions) -> str:
         settings: dict[str, Any] = {
@@ -242,8 +243,8 @@ class Ingestor:
         }
         if options.date_order is not None:  # only when set: older fingerprints stay valid
             settings["date_order"] = options.date_order
-        if self.agent is not None:
-            settings["agent"] = self.agent
+        if self.memory is not None:
+            settings["memory"] = [self.memory.table, self.memory.agent]
         payload = json.dumps(settings, sort_keys=True, default=str)
         return hashlib.sha256(payload.encode()).hexdigest()[:24]
 
@@ -344,6 +345,8 @@ class Ingestor:
         report: IngestReport,
         progress: ProgressSink | None,
         force: bool = False,
+        delete: Sequence[int] = (),
+        before_commit: Callable[[StoreTransaction], None] | None = None,
     ) -> None:
         started = time.perf_counter()
         usage_before = self._usage()
@@ -376,10 +379,49 @@ class Ingestor:
             messages_unchanged=report.messages_unchanged,
             warnings=report.warnings,
         )
-        self._write(todo, knowledge, record, source.conversations, report)
+        self._write(todo, knowledge, record, source.conversations, report, delete, before_commit)
         report.seconds = time.perf_counter() - started
         if not source.knowledge:
             report.llm = self._usage_since(usage_before, report.seconds)
+
+    def ingest_source(
+        self,
+        source: ParsedSource,
+        *,
+        progress: ProgressSink | None = None,
+        force: bool = False,
+        delete: Sequence[int] = (),
+        before_commit: Callable[[StoreTransaction], None] | None = None,
+    ) -> IngestReport:
+        """Ingest what another reader made (document fragments, say) as one source: new
+        and edited messages extracted and written, ``delete`` (mkeys) deleted, and
+        ``before_commit`` writing what else belongs to the same transaction."""
+        report = IngestReport(
+            path=source.path,
+            format=source.format,
+            conversations=[c.id for c in source.conversations],
+            warnings=list(source.warnings),
+        )
+        fingerprint = self.fingerprint(source.format, LoadOptions())
+        total = len(source.messages)
+        if progress and total:
+            progress.start(total, "extracting")
+        try:
+            self._ingest_one(
+                Path(source.path),
+                source.sha256,
+                fingerprint,
+                source,
+                report,
+                progress,
+                force,
+                delete,
+                before_commit,
+            )
+        finally:
+            if progress and total:
+                progress.finish()
+        return report
 
     def retry_failed(self, progress: ProgressSink | None = None) -> IngestReport:
         """Re-extract the messages whose extraction failed before (by this extractor, or
@@ -476,8 +518,8 @@ class Ingestor:
         for i, pending in enumerate(todo):
             if pending.status == "new":
                 memory = None
-                if self.agent is not None:
-                    memory = MemoryInfo(agent=self.agent, created_at=pending.message.timestamp)
+                if self.memory is not None:
+                    memory = replace(self.memory, created_at=pending.message.timestamp)
                 todo[i] = replace(pending, mkey=next_mkey, memory=memory)
                 next_mkey += 1
         return todo
@@ -560,8 +602,6 @@ class Ingestor:
                     self._flush(transaction, chunk, report)
                     chunk = _Chunk()
             self._flush(transaction, chunk, report)
-            if before_commit is not None:
-                before_commit(transaction)
             if record is not None:
                 record.messages_added = report.messages_added
                 record.messages_updated = report.messages_updated
@@ -569,7 +609,8 @@ class Ingestor:
             writer.prepare()
             # 3. The store commits first; the text index then says which generation it has.
             faults.point("store-commit")
-            generation = transaction.commit()
+            hook, held = before_commit, transaction
+            generation = transaction.commit(None if hook is None else (lambda: hook(held)))
         except BaseException:
             if transaction is not None:
                 transaction.rollback()

@@ -32,7 +32,7 @@ def test_ingest_counts_every_turn_and_finds_knowledge(index: Index, locomo_file:
 def test_every_span_lies_inside_its_message(index: Index, locomo_file: Path) -> None:
     index.ingest([locomo_file])
     texts = {(m.message.conversation, m.message.id): m.message.text for m in index.messages()}
-    refs = list(index.knowledge())
+    refs = list(index.refs())
     assert len(refs) == sum(index.stats()["semantic_refs"].values())
     for ref in refs:
         text = texts[(ref.conversation, ref.message_id)]

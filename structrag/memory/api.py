@@ -25,8 +25,6 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import numpy as np
-
 from structrag.errors import MemoryInputError, NotFoundError
 from structrag.extract.base import Extractor
 from structrag.ingest import Ingestor, Pending
@@ -35,7 +33,6 @@ from structrag.memory.records import (
     DEFAULT_ROOM,
     IMPORTANCE_LEVELS,
     MEMORY_TABLES,
-    SEARCH_MODES,
     MemoryHit,
     MemoryRecord,
     Observation,
@@ -47,10 +44,9 @@ from structrag.memory.statements import Statement, same_subject, supersedes
 from structrag.memory.store import MemoryQuery, MemoryStore, NewProfileEntry, SourceRow
 from structrag.memory.window import DEFAULT_SHARES, ContextWindow, Lines, assemble
 from structrag.models import Conversation, Message
-from structrag.query import ast
 from structrag.query.context import TokenCounter
 from structrag.query.engine import QueryEngine
-from structrag.query.question import content_terms
+from structrag.query.modes import SEARCH_MODES, rank
 from structrag.store.protocols import (
     KnowledgeStore,
     MemoryInfo,
@@ -59,8 +55,6 @@ from structrag.store.protocols import (
     consistent_reads,
 )
 
-#: Reciprocal rank fusion's constant (hybrid search), as ElizaOS uses it.
-RRF_K = 60
 _AGE = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
@@ -562,7 +556,7 @@ class Memory:
             MemoryQuery(self.agent, room=room, include_shared=table == "knowledge")
         ):
             return []
-        ranked = self._rank(query, scope, mode)
+        ranked = rank(self.parts.engine, query, scope, mode)
         records = self.parts.memory.memories_by_keys([k for k, _ in ranked])
         hits: list[MemoryHit] = []
         for mkey, score in ranked:
@@ -577,37 +571,6 @@ class Memory:
                 break
         touched = self._touch([h.memory for h in hits])
         return [replace(h, memory=m) for h, m in zip(hits, touched, strict=True)]
-
-    def _rank(self, query: str, scope: Scope, mode: str) -> list[tuple[int, float]]:
-        engine = self.parts.engine
-        if mode == "structured":
-            found = engine.rank_question(query, scope=scope)
-            return [(r.mkey, r.score) for r in found.ranked]
-        if mode == "text":
-            return self._text(query, scope)
-        if mode == "vector":
-            return self._vector(query, scope)
-        fused: dict[int, float] = {}
-        for ranking in (self._text(query, scope), self._vector(query, scope)):
-            for position, (mkey, _) in enumerate(ranking, start=1):
-                fused[mkey] = fused.get(mkey, 0.0) + 1.0 / (RRF_K + position)
-        return sorted(fused.items(), key=lambda kv: -kv[1])
-
-    def _text(self, query: str, scope: Scope) -> list[tuple[int, float]]:
-        terms = content_terms(query, set())
-        if not terms:
-            return []
-        result = self.parts.engine.query(ast.Or(tuple(terms)), scope=scope, limit=None)
-        return [(m.mkey, m.score) for m in result.messages]
-
-    def _vector(self, query: str, scope: Scope) -> list[tuple[int, float]]:
-        view = self.parts.engine.view(scope=scope)
-        scores = view.vector_scores(query)
-        if scores is None:
-            return []
-        order = np.argsort(-scores, kind="stable")
-        mkeys = view.scope.frame.mkeys
-        return [(int(mkeys[i]), float(scores[i])) for i in order.tolist()]
 
     # -- removing -------------------------------------------------------------------------
 

@@ -155,8 +155,10 @@ class StoreTransaction(Protocol):
         reads, the facts that rest on them alone)."""
         ...
 
-    def commit(self) -> int:
-        """Log the source and commit; returns the new store generation."""
+    def commit(self, before: Callable[[], None] | None = None) -> int:
+        """Log the source and commit; returns the new store generation. ``before`` runs
+        inside the transaction just before it commits (with every row in place), to write
+        what else belongs to it."""
         ...
 
     def rollback(self) -> None: ...
@@ -195,7 +197,8 @@ class MessageFrame:
 class Scope:
     """The messages a query runs over: a conversation (or all), the memory tables (ingested
     messages are all in ``messages``), and an agent's memories (None: any agent's, and
-    messages of none). With ``shared``, an agent's scope also holds shared knowledge."""
+    messages of none). With ``shared``, an agent's scope also holds shared knowledge, and
+    a scope of no agent holds only what belongs to none (shared knowledge)."""
 
     conversation: str | None = None
     tables: tuple[str, ...] = ("messages",)
@@ -214,6 +217,14 @@ class MessageFilter:
     start: datetime | None = None
     end: datetime | None = None
     meta: tuple[tuple[str, str, str], ...] = ()  # (key, comparator, value)
+    #: Memory tables the messages are in (``knowledge``: document fragments).
+    tables: tuple[str, ...] = ()
+    #: Tables they are not in.
+    not_tables: tuple[str, ...] = ()
+    #: Documents (path, file name, title or id) the fragments are of.
+    documents: tuple[str, ...] = ()
+    #: Section headings the fragments are under.
+    sections: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -69,6 +69,16 @@ def _meta_clause(key: str, op: str, value: str) -> tuple[str, list[Any]]:
     )
 
 
+_REGEX_SPECIAL = frozenset("\\.^$|?*+()[]{}")
+
+
+def _heading_line(title: str) -> str:
+    """A regular expression (RE2) for a line that is the heading ``title`` (Markdown's
+    ``#`` marks allowed), any case."""
+    literal = "".join("\\" + c if c in _REGEX_SPECIAL else c for c in title.strip())
+    return f"(?im)^[#\\s]*{literal}[\\s:]*$"
+
+
 def _objects(values: Sequence[Any]) -> np.ndarray:
     array = np.empty(len(values), dtype=object)
     array[:] = list(values)
@@ -313,12 +323,18 @@ class DuckDBReader:
         clauses = ["memory_table IN (SELECT unnest(?::VARCHAR[]))"]
         params: list[Any] = [list(scope.tables)]
         if scope.conversation is not None:
-            clauses.append("conversation = ?")
+            if "knowledge" in scope.tables and scope.tables != ("knowledge",):
+                # a conversation, and the documents beside it
+                clauses.append("(conversation = ? OR memory_table = 'knowledge')")
+            else:
+                clauses.append("conversation = ?")
             params.append(scope.conversation)
         if scope.agent is not None:
             shared = " OR (agent IS NULL AND memory_table = 'knowledge')" if scope.shared else ""
             clauses.append(f"(agent = ?{shared})")
             params.append(scope.agent)
+        elif scope.shared:  # no agent's: shared knowledge only
+            clauses.append("agent IS NULL")
         rows = self.sql(
             "SELECT mkey, conversation, message_id, ordinal, "
             "coalesce(json_extract_string(metadata, '$.session'), strftime(ts, '%Y-%m-%d'), ''), "
@@ -406,6 +422,28 @@ class DuckDBReader:
             clause, bound = _meta_clause(key, op, value)
             clauses.append(clause)
             params.extend(bound)
+        if condition.tables:
+            clauses.append("memory_table IN (SELECT unnest(?::VARCHAR[]))")
+            params.append(list(condition.tables))
+        if condition.not_tables:
+            clauses.append("memory_table NOT IN (SELECT unnest(?::VARCHAR[]))")
+            params.append(list(condition.not_tables))
+        for document in condition.documents:
+            clauses.append(
+                "mkey IN (SELECT f.mkey FROM fragments f JOIN documents d USING (document_id) "
+                "WHERE d.document_id = ? OR lower(d.path) = lower(?) "
+                "OR lower(d.path) LIKE '%/' || lower(?) OR lower(d.title) = lower(?))"
+            )
+            params.extend([document] * 4)
+        for section in condition.sections:
+            # under the heading, or holding it: a small document is one fragment, holding
+            # several sections (a heading is a line of its own in the text)
+            clauses.append(
+                "mkey IN (SELECT f.mkey FROM fragments f JOIN messages m USING (mkey) WHERE "
+                "len(list_filter(f.section, lambda s: contains(lower(s), lower(?)))) > 0 "
+                "OR regexp_matches(m.text, ?))"
+            )
+            params.extend([section, _heading_line(section)])
         where = " AND ".join(clauses) or "TRUE"
         try:
             rows = self.sql(f"SELECT mkey FROM messages WHERE {where}", params)

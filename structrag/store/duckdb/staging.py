@@ -11,7 +11,7 @@ million rows (DuckDB copies column-wise from the attached file).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import duckdb
@@ -86,9 +86,9 @@ class StagedTransaction:
             self.rollback()
             raise
 
-    def commit(self) -> int:
-        """Merge the staged rows into the store in one transaction; returns the new store
-        generation."""
+    def commit(self, before: Callable[[], None] | None = None) -> int:
+        """Merge the staged rows into the store in one transaction (``before`` writes what
+        else belongs to it, once the rows are in); returns the new store generation."""
         assert self._con is not None
         try:
             self._con.execute("COMMIT")
@@ -108,7 +108,7 @@ class StagedTransaction:
                     if deletes:
                         transaction.delete(deletes)
                     transaction.merge("stage")
-                    generation = transaction.commit()
+                    generation = transaction.commit(before)
                 finally:
                     with contextlib.suppress(duckdb.Error):
                         con.execute("DETACH stage")

@@ -8,7 +8,7 @@ Rows are inserted column-wise through a registered numpy frame
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import suppress
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -586,11 +586,13 @@ class DuckDBTransaction:
             self.rollback()
             raise
 
-    def commit(self) -> int:
+    def commit(self, before: Callable[[], None] | None = None) -> int:
         """Log the source's counts, bump the generation and commit; returns the new
-        generation."""
+        generation. ``before`` writes what else belongs to the transaction first."""
         src = self.source
         try:
+            if before is not None:
+                before()
             if src is not None:
                 self.con.execute(
                     "UPDATE sources SET finished_at = ?, messages_added = ?, "
