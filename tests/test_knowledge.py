@@ -381,3 +381,36 @@ def test_the_knowledge_benchmark_answers_faq_questions_from_pages_without_them(
     records = (tmp_path / "out" / "knowledge.jsonl").read_text().splitlines()
     assert len(records) == 3 * 2
     assert "| text |" in (tmp_path / "out" / "knowledge.md").read_text()
+
+
+#: Questions a user asks about using structrag, and words the README's answer holds.
+README_QUESTIONS = [
+    ("How do I install structrag?", "pip install"),
+    ("How do I run the tests?", "make test"),
+    ("Which chat export formats can I ingest?", "| format | what it reads"),
+    ("How do I point structrag at an OpenAI-compatible LLM endpoint?", "STRUCTRAG_LLM_BASE_URL"),
+    ("How do I find the messages a person sent with the query language?", "speaker:"),
+    ("Which files does an index directory hold?", "structrag.duckdb"),
+    ("How do I measure held-out recall on LoCoMo?", "bench loo"),
+    ("How much would an LLM ingest cost before I run it?", "--dry-run"),
+    ("How do I add a memory for an agent?", "memory add"),
+    ("How do I search the documents I added as knowledge?", "knowledge search"),
+]
+
+
+@pytest.fixture(scope="module")
+def readme_index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Index]:
+    root = Path(__file__).resolve().parents[1]
+    with Index(tmp_path_factory.mktemp("readme") / "ix") as ix:
+        paths = [root / "README.md"] + ([root / "docs"] if (root / "docs").is_dir() else [])
+        report = ix.knowledge.add(paths, shared=True)
+        assert report.fragments_added > 10
+        yield ix
+
+
+@pytest.mark.parametrize(("question", "phrase"), README_QUESTIONS)
+def test_the_readme_as_knowledge_answers_questions_about_using_structrag(
+    readme_index: Index, question: str, phrase: str
+) -> None:
+    answer = readme_index.ask(question, budget=1500, sources=("knowledge",))
+    assert phrase in answer.context.text, answer.query
