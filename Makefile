@@ -1,5 +1,6 @@
 # Two commands do all the set-up on a fresh machine:
-#   make demo   create .venv, install structrag, index the bundled chat, ask sample questions
+#   make demo   create .venv, install structrag, index the bundled chat, ask sample questions,
+#               a live agent memory session, the README as document knowledge
 #   make test   lint (ruff), type check (mypy), tests (pytest), and the built wheel installed
 #               into a fresh virtual environment and run from outside the checkout
 #   make bench LOCOMO=path/to/locomo10.json   recall (in-sample and held-out), perf, report
@@ -36,6 +37,15 @@ demo: venv
 	$(BIN)/structrag ask "When did Marco adopt Biscuit?" --db $(DEMO_DB) --budget 150
 	$(BIN)/structrag ask "What did Marco tell Priya about the engine in July 2024?" --db $(DEMO_DB) --budget 200 --explain
 	$(BIN)/structrag ask "Who teaches the cooking class, and where did he work before?" --db $(DEMO_DB) --budget 200
+	@echo "--- a live agent memory session"
+	$(BIN)/structrag memory add "I live in Porto and work at Acme." --db $(DEMO_DB) --agent support-bot --user priya --room dm-priya
+	$(BIN)/structrag memory add "I moved to Lisbon last month. I prefer vegetarian food." --db $(DEMO_DB) --agent support-bot --user priya --room dm-priya
+	$(BIN)/structrag memory profile --db $(DEMO_DB) --agent support-bot --user priya
+	$(BIN)/structrag memory search "Where does Priya live?" --db $(DEMO_DB) --agent support-bot --count 2
+	$(BIN)/structrag memory context "Can you book me a table nearby?" --db $(DEMO_DB) --agent support-bot --room dm-priya --user priya --budget 300
+	@echo "--- the README as document knowledge"
+	$(BIN)/structrag knowledge add README.md --db $(DEMO_DB) --shared
+	$(BIN)/structrag knowledge search "Which chat export formats can I ingest?" --db $(DEMO_DB) --count 1
 
 lint: venv
 	$(BIN)/ruff check structrag tests benchmarks
