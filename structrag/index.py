@@ -134,6 +134,7 @@ class Index:
         read_only: bool = False,
         create: bool = True,
         settings: RankingSettings = DEFAULT_SETTINGS,
+        _parts: tuple[DuckDBStore, WhooshTextIndex] | None = None,
     ) -> None:
         self.directory = Path(directory)
         try:
@@ -150,6 +151,9 @@ class Index:
         self._live: tuple[Extractor, Ingestor] | None = None  # memory's extractor
         self._llm_client: StructuredLLM | None = None
         self._llm_key: tuple[str, str, str] | None = None
+        if _parts is not None:  # a reader of an index this process writes (see reader())
+            self.store, self.text_index = _parts
+            return
         if self.directory.exists() and not self.directory.is_dir():
             raise IndexStateError(
                 f"{self.directory} is a file, not an index directory",
@@ -168,6 +172,18 @@ class Index:
         except BaseException:
             self.store.close()
             raise
+
+    def reader(self) -> Index:
+        """A read-only view of this index for another thread of this process (a server's
+        readers): its own store connection, which sees committed writes only
+        (``store.snapshot()`` pins one committed state), and its own text-index reader
+        (``text_index.refresh()`` moves it to the latest commit)."""
+        return Index(
+            self.directory,
+            read_only=True,
+            settings=self.settings,
+            _parts=(self.store.reader(), WhooshTextIndex(self.directory, read_only=True)),
+        )
 
     def _check_text_index(self) -> None:
         expected = self.store.generation()

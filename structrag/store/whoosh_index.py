@@ -308,6 +308,11 @@ class WhooshTextIndex:
         if self._ix is not None:
             self._ix.close()
 
+    def refresh(self) -> None:
+        """Read the latest committed state from now on (another writer committed: a
+        server's write thread, say)."""
+        self._reset()
+
     def _reset(self) -> None:
         if self._searcher is not None:
             with contextlib.suppress(Exception):

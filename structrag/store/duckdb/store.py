@@ -11,8 +11,8 @@ import os
 import re
 import threading
 import time
-from collections.abc import Sequence
-from contextlib import suppress
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import duckdb
@@ -117,6 +117,41 @@ class DuckDBStore(DuckDBReader):
     def answer_table(self) -> DuckDBAnswerTable:
         """The LLM answer cache, on its own connection (see :class:`DuckDBAnswerTable`)."""
         return DuckDBAnswerTable(self)
+
+    def reader(self) -> ReaderStore:
+        """A read-only store on a new connection to this store's database, for another
+        thread of this process (a server's readers; see :class:`ReaderStore`)."""
+        return ReaderStore(self)
+
+
+class ReaderStore(DuckDBStore):
+    """A read-only view of a :class:`DuckDBStore` that another thread of the same process
+    writes: its own DuckDB connection (a cursor), which sees committed transactions only.
+    The generation is read afresh, not cached, since another connection commits; inside
+    :meth:`snapshot`, every read sees one committed state."""
+
+    def __init__(self, writer: DuckDBStore) -> None:  # opens no file: shares the writer's
+        self.directory = writer.directory
+        self.path = writer.path
+        self.read_only = True
+        self._generation = None
+        self.con = writer.con.cursor()
+
+    def generation(self) -> int:
+        return int(self.get_setting("generation") or 0)
+
+    def committed(self, generation: int) -> None:
+        raise IndexStateError("a reader store does not write")
+
+    @contextmanager
+    def snapshot(self) -> Iterator[int]:
+        """Reads inside see one committed state of the store; yields its generation."""
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            yield self.generation()
+        finally:
+            with suppress(duckdb.Error):
+                self.con.execute("ROLLBACK")
 
 
 class SchemaUpgradeNeeded(IndexStateError):
