@@ -29,7 +29,7 @@ from structrag.ingest import Ingestor, IngestReport, ProgressSink, indexed_messa
 from structrag.llm.base import OfflineLLM, StructuredLLM
 from structrag.llm.cache import TableAnswerCache
 from structrag.llm.config import LLMConfig
-from structrag.models import Conversation, SemanticRef
+from structrag.models import Conversation, Message, SemanticRef
 from structrag.query.engine import Answer, QueryEngine, QueryResult
 from structrag.query.settings import DEFAULT_SETTINGS, RankingSettings
 from structrag.store.duckdb import DB_FILENAME, DuckDBStore, SchemaUpgradeNeeded
@@ -554,31 +554,13 @@ class Index:
                 f"message id {message_id!r} exists in several conversations: {convs}",
                 hint="pass --conversation to pick one",
             )
-        stored = found[0]
-        message = stored.message
-        refs = self.store.refs_for_messages([stored.mkey])[stored.mkey]
-        return {
-            "conversation": message.conversation,
-            "id": message.id,
-            "ordinal": message.ordinal,
-            "speaker": message.speaker,
-            "recipients": list(message.recipients),
-            "timestamp": message.timestamp.isoformat() if message.timestamp else None,
-            "tags": list(message.tags),
-            "metadata": message.metadata,
-            "text": message.text,
-            "knowledge": [
-                {
-                    "ref_id": r.ref_id,
-                    "kind": r.kind,
-                    "span": [r.span.start, r.span.end],
-                    "span_text": message.text[r.span.start : r.span.end],
-                    "extractor": f"{r.extractor}/{r.extractor_version}",
-                    **r.knowledge.model_dump(mode="json", exclude_defaults=True),
-                }
-                for r in refs
-            ],
-        }
+        return self.shown(found)[0]
+
+    def shown(self, messages: Sequence[StoredMessage]) -> list[dict[str, Any]]:
+        """Messages and their knowledge with spans, as :meth:`show` gives them (the refs
+        of all of them read at once)."""
+        refs = self.store.refs_for_messages([s.mkey for s in messages])
+        return [_shown(stored.message, refs[stored.mkey]) for stored in messages]
 
     def entities(self, top: int = 20, conversation: str | None = None) -> list[dict[str, Any]]:
         """The most mentioned entities, merged by normalised name."""
@@ -598,6 +580,31 @@ class Index:
                 f"no conversation {conversation!r} in the index",
                 hint="list them with `structrag conversations`",
             )
+
+
+def _shown(message: Message, refs: Sequence[SemanticRef]) -> dict[str, Any]:
+    return {
+        "conversation": message.conversation,
+        "id": message.id,
+        "ordinal": message.ordinal,
+        "speaker": message.speaker,
+        "recipients": list(message.recipients),
+        "timestamp": message.timestamp.isoformat() if message.timestamp else None,
+        "tags": list(message.tags),
+        "metadata": message.metadata,
+        "text": message.text,
+        "knowledge": [
+            {
+                "ref_id": r.ref_id,
+                "kind": r.kind,
+                "span": [r.span.start, r.span.end],
+                "span_text": message.text[r.span.start : r.span.end],
+                "extractor": f"{r.extractor}/{r.extractor_version}",
+                **r.knowledge.model_dump(mode="json", exclude_defaults=True),
+            }
+            for r in refs
+        ],
+    }
 
 
 def _embedding_rows(

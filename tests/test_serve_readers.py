@@ -38,6 +38,7 @@ def test_a_reader_sees_committed_writes_only(writer: Index) -> None:
 def test_a_snapshot_holds_one_state_while_the_writer_commits(writer: Index) -> None:
     reader = writer.reader()
     try:
+        assert isinstance(reader.store, ReaderStore)
         before = reader.stats()["messages"]
         with reader.store.snapshot() as generation:
             writer.memory("bot").add("I moved to Lisbon last month.", user="ann", room="dm")

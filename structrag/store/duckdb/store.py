@@ -127,8 +127,9 @@ class DuckDBStore(DuckDBReader):
 class ReaderStore(DuckDBStore):
     """A read-only view of a :class:`DuckDBStore` that another thread of the same process
     writes: its own DuckDB connection (a cursor), which sees committed transactions only.
-    The generation is read afresh, not cached, since another connection commits; inside
-    :meth:`snapshot`, every read sees one committed state."""
+    Another connection commits, so the generation is read afresh, except inside
+    :meth:`snapshot`, where every read sees one committed state (and its generation is
+    read once)."""
 
     def __init__(self, writer: DuckDBStore) -> None:  # opens no file: shares the writer's
         self.directory = writer.directory
@@ -138,7 +139,9 @@ class ReaderStore(DuckDBStore):
         self.con = writer.con.cursor()
 
     def generation(self) -> int:
-        return int(self.get_setting("generation") or 0)
+        if self._generation is None:  # outside a snapshot: whatever is committed now
+            return int(self.get_setting("generation") or 0)
+        return self._generation
 
     def committed(self, generation: int) -> None:
         raise IndexStateError("a reader store does not write")
@@ -148,8 +151,10 @@ class ReaderStore(DuckDBStore):
         """Reads inside see one committed state of the store; yields its generation."""
         self.con.execute("BEGIN TRANSACTION")
         try:
-            yield self.generation()
+            self._generation = int(self.get_setting("generation") or 0)
+            yield self._generation
         finally:
+            self._generation = None
             with suppress(duckdb.Error):
                 self.con.execute("ROLLBACK")
 
