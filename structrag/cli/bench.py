@@ -411,3 +411,71 @@ def bench_report(results: Path, out: Path | None) -> None:
 
     for path in write_report(results, out):
         click.echo(str(path))
+
+
+@bench.command("serve")
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Results directory: serve.json, serve.md, the index and the server's logs.",
+)
+@click.option("--seconds", type=click.FloatRange(1, 3600), default=60, show_default=True)
+@click.option("--clients", type=click.IntRange(1, 256), default=16, show_default=True)
+@click.option(
+    "--readers",
+    type=click.IntRange(1, 32),
+    default=2,
+    show_default=True,
+    help="The server's reader threads.",
+)
+@click.option(
+    "--think",
+    type=click.FloatRange(0, 60),
+    default=0,
+    show_default=True,
+    help="Each client's mean pause between two calls, in seconds (random, exponential): "
+    "an agent's LLM turn. 0: back to back.",
+)
+@click.option(
+    "--cli-runs",
+    type=click.IntRange(0, 100),
+    default=5,
+    show_default=True,
+    help="How many times to time `structrag ask` through the server (and half as many "
+    "opening the files); 0 skips it.",
+)
+def bench_serve(
+    out: Path, seconds: float, clients: int, readers: int, think: float, cli_runs: int
+) -> None:
+    """The server under load on loopback: CLIENTS clients for SECONDS seconds mixing ask,
+    memory add and memory search while a background ingest runs.
+
+    Builds an index of synthetic conversations in OUT/index, starts `structrag serve` on
+    a free loopback port, and reports requests/s, p50/p95/p99 and errors per endpoint,
+    the ingest's progress and the server's peak RSS (target: no errors, ask p95 <= 100
+    ms), then the CLI's `ask` latency through the server and opening the files. Writes
+    OUT/serve.json and OUT/serve.md. Needs the serve extra.
+
+    \b
+    Example:
+      structrag bench serve --out results --seconds 60 --clients 16
+    """
+    from structrag.bench.machine import command_line
+    from structrag.bench.serve import run_serve_bench
+    from structrag.cli.serve import needs_extra
+
+    needs_extra()
+    result = run_serve_bench(
+        out,
+        seconds=seconds,
+        clients=clients,
+        readers=readers,
+        think=think,
+        cli_runs=cli_runs,
+        command=command_line(),
+        log=note,
+    )
+    click.echo((out / "serve.md").read_text(encoding="utf-8"))
+    if not result["targets"]["met"]:
+        note("note: the target (no errors, ask p95 <= 100 ms) was missed; see serve.json")
