@@ -19,6 +19,7 @@ from structrag.server.service import Service
 from tests.serve_helpers import conversation_file, copy_index
 
 MAX_BODY = 64 * 1024
+LOCAL = "http://127.0.0.1:8765"
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +32,7 @@ def service(example_index: Path, tmp_path_factory: pytest.TempPathFactory) -> It
 
 @pytest.fixture(scope="module")
 def client(service: Service) -> Iterator[TestClient]:
-    with TestClient(create_app(service, max_body=MAX_BODY)) as client:
+    with TestClient(create_app(service, max_body=MAX_BODY), base_url=LOCAL) as client:
         yield client
 
 
@@ -341,7 +342,7 @@ def test_a_cancelled_job_rolls_its_file_back(client: TestClient, tmp_path: Path)
 def test_a_closing_server_takes_no_more_writes(tmp_path: Path) -> None:
     service = Service(tmp_path / "closing", readers=1, warm=False)
     try:
-        with TestClient(create_app(service, mcp=False)) as client:
+        with TestClient(create_app(service, mcp=False), base_url=LOCAL) as client:
             service.begin_shutdown()
             answer = client.post("/v1/agents/bot/memories", json={"text": "Too late."})
             assert answer.status_code == 503
@@ -350,3 +351,10 @@ def test_a_closing_server_takes_no_more_writes(tmp_path: Path) -> None:
             assert client.get("/v1/stats").status_code == 200  # reads go on
     finally:
         service.close()
+
+
+def test_an_open_server_answers_loopback_names_only(client: TestClient) -> None:
+    assert client.get("/health", headers={"host": "localhost:8765"}).status_code == 200
+    assert client.get("/health", headers={"host": "[::1]:8765"}).status_code == 200
+    rebound = client.get("/v1/stats", headers={"host": "evil.example:8765"})
+    assert rebound.status_code == 421 and rebound.json()["error"]["code"] == "bad_host"

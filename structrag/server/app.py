@@ -149,6 +149,8 @@ def create_app(
         app.router.routes.extend(r for r in http.routes if getattr(r, "path", "") == "/mcp")
     app.add_middleware(TokenCheck, tokens=tokens)
     app.add_middleware(BodyLimit, max_body=max_body, max_upload=max_upload)
+    if not tokens.required:
+        app.add_middleware(LoopbackHost)
     app.add_middleware(AccessLog)
     return app
 
@@ -546,6 +548,33 @@ async def _send_error(send: Send, status: int, error: dict[str, Any]) -> None:
         }
     )
     await send({"type": "http.response.body", "body": body})
+
+
+class LoopbackHost:
+    """An open server (no token, so bound to loopback) answers only requests addressed to
+    a loopback name: a web page whose domain an attacker points at 127.0.0.1 (DNS
+    rebinding) gets 421, not the index."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            host = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"host"), "")
+            name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+            if name.strip("[]").lower() not in ("127.0.0.1", "localhost", "::1"):
+                await _send_error(
+                    send,
+                    421,
+                    {
+                        "code": "bad_host",
+                        "message": f"this server answers requests to 127.0.0.1 or localhost, "
+                        f"not {host!r}",
+                        "hint": "a server reachable by other names needs tokens (--token)",
+                    },
+                )
+                return
+        await self.app(scope, receive, send)
 
 
 class TokenCheck:
