@@ -128,24 +128,39 @@ class Tally:
 
 
 class Client:
-    """One keep-alive HTTP connection to the server."""
+    """One keep-alive HTTP connection to the server. A connection the server closed
+    while it sat idle (its keep-alive timeout) is opened again and the request sent once
+    more, as HTTP client pools do: the server never saw it."""
 
     def __init__(self, port: int) -> None:
         self.port = port
         self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        self.used = False
 
     def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
         data = None if body is None else json.dumps(body)
         headers = {"Content-Type": "application/json"} if data is not None else {}
-        try:
-            self.conn.request(method, path, body=data, headers=headers)
-            response = self.conn.getresponse()
-            raw = response.read()
-        except (OSError, http.client.HTTPException):
-            self.conn.close()
-            self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
-            raise
-        return response.status, json.loads(raw) if raw else None
+        for attempt in (1, 2):
+            try:
+                self.conn.request(method, path, body=data, headers=headers)
+                response = self.conn.getresponse()
+                raw = response.read()
+            except (BrokenPipeError, ConnectionResetError, http.client.RemoteDisconnected):
+                stale, self.used = self.used, False
+                self._reconnect()
+                if stale and attempt == 1:
+                    continue
+                raise
+            except (OSError, http.client.HTTPException):
+                self._reconnect()
+                raise
+            self.used = True
+            return response.status, json.loads(raw) if raw else None
+        raise AssertionError("unreachable")
+
+    def _reconnect(self) -> None:
+        self.conn.close()
+        self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
 
 
 #: The share of each kind of request (``--mix``).
@@ -312,7 +327,7 @@ def run_serve_bench(
     cli_runs: int = 5,
     mix: dict[str, float] | None = None,
     ingest_files: bool = True,
-    ingest_workers: int = 1,
+    ingest_workers: int = 2,
     think: float = 0.0,
     command: str | None = None,
     log: Callable[[str], None] = print,
@@ -414,6 +429,8 @@ def run_serve_bench(
 
 def markdown(result: dict[str, Any]) -> str:
     env, settings = result["environment"], result["settings"]
+    mix = {k: v for k, v in settings["mix"].items() if v}
+    total = sum(mix.values())
     machine = env["machine"]
     lines = [
         "# structrag serve under load",
@@ -421,9 +438,15 @@ def markdown(result: dict[str, Any]) -> str:
         f"{env['date']}, {machine['cores']} cores, {machine['ram_gb']} GB, Python "
         f"{machine['python']}, commit {env['git_commit']}; `{env['command']}`",
         "",
-        f"{settings['clients']} clients for {settings['seconds']:g} s on loopback, mixing ask "
-        "(50%, budget 1,000 tokens), memory add (25%) and memory search (25%), while a "
-        f"background ingest ran; {settings['readers']} reader threads; "
+        f"{settings['clients']} clients for {settings['seconds']:g} s on loopback, mixing "
+        + ", ".join(f"{name} ({share / total:.0%})" for name, share in mix.items())
+        + " (asks with a budget of 1,000 tokens), "
+        + (
+            f"while a background ingest ran ({settings['ingest_workers']} extraction processes); "
+            if settings["background_ingest"]
+            else "with no background ingest; "
+        )
+        + f"{settings['readers']} reader threads; "
         + (
             f"each client paused {settings['think_s']:g} s on average between calls; "
             if settings["think_s"]

@@ -430,6 +430,21 @@ def bench_report(results: Path, out: Path | None) -> None:
     help="The server's reader threads.",
 )
 @click.option(
+    "--mix",
+    callback=lambda ctx, param, value: _mix(value),
+    default="ask=0.5,add=0.25,search=0.25",
+    show_default=True,
+    help="Shares of ask, memory add and memory search among the requests.",
+)
+@click.option("--no-ingest", is_flag=True, help="No background ingest.")
+@click.option(
+    "--ingest-workers",
+    type=click.IntRange(1, 16),
+    default=min(2, os.cpu_count() or 1),
+    show_default=True,
+    help="Extraction processes of the background ingest (as `structrag ingest --workers`).",
+)
+@click.option(
     "--think",
     type=click.FloatRange(0, 60),
     default=0,
@@ -446,7 +461,15 @@ def bench_report(results: Path, out: Path | None) -> None:
     "opening the files); 0 skips it.",
 )
 def bench_serve(
-    out: Path, seconds: float, clients: int, readers: int, think: float, cli_runs: int
+    out: Path,
+    seconds: float,
+    clients: int,
+    readers: int,
+    mix: dict[str, float],
+    no_ingest: bool,
+    ingest_workers: int,
+    think: float,
+    cli_runs: int,
 ) -> None:
     """The server under load on loopback: CLIENTS clients for SECONDS seconds mixing ask,
     memory add and memory search while a background ingest runs.
@@ -471,6 +494,9 @@ def bench_serve(
         seconds=seconds,
         clients=clients,
         readers=readers,
+        mix=mix,
+        ingest_files=not no_ingest,
+        ingest_workers=ingest_workers,
         think=think,
         cli_runs=cli_runs,
         command=command_line(),
@@ -479,3 +505,14 @@ def bench_serve(
     click.echo((out / "serve.md").read_text(encoding="utf-8"))
     if not result["targets"]["met"]:
         note("note: the target (no errors, ask p95 <= 100 ms) was missed; see serve.json")
+
+
+def _mix(value: str) -> dict[str, float]:
+    names = {"ask": "ask", "add": "memory add", "search": "memory search"}
+    try:
+        shares = {names[k.strip()]: float(v) for k, v in (p.split("=") for p in value.split(","))}
+    except (KeyError, ValueError):
+        raise click.BadParameter("write shares as ask=0.5,add=0.25,search=0.25") from None
+    if any(v < 0 for v in shares.values()) or not sum(shares.values()):
+        raise click.BadParameter("shares must be non-negative and not all zero")
+    return shares

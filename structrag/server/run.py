@@ -36,6 +36,8 @@ from structrag.server.service import Service
 
 #: Seconds uvicorn waits for open connections after SIGTERM before closing them.
 GRACEFUL_SECONDS = 10
+#: Seconds an idle keep-alive connection stays open (an agent pauses between calls).
+KEEP_ALIVE_SECONDS = 30
 
 
 @dataclass(frozen=True)
@@ -179,6 +181,7 @@ def serve(directory: str | Path, options: ServeOptions) -> None:
             log_level="warning",
             access_log=False,
             timeout_graceful_shutdown=GRACEFUL_SECONDS,
+            timeout_keep_alive=KEEP_ALIVE_SECONDS,
         )
         logging.getLogger("structrag.server").info(
             "index open and warm in %.1f s", time.perf_counter() - started

@@ -309,9 +309,11 @@ class WhooshTextIndex:
             self._ix.close()
 
     def refresh(self) -> None:
-        """Read the latest committed state from now on (another writer committed: a
-        server's write thread, say)."""
+        """Move to the latest committed state, now (another writer committed: a server's
+        write thread, say): the searcher opens here, not at the next read, so a caller
+        knows which commits it holds."""
         self._reset()
+        self._reader  # noqa: B018 (the property opens the searcher)
 
     def _reset(self) -> None:
         if self._searcher is not None:
