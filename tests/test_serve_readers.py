@@ -26,10 +26,14 @@ def test_a_reader_sees_committed_writes_only(writer: Index) -> None:
     try:
         assert isinstance(reader.store, ReaderStore)
         assert reader.read_only
-        writer.store.con.execute("BEGIN TRANSACTION")
-        writer.store.set_setting("probe", "written")
-        assert reader.store.get_setting("probe") is None  # not committed yet
-        writer.store.con.execute("COMMIT")
+        con = writer.store.hold()
+        try:
+            con.execute("BEGIN TRANSACTION")
+            writer.store.set_setting("probe", "written")
+            assert reader.store.get_setting("probe") is None  # not committed yet
+            con.execute("COMMIT")
+        finally:
+            writer.store.let_go()
         assert reader.store.get_setting("probe") == "written"
     finally:
         reader.close()

@@ -136,6 +136,13 @@ def query(
     is_flag=True,
     help="Have the LLM write an answer from the context, citing message ids.",
 )
+@click.option(
+    "--sources",
+    default="conversations",
+    show_default=True,
+    help="What to answer from, comma-separated: conversations, knowledge (document "
+    "fragments, each labelled with its document and section), packed in one budget.",
+)
 @llm_options
 @json_option
 @via_options
@@ -149,6 +156,7 @@ def ask(
     explain: bool,
     translator: str,
     write: bool,
+    sources: str,
     llm_settings: dict[str, Any],
     as_json: bool,
     via: Via,
@@ -164,6 +172,7 @@ def ask(
     Examples:
       structrag ask "What did Kevin tell Satya about AI models last May?" --db idx
       structrag ask --batch questions.jsonl --db idx --budget 1000 > answers.jsonl
+      structrag ask "How do I install it?" --db idx --sources conversations,knowledge
       structrag ask "Where did Marco sail?" --db idx --answer --llm-base-url \\
           http://127.0.0.1:8080/v1 --llm-model local
     """
@@ -175,6 +184,7 @@ def ask(
         "encoding": encoding,
         "translator": translator,
         "answer": write,
+        "sources": [s.strip() for s in sources.split(",") if s.strip()],
     }
     server = via.server(db)
     if server is not None and any(v is not None for v in llm_settings.values()):
@@ -278,6 +288,7 @@ def _ask_batch_remote(
             "conversation": options["conversation"],
             "budget": options["budget"],
             "encoding": options["encoding"],
+            "sources": options["sources"],
             "explain": explain,
         }
         try:

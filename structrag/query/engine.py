@@ -37,7 +37,7 @@ from structrag.query.nodes import Match, PlanNode
 from structrag.query.parser import parse
 from structrag.query.question import Translation, Translator, question_query, widen
 from structrag.query.settings import DEFAULT_SETTINGS, RankingSettings
-from structrag.store.protocols import KnowledgeStore, Scope, TextIndexReader
+from structrag.store.protocols import KnowledgeStore, Scope, TextIndexReader, consistent_reads
 
 #: Questions longer than this are refused (the parser's cost grows with length).
 MAX_QUESTION_CHARS = 2_000
@@ -154,6 +154,7 @@ class QueryEngine:
     ) -> None:
         self.settings = settings
         self.translator = translator
+        self.store = store
         self.derived = Derived(
             store, text, settings=settings, embedder=embedder, lemmatize=lemmatize
         )
@@ -173,6 +174,7 @@ class QueryEngine:
         """The plan a query AST compiles to."""
         return compile_query(node, self.view(conversation, scope), self.settings)
 
+    @consistent_reads
     def query(
         self,
         expression: str | ast.Node,
@@ -200,6 +202,7 @@ class QueryEngine:
             tree=ast.dump(node),
         )
 
+    @consistent_reads
     def rank_question(
         self,
         question: str,
@@ -250,6 +253,7 @@ class QueryEngine:
             view=view,
         )
 
+    @consistent_reads
     def ask(
         self,
         question: str,
@@ -318,6 +322,7 @@ class QueryEngine:
         run = Evaluation(view)
         return plan, plan.eval(run), run
 
+    @consistent_reads
     def nearest(
         self,
         text: str,

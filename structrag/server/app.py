@@ -327,6 +327,7 @@ def _routes(app: FastAPI, service: Service) -> None:
             conversation=body.conversation,
             budget=body.budget,
             encoding=body.encoding,
+            sources=body.sources,
         )
         return {"answers": answers}
 

@@ -160,6 +160,13 @@ class QueryOut(Response):
     plan: str | None = None
 
 
+Source = Literal["conversations", "knowledge"]
+
+
+def _conversations() -> list[Source]:
+    return ["conversations"]
+
+
 class AskIn(Request):
     question: str = Field(min_length=1, max_length=MAX_QUESTION_CHARS)
     conversation: str | None = None
@@ -169,6 +176,11 @@ class AskIn(Request):
     translator: Literal["offline", "llm"] = "offline"
     answer: bool = Field(
         default=False, description="Have the server's LLM write an answer from the context."
+    )
+    sources: list[Source] = Field(
+        default_factory=_conversations,
+        min_length=1,
+        description="What to answer from: conversations, knowledge (document fragments).",
     )
 
 
@@ -212,6 +224,7 @@ class AskBatchIn(Request):
     budget: int = Field(default=1000, ge=1, le=1_000_000)
     encoding: str = "cl100k_base"
     explain: bool = False
+    sources: list[Source] = Field(default_factory=_conversations, min_length=1)
 
 
 class AskBatchOut(Response):

@@ -368,7 +368,7 @@ class Service:
 
     def ask(self, question: str, *, explain: bool = False, **options: Any) -> dict[str, Any]:
         """``options``: those of :meth:`Index.ask` (conversation, budget, encoding,
-        translator, answer)."""
+        translator, answer, sources)."""
         return self.read(
             lambda index: shapes.answer_json(index.ask(question, **options), explain=explain)
         )
