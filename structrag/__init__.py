@@ -2,7 +2,16 @@
 
 Public API: :class:`Index` (open an index directory, ingest, inspect, query, ask), the data
 model, and the exception hierarchy.
+
+The names are imported when first used (PEP 562), so that a command that only talks to a
+running server (``structrag ask`` with ``structrag serve`` up) starts without loading the
+query engine.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from structrag.errors import (
     ConfigError,
@@ -14,22 +23,50 @@ from structrag.errors import (
     QuerySyntaxError,
     StructragError,
 )
-from structrag.index import Index, open_index
-from structrag.ingest import IngestReport
-from structrag.models import (
-    Action,
-    Conversation,
-    Entity,
-    Facet,
-    Message,
-    SemanticRef,
-    Span,
-    Tag,
-    Topic,
-)
-from structrag.query.graph import entity_graph
+
+if TYPE_CHECKING:
+    from structrag.index import Index, open_index
+    from structrag.ingest import IngestReport
+    from structrag.models import (
+        Action,
+        Conversation,
+        Entity,
+        Facet,
+        Message,
+        SemanticRef,
+        Span,
+        Tag,
+        Topic,
+    )
+    from structrag.query.graph import entity_graph
 
 __version__ = "0.1.0"
+
+#: Where each public name lives (imported on first use).
+_LAZY = {
+    "Index": "structrag.index",
+    "open_index": "structrag.index",
+    "IngestReport": "structrag.ingest",
+    "Action": "structrag.models",
+    "Conversation": "structrag.models",
+    "Entity": "structrag.models",
+    "Facet": "structrag.models",
+    "Message": "structrag.models",
+    "SemanticRef": "structrag.models",
+    "Span": "structrag.models",
+    "Tag": "structrag.models",
+    "Topic": "structrag.models",
+    "entity_graph": "structrag.query.graph",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'structrag' has no attribute {name!r}")
+
 
 __all__ = [
     "Action",

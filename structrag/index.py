@@ -30,7 +30,7 @@ from structrag.ingest import Ingestor, IngestReport, ProgressSink, indexed_messa
 from structrag.llm.base import OfflineLLM, StructuredLLM
 from structrag.llm.cache import TableAnswerCache
 from structrag.llm.config import LLMConfig
-from structrag.models import Conversation, SemanticRef
+from structrag.models import Conversation, Message, SemanticRef
 from structrag.query.engine import Answer, QueryEngine, QueryResult
 from structrag.query.settings import DEFAULT_SETTINGS, RankingSettings
 from structrag.store.duckdb import DB_FILENAME, DuckDBStore, SchemaUpgradeNeeded
@@ -147,6 +147,7 @@ class Index:
         read_only: bool = False,
         create: bool = True,
         settings: RankingSettings = DEFAULT_SETTINGS,
+        _parts: tuple[DuckDBStore, WhooshTextIndex] | None = None,
     ) -> None:
         self.directory = Path(directory)
         try:
@@ -164,13 +165,16 @@ class Index:
         self._knowledge: KnowledgeBase | None = None
         self._llm_client: StructuredLLM | None = None
         self._llm_key: tuple[str, str, str] | None = None
-        if self.directory.exists() and not self.directory.is_dir():
+        if _parts is None and self.directory.exists() and not self.directory.is_dir():
             raise IndexStateError(
                 f"{self.directory} is a file, not an index directory",
                 hint="pass a directory to --db",
             )
         #: One writing process at a time (see :mod:`structrag.store.workspace`).
         self.writer_lock = WriterLock(self.directory)
+        if _parts is not None:  # a reader of an index this process writes (see reader())
+            self.store, self.text_index = _parts
+            return
         try:
             self.store = DuckDBStore(self.directory, read_only=read_only, create=create)
         except SchemaUpgradeNeeded:
@@ -184,6 +188,18 @@ class Index:
         except BaseException:
             self.store.close()
             raise
+
+    def reader(self) -> Index:
+        """A read-only view of this index for another thread of this process (a server's
+        readers): its own store connection, which sees committed writes only
+        (``store.snapshot()`` pins one committed state), and its own text-index reader
+        (``text_index.refresh()`` moves it to the latest commit)."""
+        return Index(
+            self.directory,
+            read_only=True,
+            settings=self.settings,
+            _parts=(self.store.reader(), WhooshTextIndex(self.directory, read_only=True)),
+        )
 
     def _check_text_index(self) -> None:
         expected = self.store.generation()
@@ -654,31 +670,13 @@ class Index:
                 f"message id {message_id!r} exists in several conversations: {convs}",
                 hint="pass --conversation to pick one",
             )
-        stored = found[0]
-        message = stored.message
-        refs = self.store.refs_for_messages([stored.mkey])[stored.mkey]
-        return {
-            "conversation": message.conversation,
-            "id": message.id,
-            "ordinal": message.ordinal,
-            "speaker": message.speaker,
-            "recipients": list(message.recipients),
-            "timestamp": message.timestamp.isoformat() if message.timestamp else None,
-            "tags": list(message.tags),
-            "metadata": message.metadata,
-            "text": message.text,
-            "knowledge": [
-                {
-                    "ref_id": r.ref_id,
-                    "kind": r.kind,
-                    "span": [r.span.start, r.span.end],
-                    "span_text": message.text[r.span.start : r.span.end],
-                    "extractor": f"{r.extractor}/{r.extractor_version}",
-                    **r.knowledge.model_dump(mode="json", exclude_defaults=True),
-                }
-                for r in refs
-            ],
-        }
+        return self.shown(found)[0]
+
+    def shown(self, messages: Sequence[StoredMessage]) -> list[dict[str, Any]]:
+        """Messages and their knowledge with spans, as :meth:`show` gives them (the refs
+        of all of them read at once)."""
+        refs = self.store.refs_for_messages([s.mkey for s in messages])
+        return [_shown(stored.message, refs[stored.mkey]) for stored in messages]
 
     def entities(self, top: int = 20, conversation: str | None = None) -> list[dict[str, Any]]:
         """The most mentioned entities, merged by normalised name."""
@@ -698,6 +696,31 @@ class Index:
                 f"no conversation {conversation!r} in the index",
                 hint="list them with `structrag conversations`",
             )
+
+
+def _shown(message: Message, refs: Sequence[SemanticRef]) -> dict[str, Any]:
+    return {
+        "conversation": message.conversation,
+        "id": message.id,
+        "ordinal": message.ordinal,
+        "speaker": message.speaker,
+        "recipients": list(message.recipients),
+        "timestamp": message.timestamp.isoformat() if message.timestamp else None,
+        "tags": list(message.tags),
+        "metadata": message.metadata,
+        "text": message.text,
+        "knowledge": [
+            {
+                "ref_id": r.ref_id,
+                "kind": r.kind,
+                "span": [r.span.start, r.span.end],
+                "span_text": message.text[r.span.start : r.span.end],
+                "extractor": f"{r.extractor}/{r.extractor_version}",
+                **r.knowledge.model_dump(mode="json", exclude_defaults=True),
+            }
+            for r in refs
+        ],
+    }
 
 
 def _embedding_rows(

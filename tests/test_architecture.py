@@ -61,7 +61,14 @@ ADAPTERS = (
     "structrag.knowledge.loaders",
 )
 #: The public face, the composition root and the interfaces: they may import anything.
-TOP = ("structrag.index", "structrag.cli", "structrag.__main__", "structrag.bench")
+TOP = (
+    "structrag.index",
+    "structrag.shapes",
+    "structrag.cli",
+    "structrag.__main__",
+    "structrag.bench",
+    "structrag.server",
+)
 #: Allowed exceptions, each with its reason.
 EXCEPTIONS = {
     # a word list (spaCy's stopwords); it loads no model and runs no pipeline

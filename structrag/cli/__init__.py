@@ -6,8 +6,10 @@ usage exits with 2, Ctrl-C with 130. ``--json`` prints machine-readable output o
 progress bars and notes go to stderr. One module per command group: ingesting
 (:mod:`~structrag.cli.ingest`), looking at an index (:mod:`~structrag.cli.inspection`),
 querying and asking (:mod:`~structrag.cli.ask`), agent memory (:mod:`~structrag.cli.memory`),
-document knowledge (:mod:`~structrag.cli.knowledge`), benchmarks (:mod:`~structrag.cli.bench`);
-:mod:`~structrag.cli.common` and :mod:`~structrag.cli.llm` hold what they share.
+document knowledge (:mod:`~structrag.cli.knowledge`), serving (:mod:`~structrag.cli.serve`),
+benchmarks (:mod:`~structrag.cli.bench`); :mod:`~structrag.cli.common`,
+:mod:`~structrag.cli.llm` and :mod:`~structrag.cli.remote` (commands going through a
+running server) hold what they share.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from structrag.cli.ingest import ingest, reindex
 from structrag.cli.inspection import conversations, entities, show, stats, topics
 from structrag.cli.knowledge import knowledge
 from structrag.cli.memory import memory
+from structrag.cli.serve import mcp_command, serve
 from structrag.errors import StructragError
 
 
@@ -50,6 +53,8 @@ for command in (
     reindex,
     memory,
     knowledge,
+    serve,
+    mcp_command,
     bench,
 ):
     cli.add_command(command)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -16,10 +16,17 @@ from structrag.cli.common import (
     indent,
     json_option,
     note,
-    open_for,
+    on_index,
 )
 from structrag.cli.llm import llm_options, optional_llm_config
+from structrag.cli.remote import Remote, ServerError, Via, via_options
 from structrag.errors import InputError, NotFoundError
+
+if TYPE_CHECKING:
+    from structrag.index import Index
+
+#: Questions per request when ``ask --batch`` goes through a server.
+BATCH_CHUNK = 200
 
 
 @click.command()
@@ -29,6 +36,7 @@ from structrag.errors import InputError, NotFoundError
 @click.option("--limit", type=click.IntRange(1), default=20, show_default=True)
 @click.option("--explain", is_flag=True, help="Print the AST and the plan.")
 @json_option
+@via_options
 def query(
     expression: str,
     db: str,
@@ -36,6 +44,7 @@ def query(
     limit: int,
     explain: bool,
     as_json: bool,
+    via: Via,
 ) -> None:
     """Run a query expression: ranked messages and semantic refs.
 
@@ -46,34 +55,46 @@ def query(
       structrag query 'topic:"mental health" AND NOT speaker:Bob' --db idx
       structrag query 'meta.session >= 3 during:camping' --db idx --explain
     """
-    with open_for(db) as index:
-        result = index.query(expression, conversation=conversation, limit=limit)
-        if as_json:
-            emit_json(result.as_dict(explain=explain))
-            return
-        if explain:
-            click.echo("query:\n  " + result.query)
-            click.echo("ast:\n" + indent(result.tree))
-            click.echo("plan:\n" + indent(result.plan))
-        for text in result.notes:
-            note(f"note: {text}")
-        from structrag.query.context import render_message
+    from structrag import shapes
 
-        stored = index.store.messages_by_keys([m.mkey for m in result.messages])
-        for message in result.messages:
-            found = stored.get(message.mkey)
-            text = clip(render_message(found)) if found else ""
-            click.echo(f"{message.score:8.3f}  {message.conversation}/{message.id}  {text}")
-        if result.refs:
-            texts = index.store.knowledge_texts([r for r, _ in result.refs])
-            shown = list(
-                dict.fromkeys(
-                    f"{texts[r][1]} ({texts[r][0]})" for r, _ in result.refs if r in texts
-                )
-            )
-            if shown:
-                click.echo("knowledge: " + "; ".join(shown[:12]))
-        click.echo(f"{len(result.messages)} message(s) in {result.seconds * 1000:.1f} ms")
+    data = on_index(
+        db,
+        via,
+        remote=lambda r: r.post(
+            "/v1/query",
+            {
+                "expression": expression,
+                "conversation": conversation,
+                "limit": limit,
+                "explain": explain,
+            },
+        ),
+        local=lambda index: shapes.query_json(
+            index,
+            index.query(expression, conversation=conversation, limit=limit),
+            explain=explain,
+        ),
+    )
+    if as_json:
+        emit_json(data)
+        return
+    if explain:
+        click.echo("query:\n  " + data["query"])
+        click.echo("ast:\n" + indent(data["ast"]))
+        click.echo("plan:\n" + indent(data["plan"]))
+    for text in data["notes"]:
+        note(f"note: {text}")
+    for message in data["messages"]:
+        click.echo(
+            f"{message['score']:8.3f}  {message['conversation']}/{message['id']}  "
+            f"{clip(message['text'])}"
+        )
+    shown = list(
+        dict.fromkeys(f"{r['text']} ({r['kind']})" for r in data["semantic_refs"] if r["text"])
+    )
+    if shown:
+        click.echo("knowledge: " + "; ".join(shown[:12]))
+    click.echo(f"{len(data['messages'])} message(s) in {data['seconds'] * 1000:.1f} ms")
 
 
 @click.command()
@@ -124,6 +145,7 @@ def query(
 )
 @llm_options
 @json_option
+@via_options
 def ask(
     question: str | None,
     db: str,
@@ -137,12 +159,14 @@ def ask(
     sources: str,
     llm_settings: dict[str, Any],
     as_json: bool,
+    via: Via,
 ) -> None:
     """Answer context for a question, within a token budget.
 
     The question is translated into a query expression (shown), run, and the best
     knowledge and messages are packed into at most --budget tokens; leftover budget is
-    filled with the messages nearest by embedding.
+    filled with the messages nearest by embedding. Through a server, the LLM is the
+    server's (its STRUCTRAG_LLM_* settings).
 
     \b
     Examples:
@@ -154,77 +178,176 @@ def ask(
     """
     if (question is None) == (batch is None):
         raise click.UsageError("give a QUESTION or --batch FILE (not both)")
-    llm = optional_llm_config(llm_settings) if translator == "llm" or write else None
-    chosen = tuple(s.strip() for s in sources.split(",") if s.strip())
     options: dict[str, Any] = {
+        "conversation": conversation,
+        "budget": budget,
+        "encoding": encoding,
         "translator": translator,
-        "llm": llm,
         "answer": write,
-        "sources": chosen,
+        "sources": [s.strip() for s in sources.split(",") if s.strip()],
     }
-    with open_for(db) as index:
-        if batch is not None:
-            for lineno, item in _batch_questions(Path(batch)):
-                try:
-                    answer = index.ask(
-                        item["question"],
-                        conversation=item.get("conversation") or conversation,
-                        budget=item["budget"] if item.get("budget") is not None else budget,
-                        encoding=encoding,
-                        **options,
-                    )
-                except NotFoundError as exc:
-                    raise InputError(Path(batch), exc.message, line=lineno, hint=exc.hint) from None
-                data = answer.as_dict(explain=explain)
-                if "id" in item:
-                    data["id"] = item["id"]
-                data["line"] = lineno
-                click.echo(json.dumps(data, ensure_ascii=False))
-            return
-        assert question is not None
-        answer = index.ask(
-            question, conversation=conversation, budget=budget, encoding=encoding, **options
+    server = via.server(db)
+    if server is not None and any(v is not None for v in llm_settings.values()):
+        raise click.UsageError(
+            "a server owns this index, and asks through it use the server's LLM settings: "
+            "drop the --llm-* flags (or stop the server)"
         )
-        several = conversation is None and len(index.conversations()) > 1
-    if as_json:
-        emit_json(answer.as_dict(explain=explain))
+    if batch is not None:
+        lines = _batch_questions(Path(batch))
+        if server is not None:
+            _ask_batch_remote(server, Path(batch), lines, options, explain)
+        else:
+            with open_local(db, via) as index:
+                _ask_batch_local(index, Path(batch), lines, options, llm_settings, explain)
         return
-    click.echo(f"query: {answer.query}   ({answer.kind} question)")
+    assert question is not None
+    if server is not None:
+        data = server.post("/v1/ask", {"question": question, **options, "explain": explain})
+        several = not (as_json or conversation) and len(server.get("/v1/conversations")) > 1
+    else:
+        from structrag import shapes
+
+        with open_local(db, via) as index:
+            answer = index.ask(question, **options, llm=_llm(options, llm_settings))
+            data = shapes.answer_json(answer, explain=explain)
+            several = conversation is None and len(index.conversations()) > 1
+    if as_json:
+        emit_json(data)
+        return
+    _print_answer(data, explain=explain, several=several)
+
+
+def open_local(db: str, via: Via) -> Any:
+    from structrag.cli.common import open_for
+
+    return open_for(db, served_ok=via.no_server)
+
+
+def _llm(options: dict[str, Any], settings: dict[str, Any]) -> Any:
+    wanted = options["translator"] == "llm" or options["answer"]
+    return optional_llm_config(settings) if wanted else None
+
+
+def _ask_batch_local(
+    index: Index,
+    path: Path,
+    lines: Iterator[tuple[int, dict[str, Any]]],
+    options: dict[str, Any],
+    llm_settings: dict[str, Any],
+    explain: bool,
+) -> None:
+    from structrag import shapes
+
+    llm = _llm(options, llm_settings)
+    for lineno, item in lines:
+        try:
+            answer = index.ask(
+                item["question"],
+                **{
+                    **options,
+                    "conversation": item.get("conversation") or options["conversation"],
+                    "budget": item["budget"]
+                    if item.get("budget") is not None
+                    else options["budget"],
+                },
+                llm=llm,
+            )
+        except NotFoundError as exc:
+            raise InputError(path, exc.message, line=lineno, hint=exc.hint) from None
+        data = shapes.answer_json(answer, explain=explain)
+        if "id" in item:
+            data["id"] = item["id"]
+        data["line"] = lineno
+        click.echo(json.dumps(data, ensure_ascii=False))
+
+
+def _ask_batch_remote(
+    server: Remote,
+    path: Path,
+    lines: Iterator[tuple[int, dict[str, Any]]],
+    options: dict[str, Any],
+    explain: bool,
+) -> None:
+    """The batch in chunks (the server takes up to 1,000 questions a request), answers
+    printed as each chunk comes back."""
+    if options["translator"] != "offline" or options["answer"]:
+        raise click.UsageError("ask --batch through a server translates offline, without --answer")
+    chunk: list[tuple[int, dict[str, Any]]] = []
+
+    def send() -> None:
+        body = {
+            "questions": [
+                {
+                    "question": item["question"],
+                    "conversation": item.get("conversation"),
+                    "budget": item.get("budget"),
+                    "id": item.get("id"),
+                }
+                for _, item in chunk
+            ],
+            "conversation": options["conversation"],
+            "budget": options["budget"],
+            "encoding": options["encoding"],
+            "sources": options["sources"],
+            "explain": explain,
+        }
+        try:
+            answers = server.post("/v1/ask/batch", body)["answers"]
+        except ServerError as exc:
+            if isinstance(exc.position, int) and 0 <= exc.position < len(chunk):
+                line = chunk[exc.position][0]
+                raise InputError(path, exc.message, line=line, hint=exc.hint) from None
+            raise
+        for (lineno, item), data in zip(chunk, answers, strict=True):
+            if "id" not in item:
+                data.pop("id", None)
+            data["line"] = lineno
+            click.echo(json.dumps(data, ensure_ascii=False))
+        chunk.clear()
+
+    for numbered in lines:
+        chunk.append(numbered)
+        if len(chunk) == BATCH_CHUNK:
+            send()
+    if chunk:
+        send()
+
+
+def _print_answer(data: dict[str, Any], *, explain: bool, several: bool) -> None:
+    """An answer as a reader sees it: the query, the knowledge lines, then each message
+    after its id (and its conversation, when the index holds several)."""
+    click.echo(f"query: {data['query']}   ({data['question_type']} question)")
     if explain:
-        click.echo("ast:\n" + indent(answer.tree))
-        click.echo("plan:\n" + indent(answer.plan))
-    for text in answer.notes:
+        click.echo("ast:\n" + indent(data["ast"]))
+        click.echo("plan:\n" + indent(data["plan"]))
+    for text in data["notes"]:
         note(f"note: {text}")
     click.echo("")
-    _print_context(answer.context, several)
-    click.echo("")
-    vector = sum(1 for m in answer.context.messages if m.source == "vector")
-    click.echo(
-        f"{answer.context.tokens}/{answer.budget} tokens, {len(answer.context.messages)} messages "
-        f"({vector} from vector fill), {answer.seconds * 1000:.0f} ms"
-    )
-    if answer.written is not None:
-        click.echo("")
-        if "error" in answer.written:
-            note(f"note: {answer.written['error']}")
-        else:
-            cited = ", ".join(answer.written["citations"]) or "none"
-            click.echo(f"answer ({answer.written['model']}): {answer.written['text']}")
-            click.echo(f"cited: {cited}")
-
-
-def _print_context(context: Any, several: bool) -> None:
-    """The packed context as a reader sees it: the knowledge lines, then each message
-    after its id (and its conversation, when the index holds several)."""
-    for line in context.knowledge:
+    for line in data["knowledge"]:
         click.echo(line)
-    labels = [f"{m.conversation}/{m.id}" if several else m.id for m in context.messages]
+    messages = data["messages"]
+    labels = [f"{m['conversation']}/{m['id']}" if several else m["id"] for m in messages]
     width = max((len(label) for label in labels), default=0)
-    for label, message in zip(labels, context.messages, strict=True):
-        first, *rest = clip(message.text).split("\n")
+    for label, message in zip(labels, messages, strict=True):
+        first, *rest = clip(message["text"]).split("\n")
         click.echo(f"{label:>{width}}  {first}")
         for line in rest:
             click.echo(f"{'':>{width}}  {line}")
+    click.echo("")
+    vector = sum(1 for m in messages if m["source"] == "vector")
+    click.echo(
+        f"{data['tokens']}/{data['budget']} tokens, {len(messages)} messages "
+        f"({vector} from vector fill), {data['seconds'] * 1000:.0f} ms"
+    )
+    written = data.get("answer")
+    if written is not None:
+        click.echo("")
+        if "error" in written:
+            note(f"note: {written['error']}")
+        else:
+            cited = ", ".join(written["citations"]) or "none"
+            click.echo(f"answer ({written['model']}): {written['text']}")
+            click.echo(f"cited: {cited}")
 
 
 def _batch_questions(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:

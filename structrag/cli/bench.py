@@ -495,3 +495,108 @@ def bench_report(results: Path, out: Path | None) -> None:
 
     for path in write_report(results, out):
         click.echo(str(path))
+
+
+@bench.command("serve")
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Results directory: serve.json, serve.md, the index and the server's logs.",
+)
+@click.option("--seconds", type=click.FloatRange(1, 3600), default=60, show_default=True)
+@click.option("--clients", type=click.IntRange(1, 256), default=16, show_default=True)
+@click.option(
+    "--readers",
+    type=click.IntRange(1, 32),
+    default=2,
+    show_default=True,
+    help="The server's reader threads.",
+)
+@click.option(
+    "--mix",
+    callback=lambda ctx, param, value: _mix(value),
+    default="ask=0.5,add=0.25,search=0.25",
+    show_default=True,
+    help="Shares of ask, memory add and memory search among the requests.",
+)
+@click.option("--no-ingest", is_flag=True, help="No background ingest.")
+@click.option(
+    "--ingest-workers",
+    type=click.IntRange(1, 16),
+    default=min(2, os.cpu_count() or 1),
+    show_default=True,
+    help="Extraction processes of the background ingest (as `structrag ingest --workers`).",
+)
+@click.option(
+    "--think",
+    type=click.FloatRange(0, 60),
+    default=0,
+    show_default=True,
+    help="Each client's mean pause between two calls, in seconds (random, exponential): "
+    "an agent's LLM turn. 0: back to back.",
+)
+@click.option(
+    "--cli-runs",
+    type=click.IntRange(0, 100),
+    default=5,
+    show_default=True,
+    help="How many times to time `structrag ask` through the server (and half as many "
+    "opening the files); 0 skips it.",
+)
+def bench_serve(
+    out: Path,
+    seconds: float,
+    clients: int,
+    readers: int,
+    mix: dict[str, float],
+    no_ingest: bool,
+    ingest_workers: int,
+    think: float,
+    cli_runs: int,
+) -> None:
+    """The server under load on loopback: CLIENTS clients for SECONDS seconds mixing ask,
+    memory add and memory search while a background ingest runs.
+
+    Builds an index of synthetic conversations in OUT/index, starts `structrag serve` on
+    a free loopback port, and reports requests/s, p50/p95/p99 and errors per endpoint,
+    the ingest's progress and the server's peak RSS (target: no errors, ask p95 <= 100
+    ms), then the CLI's `ask` latency through the server and opening the files. Writes
+    OUT/serve.json and OUT/serve.md. Needs the serve extra.
+
+    \b
+    Example:
+      structrag bench serve --out results --seconds 60 --clients 16
+    """
+    from structrag.bench.machine import command_line
+    from structrag.bench.serve import run_serve_bench
+    from structrag.cli.serve import needs_extra
+
+    needs_extra()
+    result = run_serve_bench(
+        out,
+        seconds=seconds,
+        clients=clients,
+        readers=readers,
+        mix=mix,
+        ingest_files=not no_ingest,
+        ingest_workers=ingest_workers,
+        think=think,
+        cli_runs=cli_runs,
+        command=command_line(),
+        log=note,
+    )
+    click.echo((out / "serve.md").read_text(encoding="utf-8"))
+    if not result["targets"]["met"]:
+        note("note: the target (no errors, ask p95 <= 100 ms) was missed; see serve.json")
+
+
+def _mix(value: str) -> dict[str, float]:
+    names = {"ask": "ask", "add": "memory add", "search": "memory search"}
+    try:
+        shares = {names[k.strip()]: float(v) for k, v in (p.split("=") for p in value.split(","))}
+    except (KeyError, ValueError):
+        raise click.BadParameter("write shares as ask=0.5,add=0.25,search=0.25") from None
+    if any(v < 0 for v in shares.values()) or not sum(shares.values()):
+        raise click.BadParameter("shares must be non-negative and not all zero")
+    return shares

@@ -11,12 +11,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from structrag.errors import StructragError, shown_path
+from structrag.errors import IndexStateError, StructragError, shown_path
 
 if TYPE_CHECKING:
+    from structrag.cli.remote import Remote, Via
     from structrag.index import Index
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 
 class ClickProgress:
@@ -38,6 +40,11 @@ class ClickProgress:
             item_show_func=None,
         )
         self._bar.__enter__()
+
+    @property
+    def idle(self) -> bool:
+        """Not started, or finished."""
+        return self._bar is None
 
     def advance(self, n: int) -> None:
         if self._bar is not None:
@@ -72,9 +79,30 @@ def note(text: str) -> None:
     click.echo(text, err=True)
 
 
+def on_index(
+    db: str,
+    via: Via,
+    *,
+    remote: Callable[[Remote], T],
+    local: Callable[[Index], T],
+    write: bool = False,
+) -> T:
+    """What a command reads or writes: through the server that owns ``db`` when one
+    does (see :mod:`structrag.cli.remote`), else from the index files."""
+    server = via.server(db)
+    if server is not None:
+        return remote(server)
+    with open_for(db, write=write, served_ok=via.no_server) as index:
+        return local(index)
+
+
 @contextmanager
-def open_for(db: str, *, write: bool = False) -> Iterator[Index]:
-    """The index at ``db`` (read-only unless ``write``), its notes printed, closed after."""
+def open_for(db: str, *, write: bool = False, served_ok: bool = False) -> Iterator[Index]:
+    """The index at ``db`` (read-only unless ``write``), its notes printed, closed after.
+
+    An index a server owns cannot be opened (the server holds its lock): that is an
+    error at once, naming the server, unless ``served_ok`` (``--no-server``: wait for
+    the lock)."""
     from structrag.index import Index
 
     if not write and not Path(db).is_dir():
@@ -82,6 +110,17 @@ def open_for(db: str, *, write: bool = False) -> Iterator[Index]:
         raise StructragError(
             f"no index at {shown}", hint=f"create one with `structrag ingest FILE --db {shown}`"
         )
+    if not served_ok and Path(db).is_dir():
+        from structrag.server.discovery import find_server
+
+        served = find_server(db)
+        if served is not None:
+            raise IndexStateError(
+                f"a server owns {shown_path(db)} ({served.url}, process {served.pid}), and "
+                "this command cannot go through it",
+                hint=f"stop the server first (kill -TERM {served.pid}); it closes the index "
+                "cleanly",
+            )
     index = Index(db, read_only=not write, create=write)
     try:
         for text in index.notes:

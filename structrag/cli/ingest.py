@@ -12,6 +12,7 @@ import click
 from structrag.cli.common import (
     db_option,
     emit_json,
+    is_dir,
     json_option,
     note,
     open_for,
@@ -19,6 +20,7 @@ from structrag.cli.common import (
     quiet_option,
 )
 from structrag.cli.llm import llm_config, llm_options
+from structrag.cli.remote import Remote, Via, via_options
 from structrag.importers import ALIASES, FORMATS
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -128,6 +130,7 @@ def ingest_options(func: F) -> F:
 )
 @quiet_option
 @json_option
+@via_options
 def ingest(
     paths: tuple[str, ...],
     db: str,
@@ -137,6 +140,7 @@ def ingest(
     retry_failed: bool,
     quiet: bool,
     as_json: bool,
+    via: Via,
 ) -> None:
     """Index conversation files into the index at --db.
 
@@ -151,6 +155,9 @@ def ingest(
     With --extractor llm or hybrid, the LLM endpoint comes from --llm-* flags or
     STRUCTRAG_LLM_* variables; answers are cached in the index, failed messages are
     recorded (see --retry-failed), and the calls and tokens spent are reported.
+
+    When a server owns the index, the files are ingested by it, as a job (it reads them
+    from this machine's paths); the progress bar follows the job, and Ctrl-C cancels it.
     """
     from dataclasses import replace
 
@@ -162,6 +169,22 @@ def ingest(
         )
     if retry_failed and options.extractor == "spacy":
         raise click.UsageError("--retry-failed redoes failed LLM extractions: pass --extractor llm")
+    server = via.server(db) if is_dir(db) else None
+    if server is not None:
+        if retry_failed or any(v is not None for v in llm_settings.values()):
+            raise click.UsageError(
+                "a server owns this index: ingest through it extracts with the server's LLM "
+                "settings and cannot --retry-failed; drop those flags (or stop the server)"
+            )
+        reports = _ingest_remote(server, paths, options, dry_run=dry_run, quiet=quiet)
+        if dry_run:
+            if as_json:
+                emit_json(reports)
+            else:
+                _print_estimate(reports)
+            return
+        _print_reports(reports, options, db, as_json)
+        return
     if options.extractor in ("llm", "hybrid"):
         options = replace(options, llm=llm_config(llm_settings, require_endpoint=not dry_run))
     if dry_run:
@@ -178,37 +201,93 @@ def ingest(
     )
     for text in notes:
         note(f"note: {text}")
+    _print_reports([r.as_dict() for r in reports], options, db, as_json)
+
+
+def _print_reports(reports: list[dict[str, Any]], options: Any, db: str, as_json: bool) -> None:
     if as_json:
-        emit_json([r.as_dict() for r in reports])
+        emit_json(reports)
         return
     for report in reports:
-        for warning in report.warnings:
+        for warning in report.get("warnings", []):
             note(f"warning: {warning}")
-        if report.skipped:
-            click.echo(f"{report.path}: skipped, {report.skipped}")
+        if report.get("skipped"):
+            click.echo(f"{report['path']}: skipped, {report['skipped']}")
             continue
-        rate = (
-            f", {report.messages_added / report.seconds:.0f} messages/s"
-            if report.seconds >= 0.5 and report.messages_added >= report.seconds
+        added, seconds = report["messages_added"], report["seconds"]
+        rate = f", {added / seconds:.0f} messages/s" if seconds >= 0.5 and added >= seconds else ""
+        again = (
+            f" ({report['messages_reextracted']} re-extracted)"
+            if report["messages_reextracted"]
             else ""
         )
-        again = (
-            f" ({report.messages_reextracted} re-extracted)" if report.messages_reextracted else ""
-        )
         click.echo(
-            f"{report.path} ({report.format}): {report.messages_added} new, "
-            f"{report.messages_updated} updated, {report.messages_unchanged} unchanged{again} "
-            f"messages; {report.refs_added} semantic refs in {report.seconds:.1f}s{rate}"
+            f"{report['path']} ({report['format']}): {added} new, "
+            f"{report['messages_updated']} updated, {report['messages_unchanged']} "
+            f"unchanged{again} messages; {report['semantic_refs_added']} semantic refs in "
+            f"{seconds:.1f}s{rate}"
         )
-        if report.llm is not None:
-            click.echo(f"  llm: {_usage_line(report.llm)}")
-    failed = sum(r.messages_failed for r in reports)
+        if report.get("llm") is not None:
+            click.echo(f"  llm: {_usage_line(report['llm'])}")
+    failed = sum(r.get("messages_failed", 0) for r in reports)
     if failed:
         note(
             f"warning: extraction failed for {failed} messages (kept with their metadata); "
             f"redo them with `structrag ingest --retry-failed --extractor {options.extractor} "
             f"--db {db}`"
         )
+
+
+def _ingest_remote(
+    server: Remote, paths: tuple[str, ...], options: Any, *, dry_run: bool, quiet: bool
+) -> Any:
+    """Ingest through the server: a job on this machine's absolute paths, followed until
+    it ends (Ctrl-C cancels it: the file being written rolls back). Its reports, or, for
+    a dry run, the estimate."""
+    import time
+    from pathlib import Path
+
+    from structrag.cli.remote import ServerError
+
+    body = {
+        "paths": [str(Path(p).resolve()) for p in paths],
+        "format": options.format,
+        "conversation": options.conversation,
+        "encoding": options.encoding,
+        "date_order": options.date_order,
+        "extractor": options.extractor,
+        "ner": options.ner,
+        "embeddings": options.embeddings,
+        "workers": options.workers,
+        "force": options.force,
+    }
+    if dry_run:
+        return server.post("/v1/ingest/estimate", body)
+    job = server.post("/v1/ingest", body)
+    bar = progress_bar(quiet)
+    shown = 0
+    try:
+        while job["state"] in ("queued", "checking", "running"):
+            time.sleep(0.2)
+            job = server.get(f"/v1/jobs/{job['id']}")
+            progress = job["progress"]
+            if job["state"] == "running" and bar.enabled and bar.idle:
+                bar.start(progress["messages_total"], "extracting")
+            bar.advance(progress["messages"] - shown)
+            shown = progress["messages"]
+    except KeyboardInterrupt:
+        server.post(f"/v1/jobs/{job['id']}/cancel", {})
+        raise
+    finally:
+        bar.finish()
+    if job["state"] != "done":
+        error = job.get("error") or {"message": f"the job ended {job['state']}"}
+        raise ServerError(
+            f"ingest job {job['id']} {job['state']}: {error['message']}",
+            hint=error.get("hint"),
+            code=error.get("code", ""),
+        )
+    return job["reports"]
 
 
 def _usage_line(u: dict[str, Any]) -> str:

@@ -7,16 +7,17 @@ from typing import Any
 
 import click
 
-from structrag.cli.common import clip, db_option, emit_json, json_option, open_for
+from structrag.cli.common import clip, db_option, emit_json, json_option, on_index
+from structrag.cli.remote import Via, quoted, via_options
 
 
 @click.command()
 @db_option
 @json_option
-def stats(db: str, as_json: bool) -> None:
+@via_options
+def stats(db: str, as_json: bool, via: Via) -> None:
     """Counts of conversations, messages and knowledge in the index."""
-    with open_for(db) as index:
-        data = index.stats()
+    data = on_index(db, via, remote=lambda r: r.get("/v1/stats"), local=lambda i: i.stats())
     if as_json:
         emit_json(data)
         return
@@ -39,10 +40,15 @@ def stats(db: str, as_json: bool) -> None:
 @click.command()
 @db_option
 @json_option
-def conversations(db: str, as_json: bool) -> None:
+@via_options
+def conversations(db: str, as_json: bool, via: Via) -> None:
     """The conversations in the index: ids, message counts, dates and speakers."""
-    with open_for(db) as index:
-        rows = index.conversation_summaries()
+    rows = on_index(
+        db,
+        via,
+        remote=lambda r: r.get("/v1/conversations"),
+        local=lambda i: i.conversation_summaries(),
+    )
     if as_json:
         emit_json(rows)
         return
@@ -59,10 +65,15 @@ def conversations(db: str, as_json: bool) -> None:
 @db_option
 @click.option("--conversation", help="Conversation of the message (when ids repeat).")
 @json_option
-def show(message_id: str, db: str, conversation: str | None, as_json: bool) -> None:
+@via_options
+def show(message_id: str, db: str, conversation: str | None, as_json: bool, via: Via) -> None:
     """A message and the knowledge extracted from it, with character spans."""
-    with open_for(db) as index:
-        data = index.show(message_id, conversation)
+    data = on_index(
+        db,
+        via,
+        remote=lambda r: r.get(f"/v1/messages/{quoted(message_id)}", conversation=conversation),
+        local=lambda i: i.show(message_id, conversation),
+    )
     if as_json:
         emit_json(data)
         return
@@ -103,13 +114,15 @@ def _describe(item: dict[str, Any]) -> str:
 
 
 def _top_command(kind: str) -> Callable[..., None]:
-    def command(db: str, top: int, conversation: str | None, as_json: bool) -> None:
-        with open_for(db) as index:
-            rows = (
-                index.entities(top, conversation)
-                if kind == "entities"
-                else index.topics(top, conversation)
-            )
+    def command(db: str, top: int, conversation: str | None, as_json: bool, via: Via) -> None:
+        rows = on_index(
+            db,
+            via,
+            remote=lambda r: r.get(f"/v1/{kind}", top=top, conversation=conversation),
+            local=lambda i: (
+                i.entities(top, conversation) if kind == "entities" else i.topics(top, conversation)
+            ),
+        )
         if as_json:
             emit_json(rows)
             return
@@ -129,7 +142,7 @@ def _top(kind: str) -> click.Command:
         db_option(
             click.option("--top", type=click.IntRange(1), default=20, show_default=True)(
                 click.option("--conversation", help="Only this conversation.")(
-                    json_option(_top_command(kind))
+                    json_option(via_options(_top_command(kind)))
                 )
             )
         )

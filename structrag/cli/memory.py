@@ -18,11 +18,13 @@ from structrag.cli.common import (
     mode_option,
     open_for,
 )
+from structrag.cli.remote import Remote, Via, agent_path, quoted, via_options
 
 if TYPE_CHECKING:
     from structrag.memory.api import Memory
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 TABLES = ["messages", "facts", "relationships", "goals", "knowledge"]
 
 
@@ -36,28 +38,47 @@ def agent_option(func: F) -> F:
 
 
 @contextmanager
-def memory_of(db: str, agent: str, *, write: bool) -> Iterator[Memory]:
+def memory_of(db: str, agent: str, *, write: bool, via: Via | None = None) -> Iterator[Memory]:
     """The agent's memory in the index at ``db`` (created by a first ``add``)."""
     if not write and not is_dir(db):
         raise click.UsageError(f"no index at {db}: add a memory first")
-    with open_for(db, write=write) as index:
+    with open_for(db, write=write, served_ok=via is not None and via.no_server) as index:
         yield index.memory(agent)
 
 
-def _records(rows: list[Any], as_json: bool) -> None:
+def on_memory(
+    db: str,
+    agent: str,
+    via: Via,
+    *,
+    remote: Callable[[Remote, str], T],
+    local: Callable[[Memory], T],
+    write: bool,
+) -> T:
+    """What a memory command does: through the server that owns ``db`` (``remote`` gets
+    the agent's path, ``/v1/agents/AGENT``), or on the index files."""
+    server = via.server(db) if is_dir(db) else None
+    if server is not None:
+        return remote(server, agent_path(agent))
+    with memory_of(db, agent, write=write, via=via) as mem:
+        return local(mem)
+
+
+def _records(rows: list[dict[str, Any]], as_json: bool) -> None:
     if as_json:
-        emit_json([r.as_dict() for r in rows])
+        emit_json(rows)
         return
     for row in rows:
         _print_record(row)
 
 
-def _print_record(record: Any, score: float | None = None) -> None:
-    when = (record.ts or record.created_at).isoformat(sep=" ", timespec="minutes")
-    who = f"{record.user}: " if record.user else ""
+def _print_record(record: dict[str, Any], score: float | None = None) -> None:
+    when = datetime.fromisoformat(record["ts"] or record["created_at"])
+    shown = when.isoformat(sep=" ", timespec="minutes")
+    who = f"{record['user']}: " if record["user"] else ""
     head = f"{score:8.3f}  " if score is not None else ""
-    where = f"{record.table}/{record.room}"
-    click.echo(f"{head}{record.id}  {where}  [{when}] {who}{clip(record.text, 500)}")
+    where = f"{record['table']}/{record['room']}"
+    click.echo(f"{head}{record['id']}  {where}  [{shown}] {who}{clip(record['text'], 500)}")
 
 
 @click.group()
@@ -85,6 +106,7 @@ def memory() -> None:
 @click.option("--id", "memory_id", help="The memory's id (default: made up).")
 @click.option("--source", help="For a fact: the id of the memory it comes from.")
 @json_option
+@via_options
 def add(
     text: str,
     db: str,
@@ -98,24 +120,31 @@ def add(
     memory_id: str | None,
     source: str | None,
     as_json: bool,
+    via: Via,
 ) -> None:
     """Store a memory; it is extracted and searchable on return."""
-    with memory_of(db, agent, write=True) as mem:
-        record = mem.add(
-            text,
-            user=user,
-            room=room,
-            world=world,
-            table=table,
-            importance=importance,
-            unique=unique,
-            id=memory_id,
-            source=source,
-        )
+    fields: dict[str, Any] = {
+        "user": user,
+        "room": room,
+        "world": world,
+        "table": table,
+        "importance": importance,
+        "unique": unique,
+        "id": memory_id,
+        "source": source,
+    }
+    record = on_memory(
+        db,
+        agent,
+        via,
+        remote=lambda r, path: r.post(f"{path}/memories", {"text": text, **fields}),
+        local=lambda mem: mem.add(text, **fields).as_dict(),
+        write=True,
+    )
     if as_json:
-        emit_json(record.as_dict())
+        emit_json(record)
     else:
-        click.echo(f"{record.id}  {record.table}/{record.room}")
+        click.echo(f"{record['id']}  {record['table']}/{record['room']}")
 
 
 @memory.command("get")
@@ -123,15 +152,22 @@ def add(
 @db_option
 @agent_option
 @json_option
-def get(memory_id: str, db: str, agent: str, as_json: bool) -> None:
+@via_options
+def get(memory_id: str, db: str, agent: str, as_json: bool, via: Via) -> None:
     """Show one memory by its id (its text, room, user, table, reads)."""
-    with memory_of(db, agent, write=True) as mem:
-        record = mem.get(memory_id)
+    record = on_memory(
+        db,
+        agent,
+        via,
+        remote=lambda r, path: r.get(f"{path}/memories/{quoted(memory_id)}"),
+        local=lambda mem: mem.get(memory_id).as_dict(),
+        write=True,
+    )
     if as_json:
-        emit_json(record.as_dict())
+        emit_json(record)
     else:
         _print_record(record)
-        click.echo(f"  read {record.access_count} time(s); importance {record.importance}")
+        click.echo(f"  read {record['access_count']} time(s); importance {record['importance']}")
 
 
 def _time(value: str | None) -> datetime | None:
@@ -154,6 +190,7 @@ def _time(value: str | None) -> datetime | None:
 @click.option("--start", help="From this time on (ISO 8601).")
 @click.option("--end", help="Before this time (ISO 8601).")
 @json_option
+@via_options
 def recent(
     db: str,
     agent: str,
@@ -163,10 +200,27 @@ def recent(
     start: str | None,
     end: str | None,
     as_json: bool,
+    via: Via,
 ) -> None:
     """The newest memories, newest first."""
-    with memory_of(db, agent, write=True) as mem:
-        rows = mem.recent(room, count, table=table, start=_time(start), end=_time(end))
+    since, until = _time(start), _time(end)
+    rows = on_memory(
+        db,
+        agent,
+        via,
+        remote=lambda r, path: r.get(
+            f"{path}/memories",
+            room=room,
+            table=table,
+            count=count,
+            start=since.isoformat() if since else None,
+            end=until.isoformat() if until else None,
+        ),
+        local=lambda mem: [
+            m.as_dict() for m in mem.recent(room, count, table=table, start=since, end=until)
+        ],
+        write=True,
+    )
     _records(rows, as_json)
 
 
@@ -182,6 +236,7 @@ def recent(
 @click.option("--start", help="From this time on (ISO 8601).")
 @click.option("--end", help="Before this time (ISO 8601).")
 @json_option
+@via_options
 def search(
     query: str,
     db: str,
@@ -194,24 +249,40 @@ def search(
     start: str | None,
     end: str | None,
     as_json: bool,
+    via: Via,
 ) -> None:
     """The memories that best answer QUERY."""
-    with memory_of(db, agent, write=True) as mem:
-        hits = mem.search(
-            query,
-            room=room,
-            table=table,
-            count=count,
-            mode=mode,
-            threshold=threshold,
-            start=_time(start),
-            end=_time(end),
-        )
+    since, until = _time(start), _time(end)
+    options: dict[str, Any] = {
+        "room": room,
+        "table": table,
+        "count": count,
+        "mode": mode,
+        "threshold": threshold,
+    }
+    hits = on_memory(
+        db,
+        agent,
+        via,
+        remote=lambda r, path: r.post(
+            f"{path}/memories/search",
+            {
+                "query": query,
+                **options,
+                "start": since.isoformat() if since else None,
+                "end": until.isoformat() if until else None,
+            },
+        ),
+        local=lambda mem: [
+            h.as_dict() for h in mem.search(query, **options, start=since, end=until)
+        ],
+        write=True,
+    )
     if as_json:
-        emit_json([h.as_dict() for h in hits])
+        emit_json(hits)
         return
     for hit in hits:
-        _print_record(hit.memory, hit.score)
+        _print_record(hit, hit["score"])
 
 
 @memory.command("count")
@@ -220,14 +291,25 @@ def search(
 @click.option("--room", help="Only this room.")
 @click.option("--table", type=click.Choice(TABLES), help="Only this memory table.")
 @json_option
-def count(db: str, agent: str, room: str | None, table: str | None, as_json: bool) -> None:
+@via_options
+def count(
+    db: str, agent: str, room: str | None, table: str | None, as_json: bool, via: Via
+) -> None:
     """How many memories (of a room, of a table)."""
-    with memory_of(db, agent, write=False) as mem:
-        n = mem.count(room, table)
+    from structrag.shapes import count_json
+
+    data = on_memory(
+        db,
+        agent,
+        via,
+        remote=lambda r, path: r.get(f"{path}/memories/count", room=room, table=table),
+        local=lambda mem: count_json(agent, room, table, mem.count(room, table)),
+        write=False,
+    )
     if as_json:
-        emit_json({"agent": agent, "room": room, "table": table, "count": n})
+        emit_json(data)
     else:
-        click.echo(str(n))
+        click.echo(str(data["count"]))
 
 
 @memory.command("remove")
@@ -238,6 +320,7 @@ def count(db: str, agent: str, room: str | None, table: str | None, as_json: boo
 @click.option("--room", help="With --all: only this room.")
 @click.option("--table", type=click.Choice(TABLES), help="With --all: only this table.")
 @json_option
+@via_options
 def remove(
     memory_id: str | None,
     db: str,
@@ -246,16 +329,26 @@ def remove(
     room: str | None,
     table: str | None,
     as_json: bool,
+    via: Via,
 ) -> None:
     """Delete a memory (or, with --all, many) and everything derived from it."""
     if (memory_id is None) == (not everything):
         raise click.UsageError("give a MEMORY_ID or --all (not both)")
-    with memory_of(db, agent, write=True) as mem:
+
+    def local(mem: Memory) -> int:
         if memory_id is not None:
             mem.remove(memory_id)
-            removed = 1
+            return 1
+        return mem.remove_all(room, table)
+
+    def remote(server: Remote, path: str) -> int:
+        if memory_id is not None:
+            answer = server.delete(f"{path}/memories/{quoted(memory_id)}")
         else:
-            removed = mem.remove_all(room, table)
+            answer = server.delete(f"{path}/memories", all=True, room=room, table=table)
+        return int(answer["removed"])
+
+    removed = on_memory(db, agent, via, remote=remote, local=local, write=True)
     if as_json:
         emit_json({"removed": removed})
     else:
@@ -278,6 +371,7 @@ def remove(
 @click.option("--table", type=click.Choice(TABLES), default="messages", show_default=True)
 @click.option("--apply", is_flag=True, help="Delete (without it, only say what would go).")
 @json_option
+@via_options
 def prune(
     db: str,
     agent: str,
@@ -288,25 +382,33 @@ def prune(
     table: str,
     apply: bool,
     as_json: bool,
+    via: Via,
 ) -> None:
     """Delete old memories that are neither important nor often read (a dry run unless
     --apply)."""
-    with memory_of(db, agent, write=True) as mem:
-        report = mem.prune(
-            older_than,
-            keep_if_accessed_more_than=keep_if_accessed_more_than,
-            keep_importance=keep_importance,
-            room=room,
-            table=table,
-            dry_run=not apply,
-        )
+    options: dict[str, Any] = {
+        "keep_if_accessed_more_than": keep_if_accessed_more_than,
+        "keep_importance": keep_importance,
+        "room": room,
+        "table": table,
+    }
+    report = on_memory(
+        db,
+        agent,
+        via,
+        remote=lambda r, path: r.post(
+            f"{path}/memories/prune", {"older_than": older_than, **options, "apply": apply}
+        ),
+        local=lambda mem: mem.prune(older_than, **options, dry_run=not apply).as_dict(),
+        write=True,
+    )
     if as_json:
-        emit_json(report.as_dict())
+        emit_json(report)
         return
-    verb = "would remove" if report.dry_run else "removed"
+    verb = "would remove" if report["dry_run"] else "removed"
     click.echo(
-        f"{verb} {len(report.removed)} memories; kept {report.kept_important} important and "
-        f"{report.kept_accessed} often read"
+        f"{verb} {len(report['removed'])} memories; kept {report['kept_important']} important "
+        f"and {report['kept_accessed']} often read"
     )
 
 
@@ -316,19 +418,28 @@ def prune(
 @click.option("--user", help="Only facts about/from this user.")
 @click.option("--room", help="Only this room.")
 @json_option
-def facts(db: str, agent: str, user: str | None, room: str | None, as_json: bool) -> None:
+@via_options
+def facts(db: str, agent: str, user: str | None, room: str | None, as_json: bool, via: Via) -> None:
     """Facts and relationships the agent holds, each with where it comes from."""
-    with memory_of(db, agent, write=False) as mem:
-        rows = mem.facts(user, room)
-        sources = {r.id: mem.sources(r.id) for r in rows}
+    from structrag.shapes import facts_json
+
+    rows = on_memory(
+        db,
+        agent,
+        via,
+        remote=lambda r, path: r.get(f"{path}/facts", user=user, room=room),
+        local=lambda mem: facts_json(mem, user, room),
+        write=False,
+    )
     if as_json:
-        emit_json([{**r.as_dict(), "sources": [s.__dict__ for s in sources[r.id]]} for r in rows])
+        emit_json(rows)
         return
     for row in rows:
         cited = ", ".join(
-            f"{s.kind} {s.source_ref or s.source_mkey or ''}".strip() for s in sources[row.id]
+            f"{s['kind']} {s['source_ref'] or s['source_mkey'] or ''}".strip()
+            for s in row["sources"]
         )
-        click.echo(f"{row.id}  {row.text}" + (f"   <- {cited}" if cited else ""))
+        click.echo(f"{row['id']}  {row['text']}" + (f"   <- {cited}" if cited else ""))
 
 
 @memory.command("profile")
@@ -337,18 +448,25 @@ def facts(db: str, agent: str, user: str | None, room: str | None, as_json: bool
 @click.option("--user", required=True, help="The user.")
 @click.option("--history", is_flag=True, help="Also entries that were superseded.")
 @json_option
-def profile(db: str, agent: str, user: str, history: bool, as_json: bool) -> None:
+@via_options
+def profile(db: str, agent: str, user: str, history: bool, as_json: bool, via: Via) -> None:
     """What the agent knows about a user, each entry citing its messages."""
-    with memory_of(db, agent, write=False) as mem:
-        entries = mem.profile(user, history=history)
+    entries = on_memory(
+        db,
+        agent,
+        via,
+        remote=lambda r, path: r.get(f"{path}/profile", user=user, history=history),
+        local=lambda mem: [e.as_dict() for e in mem.profile(user, history=history)],
+        write=False,
+    )
     if as_json:
-        emit_json([e.as_dict() for e in entries])
+        emit_json(entries)
         return
     for entry in entries:
-        old = f"  (superseded by {entry.superseded_by})" if entry.superseded_by else ""
+        old = f"  (superseded by {entry['superseded_by']})" if entry["superseded_by"] else ""
         click.echo(
-            f"{entry.entry_id:>4}  {entry.category:<12} {entry.text}   <- "
-            f"{', '.join(entry.sources)}{old}"
+            f"{entry['entry_id']:>4}  {entry['category']:<12} {entry['text']}   <- "
+            f"{', '.join(entry['sources'])}{old}"
         )
 
 
@@ -362,25 +480,35 @@ def profile(db: str, agent: str, user: str, history: bool, as_json: bool) -> Non
     help="Leave this many of the newest messages out (default: the memory setting, 50).",
 )
 @json_option
-def compact(db: str, agent: str, room: str, keep_recent: int | None, as_json: bool) -> None:
+@via_options
+def compact(
+    db: str, agent: str, room: str, keep_recent: int | None, as_json: bool, via: Via
+) -> None:
     """Summarise a room's older messages (they stay searchable) and record observations."""
-    with memory_of(db, agent, write=True) as mem:
-        summary = mem.compact(room, keep_recent=keep_recent)
-        observations = mem.observations(room)
+    from structrag.shapes import compact_json
+
+    data = on_memory(
+        db,
+        agent,
+        via,
+        remote=lambda r, path: r.post(
+            f"{path}/compact", {"room": room, "keep_recent": keep_recent}
+        ),
+        local=lambda mem: compact_json(
+            mem.compact(room, keep_recent=keep_recent), mem.observations(room)
+        ),
+        write=True,
+    )
     if as_json:
-        emit_json(
-            {
-                "summary": summary.as_dict() if summary else None,
-                "observations": [o.as_dict() for o in observations],
-            }
-        )
+        emit_json(data)
         return
+    summary = data["summary"]
     if summary is None:
         click.echo("nothing to compact")
         return
-    click.echo(f"summary {summary.summary_id} ({len(summary.sources)} messages): {summary.text}")
-    for o in observations:
-        click.echo(f"  {o.kind}: {o.insight}")
+    click.echo(f"summary {summary['summary_id']} ({summary['covers']} messages): {summary['text']}")
+    for o in data["observations"]:
+        click.echo(f"  {o['kind']}: {o['insight']}")
 
 
 @memory.command("context")
@@ -395,6 +523,7 @@ def compact(db: str, agent: str, room: str, keep_recent: int | None, as_json: bo
     help="How the budget is shared, e.g. history=0.5,retrieval=0.3,profile=0.2.",
 )
 @json_option
+@via_options
 def context(
     message: str,
     db: str,
@@ -404,6 +533,7 @@ def context(
     budget: int,
     shares: str | None,
     as_json: bool,
+    via: Via,
 ) -> None:
     """What the agent should put in its prompt before answering MESSAGE."""
     parsed = None
@@ -414,12 +544,21 @@ def context(
             raise click.BadParameter(
                 "write shares as history=0.5,retrieval=0.3,profile=0.2"
             ) from None
-    with memory_of(db, agent, write=True) as mem:
-        window = mem.context(message, room=room, budget=budget, user=user, shares=parsed)
+    options: dict[str, Any] = {"room": room, "budget": budget, "user": user, "shares": parsed}
+    window = on_memory(
+        db,
+        agent,
+        via,
+        remote=lambda r, path: r.post(f"{path}/context", {"message": message, **options}),
+        local=lambda mem: mem.context(message, **options).as_dict(),
+        write=True,
+    )
     if as_json:
-        emit_json(window.as_dict())
+        emit_json(window)
         return
-    click.echo(window.text)
+    click.echo(window["text"])
     click.echo("")
-    used = ", ".join(f"{s.name} {s.tokens}" for s in window.sections)
-    click.echo(f"{window.tokens}/{window.budget} tokens ({used}), {window.seconds * 1000:.0f} ms")
+    used = ", ".join(f"{s['name']} {s['tokens']}" for s in window["sections"])
+    click.echo(
+        f"{window['tokens']}/{window['budget']} tokens ({used}), {window['seconds'] * 1000:.0f} ms"
+    )

@@ -410,6 +410,16 @@ class WhooshTextIndex:
         if self._ix is not None:
             self._ix.close()
 
+    def refresh(self) -> None:
+        """Move to the latest committed state, now (another writer committed: a server's
+        write thread, say): the searcher opens here, not at the next read, so a caller
+        knows which commits it holds (the generation marked before it opened: a commit
+        in between shows as a newer mark, which the caller checks)."""
+        mark = self.generation()
+        self._reset()
+        self._reader  # noqa: B018 (the property opens the searcher)
+        self._seen = mark
+
     def _reset(self) -> None:
         if self._searcher is not None:
             with contextlib.suppress(Exception):

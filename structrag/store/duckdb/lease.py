@@ -10,6 +10,11 @@ as soon as it is idle. The next use opens it again, waiting its turn in the same
 Within a process, uses are serialised by one re-entrant lock: a DuckDB connection takes
 one call at a time, and a transaction (held from its first statement to its commit) is
 not interleaved with another thread's reads, so no thread reads half of a write.
+
+A process that serves readers on threads of its own (``structrag serve``) pins its lease
+(:meth:`Lease.pin`: the file is kept until the process closes it, and other processes
+wait for it) and gives each reader thread a :class:`CursorLease`: a cursor of the same
+database, which sees committed transactions only and reads while the writer writes.
 """
 
 from __future__ import annotations
@@ -148,6 +153,14 @@ class Lease:
         #: Set by the watcher when another process has waited long while this one kept
         #: the connection busy: the next use (not in the middle of one) gives way.
         self._turn_asked = False
+        self._pinned = False
+
+    def pin(self) -> None:
+        """Keep the file from now on (open it now): no longer given up when another
+        process waits, until :meth:`close`."""
+        with self._lock:
+            self._pinned = True
+            self._connection()
 
     @property
     def opened(self) -> int:
@@ -186,7 +199,7 @@ class Lease:
     def _connection(self) -> duckdb.DuckDBPyConnection:
         if self._closed:
             raise IndexStateError("the index was closed")
-        if self._turn_asked and self._holds == 1 and self._con is not None:
+        if self._turn_asked and self._holds == 1 and self._con is not None and not self._pinned:
             self._give_turn()
         if self._con is None:
             con = connect(self.path, read_only=self.read_only)
@@ -224,7 +237,7 @@ class Lease:
     def _give_way(self, waited: float) -> bool:
         """Close the connection if another process waits and this one is idle; whether
         the watching is over."""
-        if self._con is None:
+        if self._con is None or self._pinned:
             return True
         idle = time.monotonic() - self._last_use
         if waited >= FAIR_SECONDS:
@@ -257,6 +270,28 @@ class Lease:
         with self._lock:
             self._release()
             self._closed = True
+
+
+class CursorLease(Lease):
+    """A reader thread's connection to a pinned lease's database (a cursor of it: its
+    own transactions, which see what the lease's connection committed). Never given up:
+    it lives as long as the pinned lease."""
+
+    def __init__(self, lease: Lease) -> None:
+        super().__init__(lease.path, read_only=True)
+        lease.pin()
+        with lease.using() as con:
+            self._con = con.cursor()
+        self._opened = 1
+        self._pinned = True
+
+    def _connection(self) -> duckdb.DuckDBPyConnection:
+        if self._closed or self._con is None:
+            raise IndexStateError("the index was closed")
+        return self._con
+
+    def release(self) -> None:
+        """Kept: a cursor is not the file, and reopening it is the pinned lease's job."""
 
 
 def _watch(ref: weakref.ReferenceType[Lease], directory: Path) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import duckdb
@@ -17,7 +17,7 @@ import duckdb
 from structrag.errors import IndexStateError
 from structrag.models import Conversation
 from structrag.store.duckdb import schema
-from structrag.store.duckdb.lease import Lease
+from structrag.store.duckdb.lease import CursorLease, Lease
 from structrag.store.duckdb.reader import DuckDBReader
 from structrag.store.duckdb.staging import StagedTransaction
 from structrag.store.duckdb.writer import DuckDBTransaction, utc_now
@@ -180,6 +180,56 @@ class DuckDBStore(DuckDBReader):
     def answer_table(self) -> DuckDBAnswerTable:
         """The LLM answer cache, on its own connection (see :class:`DuckDBAnswerTable`)."""
         return DuckDBAnswerTable(self)
+
+    def reader(self) -> ReaderStore:
+        """A read-only store on a new connection to this store's database, for another
+        thread of this process (a server's readers; see :class:`ReaderStore`). From then on
+        this process keeps the file (other processes wait for it until it closes)."""
+        return ReaderStore(self)
+
+
+class ReaderStore(DuckDBStore):
+    """A read-only view of a :class:`DuckDBStore` that another thread of the same process
+    writes: its own DuckDB connection (a cursor of the writer's, see
+    :class:`~structrag.store.duckdb.lease.CursorLease`), which sees committed
+    transactions only. Another connection commits, so the generation is read afresh,
+    except inside :meth:`snapshot`, where every read sees one committed state (and its
+    generation is read once)."""
+
+    def __init__(self, writer: DuckDBStore) -> None:  # opens no file: shares the writer's
+        self.directory = writer.directory
+        self.path = writer.path
+        self.read_only = True
+        self._snapshot: int | None = None
+        self._generation = None
+        self._ids_lock = threading.Lock()
+        self._next_mkey = self._next_ref = 0
+        self._ids_view = None
+        self._lease = CursorLease(writer._lease)
+
+    def generation(self) -> int:
+        if self._snapshot is None:  # outside a snapshot: whatever is committed now
+            return int(self.get_setting("generation") or 0)
+        return self._snapshot
+
+    def committed(self, generation: int) -> None:
+        raise IndexStateError("a reader store does not write")
+
+    @contextmanager
+    def snapshot(self) -> Iterator[int]:
+        """Reads inside see one committed state of the store; yields its generation."""
+        con = self._lease.hold()
+        try:
+            con.execute("BEGIN TRANSACTION")
+            try:
+                self._snapshot = int(self.get_setting("generation") or 0)
+                yield self._snapshot
+            finally:
+                self._snapshot = None
+                with suppress(duckdb.Error):
+                    con.execute("ROLLBACK")
+        finally:
+            self._lease.let_go()
 
 
 class SchemaUpgradeNeeded(IndexStateError):

@@ -1,0 +1,720 @@
+"""The HTTP API (FastAPI): ``/v1``, ``/health``, the web explorer at ``/``, MCP at ``/mcp``.
+
+Every route calls the :class:`~structrag.server.service.Service` (reads on its readers,
+writes on its writer) and answers with the JSON shapes the CLI prints with ``--json``.
+Errors are JSON: ``{"error": {"code", "message", "hint", "position"}}``, with the status
+the error calls for (400 a bad query or argument, 401 no valid token, 403 outside the
+token's scope, 404 not found, 409 the index's state, 413 too large, 422 a body that is
+not valid JSON or does not fit its schema, 503 shutting down).
+
+Three ASGI layers wrap the routes, outermost first: the request log (one JSON line per
+request), the body limit (413 before the body is read, or as soon as it grows past the
+limit), and the token check (401, or 403 for a path outside the token's scope: anything
+but ``/v1/agents/{agent}/...`` of its own agents needs a token granted the whole index,
+so a route added later is closed to scoped tokens until it says otherwise).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import re
+import secrets
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import unquote
+
+from fastapi import Depends, FastAPI, File, Form, Query, Request, UploadFile
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from structrag import __version__
+from structrag.errors import (
+    ConfigError,
+    IndexStateError,
+    InputError,
+    LLMError,
+    MemoryInputError,
+    NotFoundError,
+    QueryError,
+    QuerySyntaxError,
+    StructragError,
+)
+from structrag.index import IngestOptions
+from structrag.server import schemas as s
+from structrag.server.auth import OPEN, AccessDenied, Grant, NotAuthenticated, Tokens
+from structrag.server.service import (
+    BatchItemError,
+    JobCancelled,
+    ServerClosing,
+    Service,
+    error_dict,
+)
+
+STATIC = Path(__file__).parent / "static"
+#: Bodies larger than this are refused with 413 (uploads have their own limit).
+MAX_BODY = 1 << 20
+MAX_UPLOAD = 512 << 20
+UPLOAD_PATH = "/v1/ingest/upload"
+access_log = logging.getLogger("structrag.server.access")
+log = logging.getLogger("structrag.server")
+
+_STATUS: list[tuple[type[StructragError], int]] = [
+    (NotAuthenticated, 401),
+    (AccessDenied, 403),
+    (NotFoundError, 404),
+    (ServerClosing, 503),
+    (JobCancelled, 409),
+    (IndexStateError, 409),
+    (LLMError, 502),
+    (QuerySyntaxError, 400),
+    (QueryError, 400),
+    (InputError, 400),
+    (ConfigError, 400),
+    (MemoryInputError, 400),
+]
+
+
+def status_of(exc: StructragError) -> int:
+    if isinstance(exc, BatchItemError):
+        return status_of(exc.cause)
+    return next((code for kind, code in _STATUS if isinstance(exc, kind)), 400)
+
+
+def error_response(status: int, error: dict[str, Any]) -> JSONResponse:
+    return JSONResponse({"error": error}, status_code=status)
+
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": s.ErrorOut, "description": what}
+    for code, what in (
+        (400, "A query, question or argument that cannot work"),
+        (401, "No valid token"),
+        (403, "Outside the token's scope"),
+        (404, "Not found"),
+        (413, "Body too large"),
+        (422, "A body that is not valid JSON or does not fit its schema"),
+    )
+}
+
+
+def create_app(
+    service: Service,
+    *,
+    tokens: Tokens | None = None,
+    host: str = "127.0.0.1",
+    max_body: int = MAX_BODY,
+    max_upload: int = MAX_UPLOAD,
+    mcp: bool = True,
+) -> FastAPI:
+    """The API, the explorer and (with ``mcp``) the MCP endpoint, on ``service``."""
+    tokens = tokens or Tokens()
+    mcp_server = None
+    if mcp:
+        from structrag.server.mcp_tools import build_mcp
+
+        mcp_server = build_mcp(service, tokens)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if mcp_server is None:
+            yield
+            return
+        async with mcp_server.session_manager.run():
+            yield
+
+    app = FastAPI(
+        title="structrag",
+        version=__version__,
+        summary="Structured RAG over conversations: the index, ask, and agent memory.",
+        docs_url=None,  # the explorer is the UI; Swagger's page would load from a CDN
+        redoc_url=None,
+        lifespan=lifespan,
+        responses=ERRORS,
+    )
+    _errors(app)
+    _routes(app, service)
+    if mcp_server is not None:
+        http = mcp_server.streamable_http_app(
+            streamable_http_path="/mcp", stateless_http=True, json_response=True, host=host
+        )
+        app.router.routes.extend(r for r in http.routes if getattr(r, "path", "") == "/mcp")
+    app.add_middleware(TokenCheck, tokens=tokens)
+    app.add_middleware(BodyLimit, max_body=max_body, max_upload=max_upload)
+    if not tokens.required:
+        app.add_middleware(LoopbackHost)
+    app.add_middleware(AccessLog)
+    return app
+
+
+# -- errors ---------------------------------------------------------------------------------
+
+
+def _errors(app: FastAPI) -> None:
+    @app.exception_handler(StructragError)
+    async def structrag_error(request: Request, exc: StructragError) -> JSONResponse:
+        return error_response(status_of(exc), error_dict(exc))
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return error_response(422, _validation_error(exc))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        return error_response(
+            exc.status_code, {"code": code, "message": str(exc.detail), "hint": None}
+        )
+
+    @app.exception_handler(Exception)
+    async def internal(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("internal error on %s %s", request.method, request.url.path)
+        return error_response(
+            500,
+            {
+                "code": "internal",
+                "message": f"internal error ({type(exc).__name__}); the server's log has it",
+                "hint": None,
+            },
+        )
+
+
+def _validation_error(exc: RequestValidationError) -> dict[str, Any]:
+    """A body that is not JSON (with the offset, line and column it broke at), or fields
+    that do not fit the schema (each named by its path)."""
+    errors = exc.errors()
+    for error in errors:
+        if error.get("type") == "json_invalid":
+            offset = error["loc"][-1] if isinstance(error["loc"][-1], int) else 0
+            body = exc.body if isinstance(exc.body, str | bytes) else b""
+            text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+            line = text.count("\n", 0, offset) + 1
+            column = offset - (text.rfind("\n", 0, offset) + 1) + 1
+            why = (error.get("ctx") or {}).get("error", "not JSON")
+            return {
+                "code": "invalid_json",
+                "message": f"the body is not valid JSON: {why} at line {line}, column {column}",
+                "hint": "send a JSON object with Content-Type: application/json",
+                "position": offset,
+            }
+    parts = []
+    for error in errors:
+        where = ".".join(str(p) for p in error.get("loc", ()) if p != "body")
+        parts.append(f"{where or 'body'}: {error.get('msg', 'invalid')}")
+    first = errors[0].get("loc", ()) if errors else ()
+    return {
+        "code": "invalid_request",
+        "message": "; ".join(parts),
+        "hint": "see /openapi.json for the request's schema",
+        "position": ".".join(str(p) for p in first if p != "body") or None,
+    }
+
+
+# -- routes -----------------------------------------------------------------------------
+
+
+def grant_of(request: Request) -> Grant:
+    grant = getattr(request.state, "grant", None)
+    return grant if isinstance(grant, Grant) else OPEN
+
+
+def agent_scope(agent: str, request: Request) -> str:
+    """The path's agent, checked against the token (the token check did so already by
+    the path; this says it again where the route is defined)."""
+    grant_of(request).require_agent(agent)
+    return agent
+
+
+Agent = Annotated[str, Depends(agent_scope)]
+
+
+def _routes(app: FastAPI, service: Service) -> None:
+    @app.get("/health", response_model=s.HealthOut, tags=["server"])
+    def health() -> dict[str, Any]:
+        """Whether the server is up (no token needed; says nothing about the index)."""
+        return {
+            "status": "closing" if service.closing else "ok",
+            "version": __version__,
+            "instance": service.instance,
+            "uptime_s": round(service.uptime, 1),
+        }
+
+    # -- the index -----------------------------------------------------------------------
+
+    @app.get("/v1/stats", response_model=s.StatsOut, tags=["index"])
+    def stats() -> dict[str, Any]:
+        """Counts of conversations, messages and knowledge (``structrag stats``)."""
+        return service.stats()
+
+    @app.get("/v1/conversations", response_model=list[s.ConversationOut], tags=["index"])
+    def conversations() -> list[dict[str, Any]]:
+        """Conversations: ids, message counts, dates, speakers."""
+        return service.conversations()
+
+    @app.get(
+        "/v1/conversations/{conversation}/messages",
+        response_model=s.MessagePageOut,
+        tags=["index"],
+    )
+    def messages(
+        conversation: str,
+        offset: Annotated[int, Query(ge=0)] = 0,
+        limit: Annotated[int, Query(ge=1, le=500)] = 50,
+        around: Annotated[str | None, Query(description="A message id: its page.")] = None,
+    ) -> dict[str, Any]:
+        """A page of a conversation's messages, each with its knowledge and spans."""
+        return service.messages(conversation, offset=offset, limit=limit, around=around)
+
+    @app.get("/v1/messages/{message_id}", response_model=s.MessageOut, tags=["index"])
+    def show(message_id: str, conversation: str | None = None) -> dict[str, Any]:
+        """A message and its knowledge with spans (``structrag show``)."""
+        return service.show(message_id, conversation)
+
+    @app.get("/v1/entities", response_model=list[s.EntityOut], tags=["index"])
+    def entities(
+        top: Annotated[int, Query(ge=1, le=10_000)] = 20, conversation: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The most mentioned entities (``structrag entities``)."""
+        return service.entities(top, conversation)
+
+    @app.get("/v1/entities/{name}", response_model=s.EntityPageOut, tags=["index"])
+    def entity(name: str, conversation: str | None = None) -> dict[str, Any]:
+        """An entity: mentions over time, related entities, actions."""
+        return service.entity(name, conversation)
+
+    @app.get("/v1/topics", response_model=list[s.TopicOut], tags=["index"])
+    def topics(
+        top: Annotated[int, Query(ge=1, le=10_000)] = 20, conversation: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The most mentioned topics (``structrag topics``)."""
+        return service.topics(top, conversation)
+
+    @app.post(
+        "/v1/query", response_model=s.QueryOut, tags=["ask"], response_model_exclude_unset=True
+    )
+    def query(body: s.QueryIn) -> dict[str, Any]:
+        """Run a query expression (``structrag query``); a syntax error is a 400 whose
+        message keeps the caret under the position."""
+        return service.query(
+            body.expression, conversation=body.conversation, limit=body.limit, explain=body.explain
+        )
+
+    @app.post("/v1/ask", response_model=s.AskOut, tags=["ask"], response_model_exclude_unset=True)
+    def ask(body: s.AskIn) -> dict[str, Any]:
+        """Answer context for a question within a token budget (``structrag ask``)."""
+        return service.ask(body.question, **body.model_dump(exclude={"question"}))
+
+    @app.post(
+        "/v1/ask/batch",
+        response_model=s.AskBatchOut,
+        tags=["ask"],
+        response_model_exclude_unset=True,
+    )
+    def ask_batch(body: s.AskBatchIn) -> dict[str, Any]:
+        """Many questions, answered in order (``structrag ask --batch``); the first that
+        fails stops the batch, and its index is the error's ``position``."""
+        answers = service.ask_batch(
+            [q.model_dump() for q in body.questions],
+            explain=body.explain,
+            conversation=body.conversation,
+            budget=body.budget,
+            encoding=body.encoding,
+            sources=body.sources,
+        )
+        return {"answers": answers}
+
+    @app.get("/v1/agents", response_model=list[s.AgentOut], tags=["memory"])
+    def agents() -> list[dict[str, Any]]:
+        """The agents that have memories, with counts per memory table."""
+        return service.agents()
+
+    # -- ingest jobs -----------------------------------------------------------------------
+
+    @app.post("/v1/ingest", response_model=s.JobOut, status_code=202, tags=["ingest"])
+    def ingest(body: s.IngestIn, response: Response) -> dict[str, Any]:
+        """Ingest files or folders on the server's machine, as a background job (poll
+        ``/v1/jobs/{id}``). Every input is checked before anything is written; each file
+        is one transaction."""
+        job = service.start_ingest(body.paths, _ingest_options(body))
+        response.headers["Location"] = f"/v1/jobs/{job.id}"
+        return job.as_dict()
+
+    @app.post("/v1/ingest/estimate", tags=["ingest"])
+    def estimate(body: s.IngestIn) -> dict[str, Any]:
+        """A dry run of an ingest (``structrag ingest --dry-run``): what would be extracted,
+        and, for an LLM, the calls and tokens it would take. Writes nothing."""
+        return service.estimate(body.paths, _ingest_options(body))
+
+    @app.post(UPLOAD_PATH, response_model=s.JobOut, status_code=202, tags=["ingest"])
+    async def upload(
+        response: Response,
+        files: Annotated[list[UploadFile], File(description="The files to ingest.")],
+        format: Annotated[str | None, Form()] = None,
+        conversation: Annotated[str | None, Form()] = None,
+        encoding: Annotated[str, Form()] = "utf-8",
+        date_order: Annotated[str | None, Form(pattern="^(dmy|mdy)$")] = None,
+        force: Annotated[bool, Form()] = False,
+    ) -> dict[str, Any]:
+        """Upload files and ingest them as a background job (``curl -F files=@chat.jsonl``).
+        A client that goes away before the upload ends leaves no job and no trace."""
+        folder = Path(tempfile.mkdtemp(prefix="structrag-upload-"))
+        names: dict[str, str] = {}
+        paths: list[Path] = []
+        try:
+            for number, upload in enumerate(files):
+                name = _safe_name(upload.filename or f"upload-{number}")
+                target = folder / str(number) / name
+                target.parent.mkdir()
+                with target.open("wb") as handle:
+                    while chunk := await upload.read(1 << 20):
+                        handle.write(chunk)
+                names[str(target)] = name
+                paths.append(target)
+            options = IngestOptions(
+                format=format,
+                conversation=conversation,
+                encoding=encoding,
+                date_order="mdy" if date_order == "mdy" else "dmy" if date_order else None,
+                force=force,
+            )
+            job = service.start_ingest(paths, options, names=names, uploads=folder)
+        except BaseException:
+            import shutil
+
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        response.headers["Location"] = f"/v1/jobs/{job.id}"
+        return job.as_dict()
+
+    @app.get("/v1/jobs", response_model=list[s.JobOut], tags=["ingest"])
+    def jobs() -> list[dict[str, Any]]:
+        """Ingest jobs since the server started, oldest first."""
+        return [j.as_dict() for j in service.jobs()]
+
+    @app.get("/v1/jobs/{job_id}", response_model=s.JobOut, tags=["ingest"])
+    def job(job_id: str) -> dict[str, Any]:
+        """A job's state and progress (messages and files done of all)."""
+        return service.job(job_id).as_dict()
+
+    @app.post("/v1/jobs/{job_id}/cancel", response_model=s.JobOut, tags=["ingest"])
+    def cancel(job_id: str) -> dict[str, Any]:
+        """Cancel a job: the file being written rolls back; files done before it stay."""
+        return service.cancel_job(job_id).as_dict()
+
+    # -- an agent's memory -------------------------------------------------------------
+
+    memory = "/v1/agents/{agent}"
+
+    @app.post(f"{memory}/memories", response_model=s.MemoryOut, status_code=201, tags=["memory"])
+    def add_memory(agent: Agent, body: s.MemoryIn) -> dict[str, Any]:
+        """Store a memory; it is extracted and searchable when this returns."""
+        fields = body.model_dump(exclude={"text"})
+        if body.timestamp is not None and body.timestamp.tzinfo is not None:
+            from datetime import UTC
+
+            fields["timestamp"] = body.timestamp.astimezone(UTC).replace(tzinfo=None)
+        return service.add_memory(agent, body.text, **fields)
+
+    @app.get(f"{memory}/memories", response_model=list[s.MemoryOut], tags=["memory"])
+    def recent(
+        agent: Agent,
+        room: str | None = None,
+        table: s.Table = "messages",
+        count: Annotated[int, Query(ge=1, le=1000)] = 20,
+        start: datetime | None = None,
+        end: datetime | None = None,
+        user: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """The newest memories, newest first."""
+        return service.recent_memories(
+            agent, room=room, count=count, table=table, start=start, end=end, user=user
+        )
+
+    @app.post(f"{memory}/memories/search", response_model=list[s.HitOut], tags=["memory"])
+    def search(agent: Agent, body: s.SearchIn) -> list[dict[str, Any]]:
+        """The memories that best answer the query, best first."""
+        return service.search_memories(agent, body.query, **body.model_dump(exclude={"query"}))
+
+    @app.get(f"{memory}/memories/count", response_model=s.CountOut, tags=["memory"])
+    def count(
+        agent: Agent, room: str | None = None, table: s.Table | None = None
+    ) -> dict[str, Any]:
+        """How many memories (of a room, of a table)."""
+        return service.count_memories(agent, room, table)
+
+    @app.get(f"{memory}/memories/{{memory_id}}", response_model=s.MemoryOut, tags=["memory"])
+    def get_memory(agent: Agent, memory_id: str) -> dict[str, Any]:
+        """One memory by id (counts as a read)."""
+        return service.get_memory(agent, memory_id)
+
+    @app.delete(f"{memory}/memories/{{memory_id}}", response_model=s.RemovedOut, tags=["memory"])
+    def remove(agent: Agent, memory_id: str) -> dict[str, Any]:
+        """Delete a memory and everything derived from it alone."""
+        return service.remove_memory(agent, memory_id)
+
+    @app.delete(f"{memory}/memories", response_model=s.RemovedOut, tags=["memory"])
+    def remove_all(
+        agent: Agent,
+        all: Annotated[bool, Query(description="Must be true: deletes many.")] = False,
+        room: str | None = None,
+        table: s.Table | None = None,
+    ) -> dict[str, Any]:
+        """Delete every memory (of a room, of a table); needs ``all=true``."""
+        if not all:
+            raise MemoryInputError(
+                "deleting many memories needs all=true",
+                hint="DELETE .../memories?all=true&room=ROOM (or one by id)",
+            )
+        return service.remove_memories(agent, room, table)
+
+    @app.post(f"{memory}/memories/prune", response_model=s.PruneOut, tags=["memory"])
+    def prune(agent: Agent, body: s.PruneIn) -> dict[str, Any]:
+        """Delete old memories that are neither important nor often read (a dry run
+        unless ``apply``)."""
+        return service.prune(
+            agent,
+            body.older_than,
+            apply=body.apply,
+            keep_if_accessed_more_than=body.keep_if_accessed_more_than,
+            keep_importance=body.keep_importance,
+            room=body.room,
+            table=body.table,
+        )
+
+    @app.post(f"{memory}/context", response_model=s.ContextOut, tags=["memory"])
+    def context(agent: Agent, body: s.ContextIn) -> dict[str, Any]:
+        """What the agent puts in its prompt before answering a message, within a budget."""
+        return service.context(agent, body.message, **body.model_dump(exclude={"message"}))
+
+    @app.get(f"{memory}/facts", response_model=list[s.FactOut], tags=["memory"])
+    def facts(agent: Agent, user: str | None = None, room: str | None = None) -> Any:
+        """Facts and relationships, each with where it comes from."""
+        return service.facts(agent, user, room)
+
+    @app.get(f"{memory}/profile", response_model=list[s.ProfileEntryOut], tags=["memory"])
+    def profile(agent: Agent, user: str, history: bool = False) -> Any:
+        """What the agent knows about a user (``history``: superseded entries too)."""
+        return service.profile(agent, user, history=history)
+
+    @app.post(f"{memory}/compact", response_model=s.CompactOut, tags=["memory"])
+    def compact(agent: Agent, body: s.CompactIn) -> dict[str, Any]:
+        """Summarise a room's older messages and record observations."""
+        return service.compact(agent, body.room, body.keep_recent)
+
+    # -- the explorer ----------------------------------------------------------------------
+
+    @app.get("/", include_in_schema=False)
+    def explorer() -> FileResponse:
+        return FileResponse(STATIC / "index.html", media_type="text/html")
+
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+
+
+def _ingest_options(body: s.IngestIn) -> IngestOptions:
+    """The body's options (IngestIn's fields are IngestOptions', plus the paths)."""
+    return IngestOptions.of(None, body.model_dump(exclude={"paths"}))
+
+
+_UNSAFE = re.compile(r"[^\w.\- ]+")
+
+
+def _safe_name(name: str) -> str:
+    """An uploaded file's name, without folders or odd characters (it names the
+    conversation for some formats, so the rest of it is kept)."""
+    base = name.replace("\\", "/").rsplit("/", 1)[-1].strip().lstrip(".")
+    return _UNSAFE.sub("_", base)[:200] or "upload"
+
+
+# -- ASGI layers --------------------------------------------------------------------------
+
+
+async def _send_error(send: Send, status: int, error: dict[str, Any]) -> None:
+    body = json.dumps({"error": error}).encode("utf-8")
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+class LoopbackHost:
+    """An open server (no token, so bound to loopback) answers only requests addressed to
+    a loopback name: a web page whose domain an attacker points at 127.0.0.1 (DNS
+    rebinding) gets 421, not the index."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            host = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"host"), "")
+            name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+            if name.strip("[]").lower() not in ("127.0.0.1", "localhost", "::1"):
+                await _send_error(
+                    send,
+                    421,
+                    {
+                        "code": "bad_host",
+                        "message": f"this server answers requests to 127.0.0.1 or localhost, "
+                        f"not {host!r}",
+                        "hint": "a server reachable by other names needs tokens (--token)",
+                    },
+                )
+                return
+        await self.app(scope, receive, send)
+
+
+class TokenCheck:
+    """401 without a valid token; 403 for a path outside the token's scope. The grant goes
+    into the request's state for the routes and the MCP tools."""
+
+    def __init__(self, app: ASGIApp, tokens: Tokens) -> None:
+        self.app = app
+        self.tokens = tokens
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        if scope["type"] != "http" or not path.startswith(("/v1", "/mcp")):
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        try:
+            grant = self.tokens.resolve(headers.get("authorization"))
+            _check_path(grant, path)
+        except (NotAuthenticated, AccessDenied) as exc:
+            await _send_error(send, status_of(exc), error_dict(exc))
+            return
+        scope.setdefault("state", {})["grant"] = grant
+        await self.app(scope, receive, send)
+
+
+def _check_path(grant: Grant, path: str) -> None:
+    """Agent routes need the agent in the grant; every other ``/v1`` route needs the whole
+    index; ``/mcp`` checks each tool call."""
+    if grant.whole_index or path.startswith("/mcp"):
+        return
+    parts = path.split("/")
+    if len(parts) >= 5 and parts[1] == "v1" and parts[2] == "agents" and parts[3]:
+        grant.require_agent(unquote(parts[3]))
+        return
+    grant.require_index()
+
+
+class BodyLimit:
+    """413 for a body over the limit: at once by its Content-Length, or as soon as the
+    bytes read pass the limit."""
+
+    def __init__(self, app: ASGIApp, max_body: int, max_upload: int) -> None:
+        self.app = app
+        self.max_body = max_body
+        self.max_upload = max_upload
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limit = self.max_upload if scope.get("path") == UPLOAD_PATH else self.max_body
+        for key, value in scope["headers"]:
+            if key.lower() == b"content-length" and value.isdigit() and int(value) > limit:
+                await _send_error(send, 413, _too_large(limit))
+                return
+        seen = 0
+        started = False
+
+        async def counting_receive() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > limit:
+                    raise _BodyTooLarge
+            return message
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, counting_receive, tracking_send)
+        except _BodyTooLarge:
+            if not started:
+                await _send_error(send, 413, _too_large(limit))
+
+
+class _BodyTooLarge(BaseException):
+    """Raised from ``receive`` past the limit. A BaseException, so that the body parsing
+    of the routes (which turns an Exception into a 400) lets it through to
+    :class:`BodyLimit`."""
+
+
+def _too_large(limit: int) -> dict[str, Any]:
+    return {
+        "code": "body_too_large",
+        "message": f"the request body is over the limit of {limit:,} bytes",
+        "hint": "send less (uploads to /v1/ingest/upload have a higher limit, "
+        "--max-upload), or pass a path on the server with /v1/ingest",
+    }
+
+
+class AccessLog:
+    """One JSON line per request on the ``structrag.server.access`` logger: time, id,
+    method, path, status, milliseconds, bytes sent, client, and who (a token's
+    fingerprint, or ``open``). Query strings are left out: they can hold memories."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        request_id = secrets.token_hex(6)
+        status = 500
+        sent = 0
+
+        async def logging_send(message: Message) -> None:
+            nonlocal status, sent
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+                message.setdefault("headers", [])
+                message["headers"] = [*message["headers"], (b"x-request-id", request_id.encode())]
+            elif message["type"] == "http.response.body":
+                sent += len(message.get("body", b""))
+            await send(message)
+
+        try:
+            await self.app(scope, receive, logging_send)
+        finally:
+            grant = scope.get("state", {}).get("grant")
+            client = scope.get("client")
+            access_log.info(
+                json.dumps(
+                    {
+                        "ts": datetime.now().isoformat(timespec="milliseconds"),
+                        "id": request_id,
+                        "method": scope.get("method"),
+                        "path": scope.get("path"),
+                        "status": status,
+                        "ms": round((time.perf_counter() - started) * 1000, 2),
+                        "bytes": sent,
+                        "client": f"{client[0]}:{client[1]}" if client else None,
+                        "who": grant.name if isinstance(grant, Grant) else None,
+                    }
+                )
+            )

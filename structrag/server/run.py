@@ -1,0 +1,221 @@
+"""Starting and stopping: ``structrag serve`` (uvicorn) and ``structrag mcp`` (stdio).
+
+The HTTP server writes ``server.json`` into the index directory once it listens and
+removes it when it stops. SIGTERM (or Ctrl-C) stops it gracefully: no more writes are
+taken, the running ingest job is cancelled (its file rolls back), requests in flight are
+answered, the write under way finishes, then the index is closed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import socket
+import sys
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from types import FrameType
+
+import uvicorn
+
+from structrag import __version__
+from structrag.errors import ConfigError, IndexStateError
+from structrag.server.auth import Tokens
+from structrag.server.discovery import (
+    ServerInfo,
+    connect_url,
+    find_server,
+    is_loopback,
+    remove_info,
+    write_info,
+)
+from structrag.server.service import Service
+
+#: Seconds uvicorn waits for open connections after SIGTERM before closing them.
+GRACEFUL_SECONDS = 10
+#: Seconds an idle keep-alive connection stays open (an agent pauses between calls).
+KEEP_ALIVE_SECONDS = 30
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """How ``structrag serve`` runs (the command's options)."""
+
+    host: str = "127.0.0.1"
+    port: int = 8765
+    token: str | None = None
+    token_file: Path | None = None
+    readers: int = 2
+    max_body: int = 1 << 20
+    max_upload: int = 512 << 20
+    #: Request log: ``-`` for stderr, a file path, or None for none.
+    access_log: str | None = "-"
+    mcp: bool = True
+
+
+class JsonLines(logging.Formatter):
+    """Log records as JSON lines (the access log's messages are JSON already)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        message = record.getMessage()
+        if record.name == "structrag.server.access":
+            return message
+        data = {
+            "ts": datetime.now().isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": message,
+        }
+        if record.exc_info:
+            data["traceback"] = self.formatException(record.exc_info)
+        return json.dumps(data)
+
+
+def configure_logging(access_log: str | None) -> None:
+    """Server events and the request log as JSON lines (stderr, or a file)."""
+    handler: logging.Handler = (
+        logging.StreamHandler(sys.stderr)
+        if access_log in (None, "-")
+        else logging.FileHandler(str(access_log), encoding="utf-8")
+    )
+    handler.setFormatter(JsonLines())
+    root = logging.getLogger("structrag.server")
+    root.handlers[:] = [handler]
+    root.setLevel(logging.INFO)
+    root.propagate = False
+    logging.getLogger("structrag.server.access").disabled = access_log is None
+
+
+def check_address(host: str, tokens: Tokens) -> None:
+    if not is_loopback(host) and not tokens.required:
+        raise ConfigError(
+            f"refusing to listen on {host} without a token: anyone who can reach it could "
+            "read and change the index",
+            hint="pass --token TOKEN (or --token-file FILE, or STRUCTRAG_SERVER_TOKEN), or "
+            "bind to 127.0.0.1",
+        )
+
+
+def check_not_served(directory: Path) -> None:
+    found = find_server(directory)
+    if found is not None:
+        raise IndexStateError(
+            f"a server already serves {directory} at {found.url} (process {found.pid})",
+            hint="use it (commands on --db go through it), or stop it first",
+        )
+
+
+class _Server(uvicorn.Server):
+    """uvicorn, plus: ``server.json`` once listening, and SIGTERM reaching the service."""
+
+    def __init__(self, config: uvicorn.Config, service: Service, tokens: Tokens) -> None:
+        super().__init__(config)
+        self.service = service
+        self.tokens = tokens
+        self.url: str | None = None
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        if self.should_exit or not getattr(self, "servers", None):
+            return
+        bound = self.servers[0].sockets[0].getsockname()
+        self.url = connect_url(self.config.host, int(bound[1]))
+        write_info(
+            self.service.directory,
+            ServerInfo(
+                url=self.url,
+                pid=_pid(),
+                instance=self.service.instance,
+                version=__version__,
+                started=datetime.now(UTC).isoformat(timespec="seconds"),
+                auth="token" if self.tokens.required else "none",
+                token_fingerprints=self.tokens.fingerprints,
+            ),
+        )
+        auth = "tokens required" if self.tokens.required else "open (loopback only)"
+        print(
+            f"structrag serve: {self.url} for {self.service.directory} ({auth}); "
+            f"explorer {self.url}/, API {self.url}/v1, MCP {self.url}/mcp",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        # Not uvicorn's: it raises the signal again once it has stopped, which would end
+        # the process before the index is closed and server.json removed.
+        self.service.begin_shutdown()
+        if self.should_exit and sig == signal.SIGINT:
+            self.force_exit = True  # a second Ctrl-C: stop waiting for connections
+        self.should_exit = True
+
+
+def serve(directory: str | Path, options: ServeOptions) -> None:
+    """Serve the index at ``directory`` until SIGTERM or Ctrl-C (see the module docstring)."""
+    from structrag.server.app import create_app
+
+    directory = Path(directory)
+    tokens = Tokens.of(options.token, options.token_file)
+    check_address(options.host, tokens)
+    check_not_served(directory)
+    configure_logging(options.access_log)
+    started = time.perf_counter()
+    service = Service(directory, readers=options.readers)
+    for note in service.notes:
+        print(f"note: {note}", file=sys.stderr)
+    try:
+        app = create_app(
+            service,
+            tokens=tokens,
+            host=options.host,
+            max_body=options.max_body,
+            max_upload=options.max_upload,
+            mcp=options.mcp,
+        )
+        config = uvicorn.Config(
+            app,
+            host=options.host,
+            port=options.port,
+            log_level="warning",
+            access_log=False,
+            timeout_graceful_shutdown=GRACEFUL_SECONDS,
+            timeout_keep_alive=KEEP_ALIVE_SECONDS,
+        )
+        logging.getLogger("structrag.server").info(
+            "index open and warm in %.1f s", time.perf_counter() - started
+        )
+        _Server(config, service, tokens).run()
+    finally:
+        service.close()
+        remove_info(directory, service.instance)
+
+
+def serve_mcp_stdio(directory: str | Path, *, readers: int = 1) -> None:
+    """The MCP tools on stdio, on the index at ``directory`` (a local process: every tool
+    reaches everything). Logs go to stderr; stdout is the protocol's."""
+    import anyio
+
+    from structrag.server.mcp_tools import build_mcp
+
+    directory = Path(directory)
+    served = find_server(directory)
+    if served is not None:
+        raise IndexStateError(
+            f"a server owns {directory}: point the agent at {served.url}/mcp (streamable "
+            "HTTP) instead",
+            hint="or stop the server to run the MCP server on stdio",
+        )
+    configure_logging("-")
+    service = Service(directory, readers=readers)
+    try:
+        anyio.run(build_mcp(service).run_stdio_async)
+    finally:
+        service.close()
+
+
+def _pid() -> int:
+    import os
+
+    return os.getpid()

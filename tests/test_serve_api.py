@@ -1,0 +1,360 @@
+"""The HTTP API on a real index (FastAPI's TestClient, in this process): the shapes the CLI
+prints, errors with their codes and positions, limits, memory, and ingest jobs."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from fastapi.testclient import TestClient
+
+from structrag.cli import cli
+from structrag.server.app import create_app
+from structrag.server.service import Service
+from tests.serve_helpers import conversation_file, copy_index
+
+MAX_BODY = 64 * 1024
+LOCAL = "http://127.0.0.1:8765"
+
+
+@pytest.fixture(scope="module")
+def service(example_index: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    directory = copy_index(example_index, tmp_path_factory.mktemp("api") / "index")
+    service = Service(directory, readers=2, warm=False)
+    yield service
+    service.close()
+
+
+@pytest.fixture(scope="module")
+def client(service: Service) -> Iterator[TestClient]:
+    with TestClient(create_app(service, max_body=MAX_BODY), base_url=LOCAL) as client:
+        yield client
+
+
+def cli_json(*args: str) -> Any:
+    result = CliRunner().invoke(cli, [*args, "--json", "--no-server"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def without_times(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: without_times(v) for k, v in value.items() if k != "seconds"}
+    if isinstance(value, list):
+        return [without_times(v) for v in value]
+    return value
+
+
+def test_health_and_the_openapi_document(client: TestClient) -> None:
+    health = client.get("/health").json()
+    assert health["status"] == "ok" and len(health["instance"]) == 16
+    spec = client.get("/openapi.json").json()
+    paths = set(spec["paths"])
+    assert {
+        "/v1/ask",
+        "/v1/ask/batch",
+        "/v1/query",
+        "/v1/stats",
+        "/v1/ingest",
+        "/v1/ingest/upload",
+        "/v1/jobs/{job_id}",
+        "/v1/agents/{agent}/memories",
+        "/v1/agents/{agent}/memories/search",
+        "/v1/agents/{agent}/context",
+    } <= paths
+    assert {"AskIn", "AskOut", "MemoryIn", "ErrorOut"} <= set(spec["components"]["schemas"])
+    ask = spec["paths"]["/v1/ask"]["post"]
+    assert ask["responses"]["400"]["content"]["application/json"]["schema"]["$ref"].endswith(
+        "ErrorOut"
+    )
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "command"),
+    [
+        (
+            "POST",
+            "/v1/ask",
+            {"question": "When did Marco adopt Biscuit?", "budget": 150},
+            ["ask", "When did Marco adopt Biscuit?", "--budget", "150"],
+        ),
+        (
+            "POST",
+            "/v1/query",
+            {"expression": "action(Marco, adopt, *) OR entity:Biscuit", "explain": True},
+            ["query", "action(Marco, adopt, *) OR entity:Biscuit", "--explain"],
+        ),
+        ("GET", "/v1/messages/m11", None, ["show", "m11"]),
+        ("GET", "/v1/entities?top=5", None, ["entities", "--top", "5"]),
+        ("GET", "/v1/topics?top=5", None, ["topics", "--top", "5"]),
+        ("GET", "/v1/conversations", None, ["conversations"]),
+    ],
+)
+def test_the_api_answers_what_the_cli_prints(
+    client: TestClient,
+    example_index: Path,
+    method: str,
+    path: str,
+    body: Any,
+    command: list[str],
+) -> None:
+    answer = client.request(method, path, json=body)
+    assert answer.status_code == 200, answer.text
+    printed = cli_json(*command, "--db", str(example_index))
+    assert without_times(answer.json()) == without_times(printed)
+
+
+def test_stats_count_what_the_cli_counts(client: TestClient, example_index: Path) -> None:
+    served, printed = client.get("/v1/stats").json(), cli_json("stats", "--db", str(example_index))
+    keep = ("conversations", "messages", "semantic_refs", "extractors", "sources")
+    assert {k: served[k] for k in keep} == {k: printed[k] for k in keep}
+
+
+def test_a_query_syntax_error_keeps_its_caret(client: TestClient) -> None:
+    answer = client.post("/v1/query", json={"expression": "date:2023-13"})
+    assert answer.status_code == 400
+    error = answer.json()["error"]
+    assert error["code"] == "query_syntax_error"
+    assert error["position"] == 5 and error["column"] == 6
+    assert error["message"].endswith("date:2023-13\n       ^")
+    assert error["snippet"] == "date:2023-13\n     ^"
+    assert "YYYY-MM" in error["hint"]
+
+
+def test_malformed_json_is_422_with_its_position(client: TestClient) -> None:
+    body = '{"question": "Who?",\n  "budget": 100,, }'
+    with pytest.raises(json.JSONDecodeError) as parsed:
+        json.loads(body)
+    answer = client.post("/v1/ask", content=body, headers={"content-type": "application/json"})
+    assert answer.status_code == 422
+    error = answer.json()["error"]
+    assert error["code"] == "invalid_json"
+    assert error["position"] == parsed.value.pos
+    assert f"line 2, column {parsed.value.colno}" in error["message"]
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"question": "Who?", "budget": 0}, "budget"),
+        ({"question": ""}, "question"),
+        ({"question": "Who?", "colour": "red"}, "colour"),
+        ({}, "question"),
+    ],
+)
+def test_a_body_that_does_not_fit_its_schema_is_422(
+    client: TestClient, body: dict[str, Any], field: str
+) -> None:
+    answer = client.post("/v1/ask", json=body)
+    assert answer.status_code == 422
+    error = answer.json()["error"]
+    assert error["code"] == "invalid_request" and error["position"] == field
+
+
+def test_an_oversized_body_is_413(client: TestClient) -> None:
+    big = json.dumps({"question": "x" * (MAX_BODY + 10)})
+    answer = client.post("/v1/ask", content=big, headers={"content-type": "application/json"})
+    assert answer.status_code == 413
+    assert answer.json()["error"]["code"] == "body_too_large"
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: the limit is counted as it comes
+        yield b'{"question": "'
+        for _ in range(MAX_BODY // 1024 + 2):
+            yield b"x" * 1024
+        yield b'"}'
+
+    answer = client.post("/v1/ask", content=chunks(), headers={"content-type": "application/json"})
+    assert answer.status_code == 413
+
+
+@pytest.mark.parametrize(
+    ("path", "code"),
+    [
+        ("/v1/nothing-here", "not_found"),
+        ("/v1/messages/no-such-id", "not_found_error"),
+        ("/v1/conversations/nope/messages", "not_found_error"),
+        ("/v1/entities/Nobody-At-All", "not_found_error"),
+        ("/v1/jobs/job-0", "not_found_error"),
+    ],
+)
+def test_what_does_not_exist_is_a_json_404(client: TestClient, path: str, code: str) -> None:
+    answer = client.get(path)
+    assert answer.status_code == 404
+    assert answer.json()["error"]["code"] == code
+
+
+def test_a_batch_answers_in_order_and_names_the_question_that_fails(client: TestClient) -> None:
+    good = client.post(
+        "/v1/ask/batch",
+        json={
+            "questions": [
+                {"question": "When did Marco adopt Biscuit?", "id": "q1"},
+                {"question": "Who teaches the cooking class?", "budget": 80},
+            ],
+            "budget": 150,
+        },
+    )
+    assert good.status_code == 200
+    answers = good.json()["answers"]
+    assert [a.get("id") for a in answers] == ["q1", None]
+    assert "m11" in answers[0]["message_ids"] and answers[1]["tokens"] <= 80
+    bad = client.post(
+        "/v1/ask/batch",
+        json={"questions": [{"question": "Who?"}, {"question": "Who?", "conversation": "nope"}]},
+    )
+    assert bad.status_code == 404
+    assert bad.json()["error"]["position"] == 1
+
+
+def test_pages_of_messages_and_an_entity(client: TestClient) -> None:
+    page = client.get("/v1/conversations/friends/messages?around=m30&limit=10").json()
+    assert page["total"] == 46 and page["offset"] == 20
+    assert [m["id"] for m in page["messages"]][9] == "m30"
+    spans = [k for m in page["messages"] for k in m["knowledge"] if k["kind"] == "entity"]
+    for item in spans:
+        message = next(m for m in page["messages"] if item in m["knowledge"])
+        start, end = item["span"]
+        assert message["text"][start:end] == item["span_text"]
+    biscuit = client.get("/v1/entities/biscuit").json()
+    assert biscuit["name"] == "Biscuit" and biscuit["mentions"] >= 5
+    assert {"m11", "m35"} <= {o["message_id"] for o in biscuit["occurrences"]}
+    assert "Marco" in {r["name"] for r in biscuit["related"]}
+    assert sum(m["mentions"] for m in biscuit["by_month"]) == biscuit["mentions"]
+
+
+def test_an_agents_memory_round_trip(client: TestClient) -> None:
+    base = "/v1/agents/support-bot"
+    added = client.post(
+        f"{base}/memories",
+        json={"text": "I moved to Lisbon last month.", "user": "priya", "room": "dm-priya"},
+    )
+    assert added.status_code == 201, added.text
+    memory = added.json()
+    assert memory["agent"] == "support-bot" and memory["access_count"] == 0
+    got = client.get(f"{base}/memories/{memory['id']}").json()
+    assert got["text"] == "I moved to Lisbon last month." and got["access_count"] == 1
+    recent = client.get(f"{base}/memories", params={"room": "dm-priya"}).json()
+    assert [m["id"] for m in recent] == [memory["id"]]
+    hits = client.post(
+        f"{base}/memories/search", json={"query": "Who moved to Lisbon?", "mode": "hybrid"}
+    ).json()
+    assert hits[0]["id"] == memory["id"] and hits[0]["mode"] == "hybrid"
+    count = client.get(f"{base}/memories/count", params={"room": "dm-priya"}).json()
+    assert count["count"] == 1 + len(client.get(f"{base}/facts").json())
+    count = client.get(f"{base}/memories/count?room=dm-priya&table=messages").json()
+    assert count == {"agent": "support-bot", "room": "dm-priya", "table": "messages", "count": 1}
+    window = client.post(
+        f"{base}/context", json={"message": "Any cafés near me?", "room": "dm-priya", "budget": 300}
+    ).json()
+    assert window["tokens"] <= 300 and memory["id"] in window["text"]
+    profile = client.get(f"{base}/profile", params={"user": "priya"}).json()
+    assert any("Lisbon" in e["text"] for e in profile)
+    facts = client.get(f"{base}/facts", params={"user": "priya"}).json()
+    assert facts and all(f["sources"] for f in facts)
+    dry = client.post(
+        f"{base}/memories/prune", json={"older_than": "0d", "keep_if_accessed_more_than": 99}
+    ).json()
+    assert dry["dry_run"] and memory["id"] in dry["removed"]
+    # Reads are counted by the writer shortly after (get, recent, search, context: 4).
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        with_reads = client.get(f"{base}/memories", params={"room": "dm-priya"}).json()[0]
+        if with_reads["access_count"] >= 5:
+            break
+        time.sleep(0.05)
+    assert with_reads["access_count"] >= 5
+    assert client.delete(f"{base}/memories/{memory['id']}").json() == {"removed": 1}
+    assert client.get(f"{base}/memories/{memory['id']}").status_code == 404
+    assert client.delete(f"{base}/memories").status_code == 400  # needs all=true
+
+
+def wait(client: TestClient, job: dict[str, Any], timeout: float = 120) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while job["state"] in ("queued", "checking", "running") and time.monotonic() < deadline:
+        time.sleep(0.05)
+        job = client.get(f"/v1/jobs/{job['id']}").json()
+    return job
+
+
+def test_an_upload_is_ingested_by_a_job(client: TestClient, tmp_path: Path) -> None:
+    path = conversation_file(tmp_path / "upload-chat.jsonl", "uploaded", 12)
+    before = client.get("/v1/stats").json()["messages"]
+    with path.open("rb") as handle:
+        answer = client.post("/v1/ingest/upload", files={"files": ("upload-chat.jsonl", handle)})
+    assert answer.status_code == 202 and answer.headers["location"].startswith("/v1/jobs/")
+    job = wait(client, answer.json())
+    assert job["state"] == "done", job
+    (report,) = job["reports"]
+    assert report["path"].endswith("upload-chat.jsonl") and "structrag-upload" not in str(job)
+    assert report["messages_added"] == 12
+    assert job["progress"]["messages"] == job["progress"]["messages_total"] == 12
+    assert client.get("/v1/stats").json()["messages"] == before + 12
+    assert "uploaded" in {c["id"] for c in client.get("/v1/conversations").json()}
+
+
+def test_a_malformed_input_fails_its_job_and_writes_nothing(
+    client: TestClient, tmp_path: Path
+) -> None:
+    good = conversation_file(tmp_path / "good.jsonl", "good-one", 5)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"speaker": "Ann", "text": "hi"}\n{"speaker": ', encoding="utf-8")
+    before = client.get("/v1/stats").json()["messages"]
+    job = wait(client, client.post("/v1/ingest", json={"paths": [str(good), str(bad)]}).json())
+    assert job["state"] == "failed"
+    assert job["error"]["code"] == "input_error"
+    assert job["error"]["position"] == {"path": str(bad), "line": 2, "column": 13}
+    assert client.get("/v1/stats").json()["messages"] == before
+
+
+def test_readers_see_an_ingest_whole_or_not_at_all(client: TestClient, tmp_path: Path) -> None:
+    path = conversation_file(tmp_path / "long.jsonl", "long-one", 300, seed=11)
+    before = client.get("/v1/stats").json()["messages"]
+    job = client.post("/v1/ingest", json={"paths": [str(path)]}).json()
+    seen = set()
+    while job["state"] in ("queued", "checking", "running"):
+        seen.add(client.get("/v1/stats").json()["messages"])
+        job = client.get(f"/v1/jobs/{job['id']}").json()
+    assert job["state"] == "done"
+    seen.add(client.get("/v1/stats").json()["messages"])
+    assert seen == {before, before + 300}
+
+
+def test_a_cancelled_job_rolls_its_file_back(client: TestClient, tmp_path: Path) -> None:
+    path = conversation_file(tmp_path / "cancelled.jsonl", "cancelled-one", 600, seed=12)
+    before = client.get("/v1/stats").json()["messages"]
+    job = client.post("/v1/ingest", json={"paths": [str(path)]}).json()
+    while not (job["state"] == "running" and job["progress"]["messages"] > 0):
+        assert job["state"] in ("queued", "checking", "running"), job
+        time.sleep(0.01)
+        job = client.get(f"/v1/jobs/{job['id']}").json()
+    client.post(f"/v1/jobs/{job['id']}/cancel")
+    job = wait(client, job)
+    assert job["state"] == "cancelled" and job["error"]["code"] == "job_cancelled"
+    assert client.get("/v1/stats").json()["messages"] == before
+    assert "cancelled-one" not in {c["id"] for c in client.get("/v1/conversations").json()}
+
+
+def test_a_closing_server_takes_no_more_writes(tmp_path: Path) -> None:
+    service = Service(tmp_path / "closing", readers=1, warm=False)
+    try:
+        with TestClient(create_app(service, mcp=False), base_url=LOCAL) as client:
+            service.begin_shutdown()
+            answer = client.post("/v1/agents/bot/memories", json={"text": "Too late."})
+            assert answer.status_code == 503
+            assert answer.json()["error"]["code"] == "server_closing"
+            assert client.get("/health").json()["status"] == "closing"
+            assert client.get("/v1/stats").status_code == 200  # reads go on
+    finally:
+        service.close()
+
+
+def test_an_open_server_answers_loopback_names_only(client: TestClient) -> None:
+    assert client.get("/health", headers={"host": "localhost:8765"}).status_code == 200
+    assert client.get("/health", headers={"host": "[::1]:8765"}).status_code == 200
+    rebound = client.get("/v1/stats", headers={"host": "evil.example:8765"})
+    assert rebound.status_code == 421 and rebound.json()["error"]["code"] == "bad_host"

@@ -1,0 +1,73 @@
+"""``structrag mcp --db DIR``: the MCP server on stdio, started as a subprocess and driven
+by the official SDK's client, as an agent framework would."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import anyio
+from mcp import Client, StdioServerParameters
+
+from tests.serve_helpers import copy_index
+
+TOOLS = {
+    "ask",
+    "query",
+    "search_memories",
+    "add_memory",
+    "get_context",
+    "show_message",
+    "list_entities",
+}
+
+
+def test_an_agent_adds_a_memory_and_gets_it_back_through_ask(
+    example_index: Path, tmp_path: Path
+) -> None:
+    directory = copy_index(example_index, tmp_path / "index")
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "structrag", "mcp", "--db", str(directory)]
+    )
+
+    async def session() -> None:
+        async with Client(params, read_timeout_seconds=120) as client:
+            tools = await client.list_tools()
+            assert {t.name for t in tools.tools} == TOOLS
+            added = await client.call_tool(
+                "add_memory",
+                {
+                    "agent": "travel-bot",
+                    "text": "My passport expires in March 2027.",
+                    "user": "ines",
+                    "room": "dm-ines",
+                },
+            )
+            assert not added.is_error, added.content
+            memory = added.structured_content
+            assert memory is not None and memory["agent"] == "travel-bot"
+            answer = await client.call_tool(
+                "ask", {"question": "When does the passport expire?", "budget": 300}
+            )
+            assert not answer.is_error, answer.content
+            data = answer.structured_content
+            assert data is not None and memory["id"] in data["message_ids"]
+            assert "March 2027" in data["context"] and data["tokens"] <= 300
+            context = await client.call_tool(
+                "get_context",
+                {"agent": "travel-bot", "message": "Can I fly in 2027?", "room": "dm-ines"},
+            )
+            assert memory["id"] in (context.structured_content or {})["text"]
+            missing = await client.call_tool("show_message", {"message_id": "no-such-message"})
+            assert missing.is_error and "not_found_error" in str(missing.content)
+            resources = await client.list_resources()
+            assert "structrag://conversations" in {str(r.uri) for r in resources.resources}
+            read = await client.read_resource("structrag://conversations")
+            listed = json.loads(read.contents[0].text)  # type: ignore[union-attr]
+            assert {"friends", "dm-ines"} <= {c["id"] for c in listed}
+            message = await client.read_resource("structrag://conversations/friends/messages/m11")
+            shown = json.loads(message.contents[0].text)  # type: ignore[union-attr]
+            assert shown["id"] == "m11" and shown["knowledge"]
+
+    anyio.run(session)
