@@ -46,18 +46,21 @@ def weight_text(weight: float) -> str:
 @dataclass(frozen=True)
 class Term(Node):
     """A free word or quoted phrase, matched against knowledge and message text; its
-    ``weight`` (``word^0.3``) scales it within its group."""
+    ``weight`` (``word^0.3``) scales it within its group. A ``kinds`` term
+    (``kind:sport``) also matches the words the lexicon lists as kinds of it (tennis,
+    surfing ...), at a lower weight: what a question asking for a category needs."""
 
     text: str
     phrase: bool = False
     weight: float = 1.0
+    kinds: bool = False
 
     def to_query(self) -> str:
         if self.phrase:
             text = '"' + self.text.replace("\\", "\\\\").replace('"', '\\"') + '"'
         else:
             text = quote(self.text)
-        return text + weight_text(self.weight)
+        return ("kind:" if self.kinds else "") + text + weight_text(self.weight)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ import numpy as np
 from structrag.analysis import term_key
 from structrag.embeddings import Embedder
 from structrag.errors import NotFoundError
+from structrag.lexicon import Lexicon, default_lexicon
 from structrag.query.context import Line, TokenCounter, render_message
 from structrag.query.graph import EntityGraph
 from structrag.query.scope import ScopeData
@@ -61,6 +62,7 @@ class ConversationView:
         self._refs: RefTable | None = None
         self._aliases: dict[str, list[tuple[str, float]]] | None = None
         self._related: dict[str, list[tuple[str, float]]] = {}
+        self._kinds: dict[str, list[tuple[str, float]]] = {}
         self._vocab: tuple[list[str], np.ndarray] | bool | None = False
         self._graph: EntityGraph | None = None
         self._vectors: np.ndarray | bool | None = False
@@ -155,6 +157,21 @@ class ConversationView:
         self._related[stem] = result
         return result
 
+    def kinds(self, key: str) -> list[tuple[str, float]]:
+        """The lexicon's kinds of a category key that the text index holds (one word
+        each), at ``kind_weight``."""
+        cached = self._kinds.get(key)
+        if cached is not None:
+            return cached
+        s, lexicon = self.settings, self.owner.lexicon
+        found: list[tuple[str, float]] = []
+        if s.kind_weight > 0 and lexicon is not None:
+            for member in lexicon.kinds(key):
+                if " " not in member and self._holds(member):
+                    found.append((member, s.kind_weight))
+        self._kinds[key] = found
+        return found
+
     def _synonyms(self) -> dict[str, tuple[str, ...]]:
         return self.owner.synonyms
 
@@ -174,6 +191,11 @@ class ConversationView:
             if stem.endswith(suffix) and len(base) >= 4 and base in text.terms_with_prefix(base, 1):
                 forms.append(base)
         return forms
+
+    def _holds(self, term: str) -> bool:
+        """Whether a message in scope has the term in its text (a lookup that misses is a
+        dictionary probe; a hit reads the postings, which scoring reads anyway)."""
+        return bool(len(self.owner.text.text_postings(term, self.scope.docs).mkeys))
 
     def _fuzzy(self, stem: str) -> list[tuple[str, float]]:
         embedder, s = self.owner.embedder, self.settings
@@ -292,6 +314,7 @@ class Derived:
         settings: RankingSettings,
         embedder: Embedder | Callable[[], Embedder | None] | None = None,
         lemmatize: Callable[[str], str] | None = None,
+        lexicon: Lexicon | Callable[[], Lexicon] | None = default_lexicon,
     ) -> None:
         self.store = store
         self.text = text
@@ -301,6 +324,7 @@ class Derived:
         self._embedder_source = embedder
         self.embedder: Embedder | None = None
         self.lemmatize = lemmatize
+        self._lexicon_source = lexicon
         self._generation = -1
         #: ``RankingSettings.term_synonyms`` by stem.
         self.synonyms = {
@@ -309,6 +333,14 @@ class Derived:
         }
         self._views: dict[Scope, ConversationView] = {}
         self._lines: dict[tuple[str, int], Line] = {}
+
+    @property
+    def lexicon(self) -> Lexicon | None:
+        """The lexicon of kinds, loaded at first use (``kind:`` terms only)."""
+        source = self._lexicon_source
+        if callable(source):
+            self._lexicon_source = source = source()
+        return source
 
     def refresh(self) -> None:
         """Drop everything when the store has committed since the caches were built."""

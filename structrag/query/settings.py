@@ -103,6 +103,9 @@ class RankingSettings:
     synonym_weight: float = 0.8
     #: Derived forms found in the index (teach ~ teacher) count this much.
     derived_weight: float = 0.6
+    #: The kinds of a category (``kind:sport``: tennis, surfing ...) count this much of
+    #: the category word.
+    kind_weight: float = 0.5
     fuzzy_weight: float = 0.5
     fuzzy_threshold: float = 0.95
     fuzzy_max: int = 3

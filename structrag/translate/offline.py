@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from structrag.analysis import term_key
 from structrag.nlp.lemma import lemma
@@ -22,6 +23,9 @@ from structrag.nlp.pipeline import DEFAULT_MODEL, parse
 from structrag.query import ast
 from structrag.query.question import Translation, question_kind
 from structrag.query.timeexpr import MONTHS, understood
+
+if TYPE_CHECKING:
+    from spacy.tokens import Token
 
 _MONTHS = "|".join(sorted(MONTHS, key=len, reverse=True))
 _NUMBER = r"(?:\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|a few|a couple of)"
@@ -119,8 +123,20 @@ class SpacyTranslator:
         skip = (
             {verb_token} if action is not None and action.verb and verb_token is not None else set()
         )
+        category = _asked_category(doc)
+        marked = False
         for phrase in _noun_phrases(doc, name_tokens, skip):
-            items.append(ast.Term(phrase, phrase=" " in phrase))
+            kinds = category is not None and phrase.split()[-1] == category.text
+            marked = marked or kinds
+            items.append(ast.Term(phrase, phrase=" " in phrase, kinds=kinds))
+        if category is not None and not marked and category.is_alpha:
+            words = [
+                t.text
+                for t in category.lefts
+                if t.dep_ in ("amod", "compound") and t.is_alpha and t.i == category.i - 1
+            ]
+            text = " ".join([*words, category.text])
+            items.append(ast.Term(text, phrase=" " in text, kinds=True))
         if not items:
             for person in people:
                 items.append(ast.EntityPattern(name=person))
@@ -150,6 +166,62 @@ class SpacyTranslator:
         return Translation(
             query=body, people=people, kind=kind, time_phrases=time_phrases, relations=relations
         )
+
+
+#: Nouns that name a kind of something: "what kind of art" asks for kinds of art.
+_KIND_NOUNS = frozenset({"kind", "kinds", "type", "types", "sort", "sorts", "form", "forms"})
+
+
+def _asked_category(doc: object) -> Token | None:
+    """The noun naming what a question asks for, when it asks for things of a category:
+    "What *sports* does John like?", "Which *cities* ...", "What kind of *art* ...", "How
+    many *children* ...", "What are Joanna's *hobbies*?". The answer names kinds of it
+    (taekwondo for martial arts), so the query looks for those too (``kind:``)."""
+    from spacy.tokens import Doc
+
+    assert isinstance(doc, Doc)
+    noun = None
+    for token in doc:
+        head = token.head
+        if token.lower_ in ("what", "which") and token.dep_ == "det" and head.tag_.startswith("NN"):
+            noun = head
+        elif token.lower_ == "many" and token.dep_ == "amod" and head.tag_.startswith("NN"):
+            if any(c.lower_ == "how" for c in token.children) or (
+                token.i > 0 and doc[token.i - 1].lower_ == "how"
+            ):
+                noun = head
+        elif (
+            token.lower_ in ("what", "which")
+            and token.dep_ in ("attr", "nsubj")
+            and head.lemma_ in ("be", "")
+            and head.tag_.startswith("VB")
+        ):
+            # "What are Joanna's hobbies?": the other side of "be", when it is plural.
+            noun = next(
+                (
+                    c
+                    for c in head.children
+                    if c.dep_ in ("nsubj", "attr") and c.i != token.i and c.tag_ == "NNS"
+                ),
+                None,
+            )
+        if noun is not None:
+            break
+    if noun is None and len(doc) > 1 and doc[0].lower_ in ("what", "which"):
+        # The parser sometimes misreads the determiner ("What Turkish dishes come up?"
+        # with "What" as an object): the last noun of the words right after it.
+        run = []
+        for token in doc[1:]:
+            if not token.tag_.startswith(("NN", "JJ")):
+                break
+            run.append(token)
+        nouns = [t for t in run if t.tag_.startswith("NN")]
+        noun = nouns[-1] if nouns and run[-1] is nouns[-1] else None
+    if noun is not None and noun.lower_ in _KIND_NOUNS:
+        of = next((c for c in noun.children if c.dep_ == "prep" and c.lower_ == "of"), None)
+        inner = next((c for c in of.children if c.dep_ == "pobj"), None) if of else None
+        noun = inner if inner is not None and inner.tag_.startswith("NN") else None
+    return noun
 
 
 #: Nouns that ask for a person's job: "What is Kevin Scott's job?", "... Ana's role?"
