@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from structrag.analysis import term_key
+from structrag.analysis import stem_words, term_key
 from structrag.embeddings import Embedder
 from structrag.errors import NotFoundError
 from structrag.lexicon import Lexicon, default_lexicon
@@ -35,7 +35,7 @@ from structrag.store.protocols import (
 
 #: Suffixes that derive one word from another (in their stemmed form).
 DERIVATIONAL_SUFFIXES = frozenset(
-    {"er", "or", "ist", "ian", "ment", "ship", "ism", "ness", "ful", "al", "ive", "ic", "ess"}
+    {"er", "or", "ist", "ian", "ment", "ship", "ism", "ness", "ful", "al", "ive", "ic", "ess", "i"}
 )
 
 
@@ -153,6 +153,8 @@ class ConversationView:
             key = term_key(neighbour)
             if key != stem and key not in found:
                 found[key] = similarity * s.fuzzy_weight
+        for correction in self._spelling(stem):
+            found.setdefault(correction, s.spelling_weight)
         result = sorted(found.items(), key=lambda kv: -kv[1])
         self._related[stem] = result
         return result
@@ -191,6 +193,22 @@ class ConversationView:
             if stem.endswith(suffix) and len(base) >= 4 and base in text.terms_with_prefix(base, 1):
                 forms.append(base)
         return forms
+
+    def _spelling(self, stem: str) -> list[str]:
+        """Index terms one edit away from a stem the index does not hold: a typo in the
+        question ("lerning" finds learn, "apartmnet" apartment). Candidates are stemmed
+        again, so a corrected word meets the stem the index holds."""
+        s = self.settings
+        if s.spelling_weight <= 0 or len(stem) < s.spelling_min_length or not stem.isalpha():
+            return []
+        if self._holds(stem):
+            return []
+        found: dict[str, None] = {}
+        for candidate in stem_words(sorted(_edits(stem))):
+            fresh = candidate != stem and candidate not in found and len(candidate) > 2
+            if fresh and self._holds(candidate):
+                found[candidate] = None
+        return list(found)[: s.spelling_max]
 
     def _holds(self, term: str) -> bool:
         """Whether a message in scope has the term in its text (a lookup that misses is a
@@ -381,6 +399,19 @@ class Derived:
                     counter.count(text + "\n"),
                 )
         return {k: self._lines[(name, k)] for k in mkeys if (name, k) in self._lines}
+
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+
+def _edits(word: str) -> set[str]:
+    """Every string one deletion, transposition, substitution or insertion away."""
+    splits = [(word[:i], word[i:]) for i in range(len(word) + 1)]
+    deletes = {a + b[1:] for a, b in splits if b}
+    swaps = {a + b[1] + b[0] + b[2:] for a, b in splits if len(b) > 1}
+    replaces = {a + c + b[1:] for a, b in splits if b for c in _LETTERS if c != b[0]}
+    inserts = {a + c + b for a, b in splits for c in _LETTERS}
+    return deletes | swaps | replaces | inserts
 
 
 def _by_name(rows: dict[int, list[tuple[str, str]]]) -> dict[int, dict[str, list[str]]]:

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from structrag.analysis import term_key
-from structrag.nlp.lemma import lemma
+from structrag.nlp.lemma import is_verb_word, lemma
 from structrag.nlp.names import is_name_token
 from structrag.nlp.pipeline import DEFAULT_MODEL, parse
 from structrag.query import ast
@@ -114,6 +114,21 @@ class SpacyTranslator:
                     names.append(name)
                 name_tokens.update(run_ids)
                 run, run_ids = [], []
+        for token in doc:
+            # A speaker's name written in lower case, or with a possessive s and no
+            # apostrophe ("who is lenas team lead?", "kemals mom"): informal questions.
+            if (
+                token.i not in name_tokens
+                and token.is_alpha
+                and token.tag_.startswith(("NN", "JJ"))
+                and not token.text[:1].isupper()
+                and len(token.text) > 2
+            ):
+                person = speaker_keys.get(term_key(token.text))
+                if person:
+                    if person not in people:
+                        people.append(person)
+                    name_tokens.add(token.i)
         items: list[ast.Node] = []
         action, verb_token = _action(doc, people, names, name_tokens)
         if action is not None:
@@ -324,7 +339,14 @@ def _action(
     from spacy.tokens import Doc
 
     assert isinstance(doc, Doc)
-    verbs = [t for t in doc if t.tag_.startswith("VB") and t.dep_ not in ("aux", "auxpass")]
+    verbs = [
+        t
+        for t in doc
+        if t.tag_.startswith("VB")
+        and t.dep_ not in ("aux", "auxpass")
+        and is_verb_word(t.lower_)
+        and t.lower_ != "s"
+    ]
     if not verbs:
         return None, None
     main = next((v for v in verbs if lemma(v.text, v.tag_) not in _LIGHT), verbs[0])
@@ -377,6 +399,8 @@ def _noun_phrases(doc: object, name_tokens: set[int], skip: set[int]) -> list[st
     # verbs and adjectives that carry meaning ("paint", "favorite") as single terms
     for token in doc:
         if token.i in name_tokens or token.lower_ in STOP_WORDS or not token.is_alpha:
+            continue
+        if len(token.text) < 2:  # "s" of "whats" (what's)
             continue
         if token.i in skip:
             continue
