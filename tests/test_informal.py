@@ -83,7 +83,10 @@ def test_when_every_turn_is_one_message_turns_and_messages_rank_alike(
 
 @pytest.mark.parametrize(
     ("question", "expected"),
-    [("When did Aiko start lerning the guitar?", "learning guitar"), ("when is toms maraton?", "half marathon")],
+    [
+        ("When did Aiko start lerning the guitar?", "learning guitar"),
+        ("when is toms maraton?", "half marathon"),
+    ],
 )
 def test_a_typo_in_a_question_finds_the_word_it_meant(
     ix: Index, question: str, expected: str
@@ -94,16 +97,34 @@ def test_a_typo_in_a_question_finds_the_word_it_meant(
 
 def test_a_word_the_history_holds_is_not_corrected(ix: Index) -> None:
     # "rainy" is in the chat; "rain" (one edit away) is not added beside it.
-    plan = ix.query("rainy").plan
-    assert "TextMatch [raini]" in plan
+    assert "TextMatch [raini]" in ix.query("rainy~").plan
+    assert "TextMatch [maraton marathon^0.8]" in ix.query("maraton~").plan
+
+
+@pytest.mark.parametrize(
+    ("question", "typos"),
+    [
+        ("Wich language is Lena lerning?", ["Wich", "lerning"]),
+        ("whats the rent of aikos new apartmnet?", ["apartmnet"]),
+        ("For how long has Nate had his snakes?", []),
+        ("What does Melanie do to destress?", []),
+    ],
+)
+def test_the_translator_marks_words_that_are_no_english_words(
+    question: str, typos: list[str]
+) -> None:
+    translation = SpacyTranslator().translate(question, ["Lena", "Aiko", "Nate", "Melanie"])
+    assert translation.unknown == typos
 
 
 def test_spelling_correction_can_be_switched_off(bursts: Path) -> None:
     settings = DEFAULT_SETTINGS.with_overrides(spelling_weight=0.0)
     with Index(bursts, read_only=True, settings=settings) as index:
-        assert index.query("lerning").messages == []
+        assert index.query("lerning~").messages == []
     with Index(bursts, read_only=True) as index:
-        assert index.query("lerning").messages
+        assert index.query("lerning~").messages
+        # without ~ a word is taken as written
+        assert index.query("lerning").messages == []
 
 
 @pytest.mark.parametrize(

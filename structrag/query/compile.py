@@ -59,6 +59,11 @@ class CompileContext(Protocol):
         """Terms related to a stem, with weights: aliases, derived forms, fuzzy neighbours."""
         ...
 
+    def corrections(self, stem: str) -> list[tuple[str, float]]:
+        """For a fuzzy term (``lerning~``) whose stem no message in scope has, the index
+        terms one edit away, with their weights."""
+        ...
+
     def kinds(self, key: str) -> list[tuple[str, float]]:
         """Words for the kinds of a category (``kind:sport``: tennis, surfing ...) that
         occur in the history, as index terms with their weights."""
@@ -157,22 +162,28 @@ class Compiler:
 
     def term_weights(self, terms: Sequence[ast.Term]) -> dict[str, float]:
         """Stems of the terms with their weights, plus related terms (aliases, derived
-        forms, fuzzy neighbours) at their own weights."""
+        forms, fuzzy neighbours), the kinds of ``kind:`` terms and the corrections of
+        fuzzy terms, at their own weights."""
         weights: dict[str, float] = {}
-        kinds: list[tuple[str, float]] = []
+        added: list[tuple[str, float]] = []
         for term in terms:
             found = stems(term.text)
             for stem in found:
                 weights[stem] = weights.get(stem, 0.0) + term.weight
             if term.kinds and found:
-                kinds.extend(self._kinds(found, term.weight))
+                added.extend(self._kinds(found, term.weight))
+            if term.fuzzy:
+                for stem in found:
+                    added.extend(
+                        (c, w * min(term.weight, 1.0)) for c, w in self.context.corrections(stem)
+                    )
         for stem, weight in list(weights.items()):
             for related, related_weight in self.context.related_terms(stem):
                 for part in related.split():
                     if part not in weights:
                         weights[part] = related_weight * min(weight, 1.0)
-        for member, weight in kinds:
-            weights[member] = max(weights.get(member, 0.0), weight)
+        for term_added, weight in added:
+            weights[term_added] = max(weights.get(term_added, 0.0), weight)
         return weights
 
     def _kinds(self, found: Sequence[str], weight: float) -> list[tuple[str, float]]:

@@ -153,8 +153,6 @@ class ConversationView:
             key = term_key(neighbour)
             if key != stem and key not in found:
                 found[key] = similarity * s.fuzzy_weight
-        for correction in self._spelling(stem):
-            found.setdefault(correction, s.spelling_weight)
         result = sorted(found.items(), key=lambda kv: -kv[1])
         self._related[stem] = result
         return result
@@ -194,10 +192,11 @@ class ConversationView:
                 forms.append(base)
         return forms
 
-    def _spelling(self, stem: str) -> list[str]:
-        """Index terms one edit away from a stem the index does not hold: a typo in the
-        question ("lerning" finds learn, "apartmnet" apartment). Candidates are stemmed
-        again, so a corrected word meets the stem the index holds."""
+    def corrections(self, stem: str) -> list[tuple[str, float]]:
+        """For a stem no message in scope has, the index terms one edit away, at
+        ``spelling_weight``: what a typo in a question meant ("lerning" finds learn,
+        "apartmnet" apartment). Candidates are stemmed again, so a corrected word meets
+        the stem the index holds."""
         s = self.settings
         if s.spelling_weight <= 0 or len(stem) < s.spelling_min_length or not stem.isalpha():
             return []
@@ -208,7 +207,7 @@ class ConversationView:
             fresh = candidate != stem and candidate not in found and len(candidate) > 2
             if fresh and self._holds(candidate):
                 found[candidate] = None
-        return list(found)[: s.spelling_max]
+        return [(c, s.spelling_weight) for c in list(found)[: s.spelling_max]]
 
     def _holds(self, term: str) -> bool:
         """Whether a message in scope has the term in its text (a lookup that misses is a

@@ -82,9 +82,13 @@ class _ToAst(Transformer):  # type: ignore[type-arg]
     def wildcard(self, token: Token) -> _Star:
         return _STAR
 
-    def term(self, value: _Value) -> ast.Term:
+    def term(self, value: _Value, fuzzy: Token | None = None) -> ast.Term:
         # A quoted single word is just a word; a phrase is several words kept together.
-        return ast.Term(value.text, phrase=value.phrase and len(value.text.split()) > 1)
+        return ast.Term(
+            value.text,
+            phrase=value.phrase and len(value.text.split()) > 1,
+            fuzzy=fuzzy is not None,
+        )
 
     def kind_term(self, keyword: Token, value: _Value) -> ast.Term:
         return ast.Term(value.text, phrase=value.phrase and len(value.text.split()) > 1, kinds=True)

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from structrag.analysis import term_key
-from structrag.nlp.lemma import is_verb_word, lemma
+from structrag.nlp.lemma import is_known_word, is_verb_word, lemma
 from structrag.nlp.names import is_name_token
 from structrag.nlp.pipeline import DEFAULT_MODEL, parse
 from structrag.query import ast
@@ -179,8 +179,33 @@ class SpacyTranslator:
         if asked:
             body = _with(body, _job_pattern(asked))
         return Translation(
-            query=body, people=people, kind=kind, time_phrases=time_phrases, relations=relations
+            query=body,
+            people=people,
+            kind=kind,
+            time_phrases=time_phrases,
+            relations=relations,
+            unknown=_unknown_words(doc, name_tokens),
         )
+
+
+def _unknown_words(doc: object, name_tokens: set[int]) -> list[str]:
+    """Lower-case words (the first may be capitalised) of four letters or more that are no
+    known English word nor a name: likely typos, which the query lets match the words one
+    edit away."""
+    from spacy.lang.en.stop_words import STOP_WORDS
+    from spacy.tokens import Doc
+
+    assert isinstance(doc, Doc)
+    return [
+        t.text
+        for t in doc
+        if t.is_alpha
+        and (t.text.islower() or (t.i == 0 and t.text[1:].islower()))
+        and len(t.text) >= 4
+        and t.i not in name_tokens
+        and t.lower_ not in STOP_WORDS
+        and not is_known_word(t.text, t.tag_)
+    ]
 
 
 #: Nouns that name a kind of something: "what kind of art" asks for kinds of art.
