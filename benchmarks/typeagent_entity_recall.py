@@ -47,7 +47,7 @@ def run(transcript: Path, typeagent_index: Path) -> dict[str, Any]:
         index.ingest([transcript])
         messages = list(index.messages())
         entities: dict[str, set[str]] = {m.message.id: set() for m in messages}
-        for ref in index.knowledge("entity"):
+        for ref in index.refs("entity"):
             assert isinstance(ref.knowledge, Entity)
             entities[ref.message_id].add(term_key(ref.knowledge.name))
     by_text = {_norm_text(m.message.text): m.message.id for m in messages}

@@ -1,25 +1,43 @@
-"""Fault points: places where a crash test can kill the process, deterministically.
+"""Fault points: places where a test can stop the process, deterministically.
 
 ``STRUCTRAG_FAULT=<point>`` in the environment makes the process SIGKILL itself when it
 reaches that point (the crash suite in ``tests/test_crash.py`` uses it to check that an
 index survives a crash at the worst moments, e.g. between the store's commit and the text
-index's). Unset, a point costs one dictionary lookup.
+index's). ``STRUCTRAG_FAULT=<point>:wait:<file>`` makes it create ``<file>`` there and wait
+until the file is removed (the concurrency tests use it to act while an ingest is at that
+point). Unset, a point costs one dictionary lookup.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import time
+from pathlib import Path
 
 #: The points the code marks, and what happens there.
 POINTS = {
     "store-commit": "an ingest is about to commit its store transaction",
     "text-commit": "the store has committed; the text index has not",
     "rebuild-swap": "a text index rebuild is about to swap the new index in",
+    "text-adopt": "an ingest's staged text segment has moved into the index, uncommitted",
 }
 
 
+#: How long a waiting point waits for its file to go, at most.
+WAIT_SECONDS = 600
+
+
 def point(name: str) -> None:
-    """Die here when ``STRUCTRAG_FAULT`` names this point."""
-    if os.environ.get("STRUCTRAG_FAULT") == name:
+    """Die (or wait) here when ``STRUCTRAG_FAULT`` names this point."""
+    fault = os.environ.get("STRUCTRAG_FAULT")
+    if fault is None or not fault.startswith(name):
+        return
+    if fault == name:
         os.kill(os.getpid(), signal.SIGKILL)
+    elif fault.startswith(f"{name}:wait:"):
+        marker = Path(fault[len(name) + len(":wait:") :])
+        marker.touch()
+        deadline = time.monotonic() + WAIT_SECONDS
+        while marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)

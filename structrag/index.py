@@ -11,6 +11,7 @@ and an extractor together. The core modules (ingest, query) only know the protoc
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
@@ -33,14 +34,18 @@ from structrag.models import Conversation, SemanticRef
 from structrag.query.engine import Answer, QueryEngine, QueryResult
 from structrag.query.settings import DEFAULT_SETTINGS, RankingSettings
 from structrag.store.duckdb import DB_FILENAME, DuckDBStore, SchemaUpgradeNeeded
-from structrag.store.protocols import IndexedMessage, StoredMessage
+from structrag.store.protocols import IndexedMessage, MemoryInfo, Scope, StoredMessage
 from structrag.store.whoosh_index import WhooshTextIndex
+from structrag.store.workspace import WriterLock, sweep_staging
 from structrag.timeparse import DateOrder
 
 if TYPE_CHECKING:
-    from structrag.memory.api import Memory, MemorySettings
+    from structrag.knowledge.base import KnowledgeBase
+    from structrag.memory.api import Memory, MemorySettings, RoomCounts
 
 EXTRACTORS = ("spacy", "llm", "hybrid")
+#: What ``ask`` can draw on, and the memory table each is.
+SOURCES = {"conversations": "messages", "knowledge": "knowledge"}
 
 
 @dataclass(frozen=True)
@@ -69,6 +74,9 @@ class IngestOptions:
     force: bool = False
     #: The LLM for ``llm``/``hybrid`` (None: from the ``STRUCTRAG_LLM_*`` variables).
     llm: LLMConfig | StructuredLLM | None = None
+    #: Store the messages as memories of this agent (each conversation a room, each
+    #: speaker a user): history loaded in bulk into an agent's memory.
+    agent: str | None = None
 
     @classmethod
     def of(cls, options: IngestOptions | None, changes: dict[str, Any]) -> IngestOptions:
@@ -86,6 +94,11 @@ class IngestOptions:
         return LoadOptions(
             conversation=self.conversation, encoding=self.encoding, date_order=self.date_order
         )
+
+
+def _as_memory(agent: str | None) -> MemoryInfo | None:
+    """Ingested history as an agent's memories (``ingest --agent``)."""
+    return None if agent is None else MemoryInfo(agent=agent)
 
 
 def make_extractor(name: str = "spacy", **options: Any) -> Extractor:
@@ -147,7 +160,8 @@ class Index:
         self.settings = settings
         self.notes: list[str] = []
         self._engine: QueryEngine | None = None
-        self._live: tuple[Extractor, Ingestor] | None = None  # memory's extractor
+        self._live: tuple[Extractor, Ingestor, RoomCounts] | None = None  # for memories
+        self._knowledge: KnowledgeBase | None = None
         self._llm_client: StructuredLLM | None = None
         self._llm_key: tuple[str, str, str] | None = None
         if self.directory.exists() and not self.directory.is_dir():
@@ -155,6 +169,8 @@ class Index:
                 f"{self.directory} is a file, not an index directory",
                 hint="pass a directory to --db",
             )
+        #: One writing process at a time (see :mod:`structrag.store.workspace`).
+        self.writer_lock = WriterLock(self.directory)
         try:
             self.store = DuckDBStore(self.directory, read_only=read_only, create=create)
         except SchemaUpgradeNeeded:
@@ -173,6 +189,8 @@ class Index:
         expected = self.store.generation()
         found = self.text_index.generation()
         if found == expected:
+            if not self.read_only:
+                sweep_staging(self.directory)
             return
         if self.read_only:
             # Repair needs the write lock: take it briefly, rebuild, and come back read-only.
@@ -183,7 +201,14 @@ class Index:
             self.store = DuckDBStore(self.directory, read_only=True)
             self.text_index = WhooshTextIndex(self.directory, read_only=True)
             return
-        count = self.reindex()
+        with self.writer_lock.held("repair the text index"):
+            # Another process may be between its two commits: wait for it, then look again.
+            expected = self.store.generation()
+            found = self.text_index.generation()
+            sweep_staging(self.directory)
+            if found == expected:
+                return
+            count = self.reindex()
         why = (
             "was missing or in an older layout"
             if found is None
@@ -237,7 +262,10 @@ class Index:
                 "--retry-failed redoes failed LLM extractions",
                 hint="pass --extractor llm (or hybrid) with the LLM settings",
             )
-        with self._extractor(options, llm=options.llm) as chosen:
+        with (
+            self.writer_lock.held("ingest"),
+            self._extractor(options, llm=options.llm) as chosen,
+        ):
             setting, embedder = self._ingest_embedder(options.embeddings)
             ingestor = Ingestor(
                 self.store,
@@ -245,6 +273,8 @@ class Index:
                 chosen,
                 embedder=_embedding_rows(embedder) if embedder is not None else None,
                 settings={"embeddings": setting},
+                workspace=self.directory,
+                memory=_as_memory(options.agent),
             )
             reports = []
             if paths or not retry_failed:
@@ -268,7 +298,10 @@ class Index:
         options = IngestOptions.of(options, changes)
         offline = _offline(options.llm) if options.extractor in ("llm", "hybrid") else None
         with self._extractor(replace(options, workers=1), llm=offline) as chosen:
-            return Ingestor(self.store, self.text_index, chosen).estimate(
+            ingestor = Ingestor(
+                self.store, self.text_index, chosen, memory=_as_memory(options.agent)
+            )
+            return ingestor.estimate(
                 paths,
                 format=options.format,
                 options=options.load_options(),
@@ -335,8 +368,14 @@ class Index:
     def query(
         self, expression: str, *, conversation: str | None = None, limit: int | None = 20
     ) -> QueryResult:
-        """Run a query expression (see the README for the language)."""
-        return self.engine.query(expression, conversation=conversation, limit=limit)
+        """Run a query expression (see the README for the language) over the
+        conversations and document knowledge (``source:`` narrows it to one of them)."""
+        return self.engine.query(
+            expression,
+            conversation=conversation,
+            limit=limit,
+            scope=self._scope(conversation, tuple(SOURCES)),
+        )
 
     def ask(
         self,
@@ -348,8 +387,13 @@ class Index:
         translator: str = "offline",
         llm: LLMConfig | StructuredLLM | None = None,
         answer: bool = False,
+        sources: Sequence[str] = ("conversations",),
     ) -> Answer:
         """Answer context for a natural-language question, within ``budget`` tokens.
+
+        ``sources``: ``conversations`` (ingested history and agents' messages) and
+        ``knowledge`` (document fragments, each line labelled with its document and
+        section), packed in one budget.
 
         ``translator``: ``offline`` (spaCy) or ``llm`` (the LLM, falling back to offline,
         with a note, when no LLM is configured or the request fails). With
@@ -370,11 +414,30 @@ class Index:
         elif translator != "offline":
             raise ConfigError(f"unknown translator {translator!r}", hint="choose offline or llm")
         result = self.engine.ask(
-            question, counter=counter, conversation=conversation, budget=budget, translator=chosen
+            question,
+            counter=counter,
+            conversation=conversation,
+            budget=budget,
+            translator=chosen,
+            scope=self._scope(conversation, sources),
         )
         if answer:
             result.written = self._write_answer(client, question, result)
         return result
+
+    def _scope(self, conversation: str | None, sources: Sequence[str]) -> Scope | None:
+        unknown = sorted(set(sources) - set(SOURCES))
+        if unknown or not sources:
+            raise ConfigError(
+                f"unknown source(s): {', '.join(unknown) or '(none)'}",
+                hint=f"choose from {', '.join(SOURCES)}",
+            )
+        tables = tuple(SOURCES[s] for s in SOURCES if s in sources)
+        if tables == ("messages",):
+            return None  # the default scope
+        if conversation is not None and tables == ("knowledge",):
+            conversation = None  # documents have conversations of their own
+        return Scope(conversation=conversation, tables=tables)
 
     def _question_llm(
         self, translator: str, llm: LLMConfig | StructuredLLM | None, *, needed: bool
@@ -433,7 +496,8 @@ class Index:
             yield from self._indexed(batch, progress)
 
         try:
-            return self.text_index.rebuild(documents(), self.store.generation())
+            with self.writer_lock.held("reindex"):
+                return self.text_index.rebuild(documents(), self.store.generation())
         finally:
             if progress:
                 progress.finish()
@@ -452,7 +516,7 @@ class Index:
     def memory(self, agent: str, *, settings: MemorySettings | None = None) -> Memory:
         """An agent's memory (see :mod:`structrag.memory.api`): live memories extracted with
         spaCy in this process, searchable as soon as they are added."""
-        from structrag.memory.api import Memory, MemoryParts, MemorySettings
+        from structrag.memory.api import Memory, MemoryParts, MemorySettings, RoomCounts
         from structrag.memory.statement_rules import extract_statements
         from structrag.store.duckdb.memory import DuckDBMemory
         from structrag.tokens import get_counter
@@ -469,19 +533,71 @@ class Index:
                 embedder=_embedding_rows(embedder) if embedder is not None else None,
                 settings={"embeddings": setting},
             )
-            self._live = (live, ingestor)
-        extractor, ingestor = self._live
+            self._live = (live, ingestor, RoomCounts())
+        extractor, ingestor, rooms = self._live
         parts = MemoryParts(
             store=self.store,
-            memory=DuckDBMemory(self.store.con),
+            memory=DuckDBMemory(self.store),
             ingestor=ingestor,
             engine=self.engine,
             extractor=extractor,
             statements=extract_statements,
+            writing=self.writer_lock.held,
+            rooms=rooms,
             counter=get_counter,
             settings=settings or MemorySettings(),
         )
         return Memory(parts, agent)
+
+    # -- document knowledge ---------------------------------------------------------------
+
+    @property
+    def knowledge(self) -> KnowledgeBase:
+        """Document knowledge (see :mod:`structrag.knowledge.base`): files and text added
+        as shared knowledge or one agent's, searched beside the conversations."""
+        if self._knowledge is None:
+            self._knowledge = self._knowledge_base(workers=min(2, os.cpu_count() or 1))
+        return self._knowledge
+
+    def _knowledge_base(self, *, workers: int) -> KnowledgeBase:
+        from structrag.extract.spacy_extractor import SpacyExtractor
+        from structrag.knowledge.base import KnowledgeBase, KnowledgeParts
+        from structrag.knowledge.loaders import load_document, walk
+        from structrag.store.duckdb.knowledge import DuckDBKnowledge
+        from structrag.tokens import get_counter
+
+        extractor = SpacyExtractor(workers=workers)
+
+        def ingestor(memory: MemoryInfo) -> Ingestor:
+            if self.read_only:
+                raise IndexStateError("the index was opened read-only; open it for writing")
+            setting, embedder = self._ingest_embedder(None)
+            return Ingestor(
+                self.store,
+                self.text_index,
+                extractor,
+                embedder=_embedding_rows(embedder) if embedder is not None else None,
+                settings={"embeddings": setting},
+                workspace=self.directory,
+                memory=memory,
+            )
+
+        def walked(paths: Sequence[Path]) -> tuple[list[Path], list[tuple[Path, str]]]:
+            found = walk(paths)
+            return list(found.files), [(s.path, s.reason) for s in found.skipped]
+
+        return KnowledgeBase(
+            KnowledgeParts(
+                store=self.store,
+                rows=DuckDBKnowledge(self.store),
+                ingestor=ingestor,
+                engine=self.engine,
+                load=load_document,
+                walk=walked,
+                counter=get_counter("cl100k_base"),
+                writing=self.writer_lock.held,
+            )
+        )
 
     # -- reading --------------------------------------------------------------------------
 
@@ -514,7 +630,7 @@ class Index:
         """All messages (of one conversation), in store order."""
         return self.store.iter_messages(conversation)
 
-    def knowledge(
+    def refs(
         self, kind: str | None = None, conversation: str | None = None
     ) -> Iterator[SemanticRef]:
         """All semantic refs, optionally of one kind (``entity``, ``action``, ``topic``)."""

@@ -22,7 +22,7 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
@@ -52,6 +52,7 @@ from structrag.store.protocols import (
     TextIndex,
     TextIndexWriter,
 )
+from structrag.store.workspace import new_staging_folder, remove_staging_folder
 
 
 class ProgressSink(Protocol):
@@ -214,6 +215,8 @@ class Ingestor:
         *,
         embedder: Callable[[list[StoredMessage]], list[tuple[int, str, list[float]]]] | None = None,
         settings: dict[str, str] | None = None,
+        workspace: Path | None = None,
+        memory: MemoryInfo | None = None,
     ) -> None:
         self.store = store
         self.text_index = text_index
@@ -222,6 +225,12 @@ class Ingestor:
         #: Index settings, written in each source's transaction (so a failed first
         #: ingest leaves none behind).
         self.settings = dict(settings or {})
+        #: The index directory, where an ingest keeps its staging folder (None: write
+        #: straight into the store).
+        self.workspace = workspace
+        #: What new messages are as memories (their table and agent; None: plain
+        #: conversation history).
+        self.memory = memory
 
     def fingerprint(self, fmt: str, options: LoadOptions) -> str:
         settings: dict[str, Any] = {
@@ -234,6 +243,8 @@ class Ingestor:
         }
         if options.date_order is not None:  # only when set: older fingerprints stay valid
             settings["date_order"] = options.date_order
+        if self.memory is not None:
+            settings["memory"] = [self.memory.table, self.memory.agent]
         payload = json.dumps(settings, sort_keys=True, default=str)
         return hashlib.sha256(payload.encode()).hexdigest()[:24]
 
@@ -334,6 +345,8 @@ class Ingestor:
         report: IngestReport,
         progress: ProgressSink | None,
         force: bool = False,
+        delete: Sequence[int] = (),
+        before_commit: Callable[[StoreTransaction], None] | None = None,
     ) -> None:
         started = time.perf_counter()
         usage_before = self._usage()
@@ -366,10 +379,49 @@ class Ingestor:
             messages_unchanged=report.messages_unchanged,
             warnings=report.warnings,
         )
-        self._write(todo, knowledge, record, source.conversations, report)
+        self._write(todo, knowledge, record, source.conversations, report, delete, before_commit)
         report.seconds = time.perf_counter() - started
         if not source.knowledge:
             report.llm = self._usage_since(usage_before, report.seconds)
+
+    def ingest_source(
+        self,
+        source: ParsedSource,
+        *,
+        progress: ProgressSink | None = None,
+        force: bool = False,
+        delete: Sequence[int] = (),
+        before_commit: Callable[[StoreTransaction], None] | None = None,
+    ) -> IngestReport:
+        """Ingest what another reader made (document fragments, say) as one source: new
+        and edited messages extracted and written, ``delete`` (mkeys) deleted, and
+        ``before_commit`` writing what else belongs to the same transaction."""
+        report = IngestReport(
+            path=source.path,
+            format=source.format,
+            conversations=[c.id for c in source.conversations],
+            warnings=list(source.warnings),
+        )
+        fingerprint = self.fingerprint(source.format, LoadOptions())
+        total = len(source.messages)
+        if progress and total:
+            progress.start(total, "extracting")
+        try:
+            self._ingest_one(
+                Path(source.path),
+                source.sha256,
+                fingerprint,
+                source,
+                report,
+                progress,
+                force,
+                delete,
+                before_commit,
+            )
+        finally:
+            if progress and total:
+                progress.finish()
+        return report
 
     def retry_failed(self, progress: ProgressSink | None = None) -> IngestReport:
         """Re-extract the messages whose extraction failed before (by this extractor, or
@@ -439,7 +491,6 @@ class Ingestor:
         unchanged ones, extracted again); unchanged ones left alone are counted in
         ``report``."""
         existing = self.store.message_hashes(c.id for c in source.conversations)
-        next_mkey, _ = self.store.next_ids()
         max_ordinal: dict[str, int] = {}
         for (conv, _), (_, _, ordinal) in existing.items():
             max_ordinal[conv] = max(ordinal, max_ordinal.get(conv, -1))
@@ -447,13 +498,11 @@ class Ingestor:
         for message in source.messages:
             found = existing.get((message.conversation, message.id))
             if found is None:
-                ordinal = message.ordinal
                 if message.conversation in max_ordinal:
                     max_ordinal[message.conversation] += 1
                     ordinal = max_ordinal[message.conversation]
                     message = message.model_copy(update={"ordinal": ordinal})
-                todo.append(Pending(next_mkey, message, "new"))
-                next_mkey += 1
+                todo.append(Pending(-1, message, "new"))  # numbered below
             elif force or found[1] != message.content_hash():
                 status: Literal["edited", "same"] = (
                     "same" if found[1] == message.content_hash() else "edited"
@@ -464,6 +513,15 @@ class Ingestor:
                 report.messages_unchanged += 1
                 if progress:
                     progress.advance(1)
+        new = sum(1 for p in todo if p.status == "new")
+        next_mkey = self.store.reserve_ids(new, 0)[0] if new else 0
+        for i, pending in enumerate(todo):
+            if pending.status == "new":
+                memory = None
+                if self.memory is not None:
+                    memory = replace(self.memory, created_at=pending.message.timestamp)
+                todo[i] = replace(pending, mkey=next_mkey, memory=memory)
+                next_mkey += 1
         return todo
 
     def write(
@@ -477,8 +535,11 @@ class Ingestor:
     ) -> IngestReport:
         """A live write (a memory): the messages and their knowledge, and the messages to
         delete, in one store transaction with no ingest log entry, then the text index.
-        ``before_commit`` writes what else belongs to the same transaction."""
+        ``before_commit`` writes what else belongs to the same transaction. The knowledge
+        is all extracted before the store is touched (the store is held from the first
+        row to the commit)."""
         report = IngestReport(path="(live)", format="live", conversations=[])
+        knowledge = list(knowledge)
         self._write(todo, knowledge, None, conversations, report, delete, before_commit)
         return report
 
@@ -492,15 +553,24 @@ class Ingestor:
         delete: Sequence[int] = (),
         before_commit: Callable[[StoreTransaction], None] | None = None,
     ) -> None:
-        """Store the messages and their knowledge in one transaction, then the text index."""
-        _, next_ref = self.store.next_ids()
-        transaction = self.store.begin(record, conversations)
+        """Store the messages and their knowledge in one transaction, then the text index.
+        An ingest (with a ``record``) is staged while its knowledge is extracted and merged
+        at the end; a live write goes straight in."""
+        folder = new_staging_folder(self.workspace) if record and self.workspace else None
+        transaction: StoreTransaction | None = None
         writer: TextIndexWriter | None = None
+        numbers = _RefNumbers(self.store, live=folder is None)
+        if isinstance(knowledge, list):
+            numbers.reserve(sum(len(refs) for refs in knowledge))
+        settings = self._unsaved_settings()
         chunk = _Chunk()
         try:
-            writer = self.text_index.writer()
-            for key, value in self.settings.items():
-                self.store.set_setting(key, value)  # inside the transaction
+            if folder is not None:
+                transaction = self.store.stage(folder, record, conversations, settings)
+                writer = self.text_index.stage(folder)
+            else:
+                transaction = self.store.begin(record, conversations, settings)
+                writer = self.text_index.writer()
             if delete:
                 transaction.delete(delete)
                 for mkey in delete:
@@ -508,9 +578,11 @@ class Ingestor:
             for pending, refs in zip(todo, knowledge, strict=True):
                 mkey, message = pending.mkey, pending.message
                 stored = StoredMessage(mkey=mkey, message=message, memory=pending.memory)
-                writer.add(indexed_message(stored, refs, next_ref))
-                chunk.refs.extend((next_ref + i, mkey, r) for i, r in enumerate(refs))
-                next_ref += len(refs)
+                first_ref = numbers.take(len(refs))
+                if pending.status != "new":
+                    writer.delete(mkey)
+                writer.add(indexed_message(stored, refs, first_ref))
+                chunk.refs.extend((first_ref + i, mkey, r) for i, r in enumerate(refs))
                 outcome = outcome_of(refs)
                 if outcome is not None:
                     chunk.outcomes.append(
@@ -530,27 +602,40 @@ class Ingestor:
                     self._flush(transaction, chunk, report)
                     chunk = _Chunk()
             self._flush(transaction, chunk, report)
-            if before_commit is not None:
-                before_commit(transaction)
             if record is not None:
                 record.messages_added = report.messages_added
                 record.messages_updated = report.messages_updated
                 record.refs_added = report.refs_added
+            writer.prepare()
             # 3. The store commits first; the text index then says which generation it has.
             faults.point("store-commit")
-            generation = transaction.commit()
+            hook, held = before_commit, transaction
+            generation = transaction.commit(None if hook is None else (lambda: hook(held)))
         except BaseException:
-            transaction.rollback()
+            if transaction is not None:
+                transaction.rollback()
             if writer is not None:
                 writer.cancel()
+            if folder is not None:
+                remove_staging_folder(folder)
             # Stop the extractor now (its workers, its requests in flight), not at GC time.
             close = getattr(knowledge, "close", None)
             if callable(close):
                 close()
             raise
-        assert writer is not None
-        faults.point("text-commit")
-        writer.commit(generation)
+        try:
+            faults.point("text-commit")
+            writer.commit(generation)
+        finally:
+            if folder is not None:
+                remove_staging_folder(folder)
+
+    def _unsaved_settings(self) -> dict[str, str]:
+        """The index settings the store does not hold yet (written with the next write)."""
+        unsaved = {k: v for k, v in self.settings.items() if self.store.get_setting(k) != v}
+        if not unsaved:
+            self.settings = {}  # saved once, they stay (an index's settings never change)
+        return unsaved
 
     def _flush(self, transaction: StoreTransaction, chunk: _Chunk, report: IngestReport) -> None:
         touched = chunk.new + chunk.changed
@@ -570,3 +655,27 @@ class Ingestor:
         report.messages_unchanged += chunk.same
         report.messages_reextracted += chunk.same
         report.refs_added += len(chunk.refs)
+
+
+class _RefNumbers:
+    """Numbers for semantic refs, reserved from the store: one at a time for a live write,
+    in blocks for an ingest (a message's refs are numbered consecutively)."""
+
+    BLOCK = 100_000
+
+    def __init__(self, store: KnowledgeStore, *, live: bool) -> None:
+        self.store = store
+        self.live = live
+        self.next = self.end = 0
+
+    def reserve(self, count: int) -> None:
+        """Reserve ``count`` numbers now (all a live write needs, in one go)."""
+        _, self.next = self.store.reserve_ids(0, count)
+        self.end = self.next + count
+
+    def take(self, count: int) -> int:
+        if self.next + count > self.end:
+            self.reserve(count if self.live else max(count, self.BLOCK))
+        first = self.next
+        self.next += count
+        return first

@@ -565,12 +565,12 @@ def test_bench_loo_end_to_end(loo_file: Path, tmp_path: Path) -> None:
 
 
 def test_choose_leaves_out_the_held_out_conversation_and_breaks_ties() -> None:
-    grid = {"speaker_boost": (1.0, 0.5), "pattern_weight": (0.0, 0.25)}
+    grid = {"speaker_boost": (1.0, 0.5), "knowledge_weight": (0.15, 0.0)}
     points = grid_points(grid)
     assert [p.label() for p in points] == [
-        "speaker_boost=1, pattern_weight=0",
+        "speaker_boost=1, knowledge_weight=0.15",
         "speaker_boost=1",
-        "pattern_weight=0",
+        "knowledge_weight=0.15",
         "defaults",
     ]
     questions = [

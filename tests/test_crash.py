@@ -110,7 +110,9 @@ def _fresh(files: dict[str, Any], name: str) -> Path:
 def _state(directory: Path) -> dict[str, Any]:
     with Index(directory) as index:  # opening repairs what a crash left
         found = _knowledge(index)
-        leftovers = [p.name for p in directory.iterdir() if p.name.startswith(".whoosh-")]
+        leftovers = [
+            p.name for p in directory.iterdir() if p.name.startswith((".whoosh-", ".staging"))
+        ]
     found["leftovers"] = leftovers
     return found
 
@@ -121,7 +123,7 @@ def _same(found: dict[str, Any], expected: dict[str, Any]) -> bool:
 
 @pytest.mark.parametrize(
     ("fault", "expect"),
-    [("store-commit", "before"), ("text-commit", "after")],
+    [("store-commit", "before"), ("text-commit", "after"), ("text-adopt", "after")],
 )
 def test_a_kill_at_commit_leaves_a_consistent_index(
     files: dict[str, Any], fault: str, expect: str

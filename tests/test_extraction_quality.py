@@ -367,7 +367,5 @@ def test_a_job_is_found_in_a_real_index(tmp_path: Path) -> None:
         assert [index.show(m.id)["text"][:13] for m in found] == ["Hi, everyone."]
         found = index.query("entity(facet.job=*)", limit=None).messages
         assert len(found) == 2
-        names = {
-            r.knowledge.name for r in index.knowledge("entity") if isinstance(r.knowledge, Entity)
-        }
+        names = {r.knowledge.name for r in index.refs("entity") if isinstance(r.knowledge, Entity)}
         assert "Laughter" not in names

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from structrag import Index, InputError
-from structrag.store.whoosh_index import WhooshWriter
+from structrag.store.whoosh_index import StagedWhooshWriter
 from tests.conftest import locomo_sample
 
 
@@ -32,7 +32,7 @@ def test_ingest_counts_every_turn_and_finds_knowledge(index: Index, locomo_file:
 def test_every_span_lies_inside_its_message(index: Index, locomo_file: Path) -> None:
     index.ingest([locomo_file])
     texts = {(m.message.conversation, m.message.id): m.message.text for m in index.messages()}
-    refs = list(index.knowledge())
+    refs = list(index.refs())
     assert len(refs) == sum(index.stats()["semantic_refs"].values())
     for ref in refs:
         text = texts[(ref.conversation, ref.message_id)]
@@ -133,10 +133,10 @@ def test_text_index_behind_the_store_is_rebuilt_on_open(
     with Index(directory) as ix:
         ix.ingest([locomo_file])
 
-    def crash(self: WhooshWriter, generation: int) -> None:
+    def crash(self: StagedWhooshWriter, generation: int) -> None:
         raise KeyboardInterrupt  # as if the process died between the two commits
 
-    monkeypatch.setattr(WhooshWriter, "commit", crash)
+    monkeypatch.setattr(StagedWhooshWriter, "commit", crash)
     with Index(directory) as ix, pytest.raises(KeyboardInterrupt):
         ix.ingest([jsonl_file])
     monkeypatch.undo()

@@ -87,7 +87,7 @@ def test_valid_extraction_is_grounded_with_spans(
         assert stats["extractors"]["llm"]["failed"] == 0
         assert stats["extractors"]["llm"]["extracted"] == len(CHAT)
         assert stats["extractors"]["metadata"]["extracted"] == len(CHAT)
-        for ref in index.knowledge():
+        for ref in index.refs():
             text = index.show(ref.message_id)["text"]
             assert 0 <= ref.span.start <= ref.span.end <= len(text)
 

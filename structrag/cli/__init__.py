@@ -6,7 +6,7 @@ usage exits with 2, Ctrl-C with 130. ``--json`` prints machine-readable output o
 progress bars and notes go to stderr. One module per command group: ingesting
 (:mod:`~structrag.cli.ingest`), looking at an index (:mod:`~structrag.cli.inspection`),
 querying and asking (:mod:`~structrag.cli.ask`), agent memory (:mod:`~structrag.cli.memory`),
-benchmarks (:mod:`~structrag.cli.bench`);
+document knowledge (:mod:`~structrag.cli.knowledge`), benchmarks (:mod:`~structrag.cli.bench`);
 :mod:`~structrag.cli.common` and :mod:`~structrag.cli.llm` hold what they share.
 """
 
@@ -22,6 +22,7 @@ from structrag.cli.ask import ask, query
 from structrag.cli.bench import bench
 from structrag.cli.ingest import ingest, reindex
 from structrag.cli.inspection import conversations, entities, show, stats, topics
+from structrag.cli.knowledge import knowledge
 from structrag.cli.memory import memory
 from structrag.errors import StructragError
 
@@ -48,6 +49,7 @@ for command in (
     ask,
     reindex,
     memory,
+    knowledge,
     bench,
 ):
     cli.add_command(command)

@@ -115,6 +115,13 @@ def query(
     is_flag=True,
     help="Have the LLM write an answer from the context, citing message ids.",
 )
+@click.option(
+    "--sources",
+    default="conversations",
+    show_default=True,
+    help="What to answer from, comma-separated: conversations, knowledge (document "
+    "fragments, each labelled with its document and section), packed in one budget.",
+)
 @llm_options
 @json_option
 def ask(
@@ -127,6 +134,7 @@ def ask(
     explain: bool,
     translator: str,
     write: bool,
+    sources: str,
     llm_settings: dict[str, Any],
     as_json: bool,
 ) -> None:
@@ -140,13 +148,20 @@ def ask(
     Examples:
       structrag ask "What did Kevin tell Satya about AI models last May?" --db idx
       structrag ask --batch questions.jsonl --db idx --budget 1000 > answers.jsonl
+      structrag ask "How do I install it?" --db idx --sources conversations,knowledge
       structrag ask "Where did Marco sail?" --db idx --answer --llm-base-url \\
           http://127.0.0.1:8080/v1 --llm-model local
     """
     if (question is None) == (batch is None):
         raise click.UsageError("give a QUESTION or --batch FILE (not both)")
     llm = optional_llm_config(llm_settings) if translator == "llm" or write else None
-    options: dict[str, Any] = {"translator": translator, "llm": llm, "answer": write}
+    chosen = tuple(s.strip() for s in sources.split(",") if s.strip())
+    options: dict[str, Any] = {
+        "translator": translator,
+        "llm": llm,
+        "answer": write,
+        "sources": chosen,
+    }
     with open_for(db) as index:
         if batch is not None:
             for lineno, item in _batch_questions(Path(batch)):

@@ -142,6 +142,90 @@ def bench_recall(
     note(f"wrote {out / 'recall.jsonl'}, {out / 'recall.md'}, {out / 'recall.json'}")
 
 
+@bench.command("knowledge")
+@click.option(
+    "--data",
+    "data",
+    multiple=True,
+    required=True,
+    type=click.Path(exists=True, path_type=Path),
+    help="A folder (or file) of FAQ pages, HTML or Markdown (repeatable): e.g. "
+    "/usr/share/doc/python3.11/html/faq (apt-get install python3.11-doc) and "
+    "/usr/share/doc/debian/FAQ (apt-get install debian-faq).",
+)
+@click.option(
+    "--budgets",
+    callback=_int_list,
+    default="500,1000,2000",
+    show_default=True,
+    help="Token budgets, comma-separated.",
+)
+@click.option(
+    "--systems",
+    default="structured,text,vector,hybrid",
+    show_default=True,
+    help="Search modes to compare, comma-separated.",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("bench-knowledge"),
+    show_default=True,
+    help="Output directory (knowledge.jsonl, knowledge.md, knowledge.json, the index).",
+)
+@click.option(
+    "--pdf",
+    type=click.Path(exists=True, path_type=Path),
+    help="A PDF (or .pdf.gz) to time loading: pages per second.",
+)
+@click.option("--limit", type=click.IntRange(1), help="At most this many questions.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+def bench_knowledge(
+    data: tuple[Path, ...],
+    budgets: list[int],
+    systems: str,
+    out: Path,
+    pdf: Path | None,
+    limit: int | None,
+    quiet: bool,
+) -> None:
+    """Document knowledge recall: FAQ questions answered from their pages.
+
+    Every question heading of the pages is a question and the text under it its answer
+    passage; the pages are indexed as knowledge without the question headings, each search
+    mode's fragments are packed into each budget, and a question counts as answered when
+    half its passage is in the context. Writes OUT/knowledge.jsonl, OUT/knowledge.md and
+    OUT/knowledge.json; prints the table.
+
+    \b
+    Example (Debian's packages, never committed):
+      apt-get install python3.11-doc debian-faq
+      structrag bench knowledge --data /usr/share/doc/python3.11/html/faq \\
+          --data /usr/share/doc/debian/FAQ --pdf /usr/share/doc/debian/FAQ/debian-faq.en.pdf.gz
+    """
+    import json
+
+    from structrag.bench.knowledge import markdown, pdf_pages_per_second, run_knowledge
+    from structrag.bench.machine import command_line
+
+    names = [s.strip() for s in systems.split(",") if s.strip()]
+    result = run_knowledge(
+        list(data),
+        out,
+        budgets=budgets,
+        systems=names,
+        limit=limit,
+        progress=progress_bar(quiet),
+        command=command_line(),
+    )
+    if pdf is not None:
+        result["meta"]["pdf"] = pdf_pages_per_second(pdf)
+        (out / "knowledge.json").write_text(json.dumps(result, indent=2) + "\n")
+        (out / "knowledge.md").write_text(markdown(result))
+    click.echo(markdown(result), nl=False)
+    note(f"wrote {out / 'knowledge.jsonl'}, {out / 'knowledge.md'}, {out / 'knowledge.json'}")
+
+
 @bench.command("loo")
 @data_option
 @click.option(

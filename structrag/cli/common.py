@@ -118,3 +118,19 @@ def quiet_option(func: F) -> F:
 
 def is_dir(path: str) -> bool:
     return Path(path).is_dir()
+
+
+#: Search modes of memory and knowledge search (structrag.query.modes.SEARCH_MODES, kept
+#: here so the command line starts without loading the query engine).
+SEARCH_MODES = ("structured", "text", "vector", "hybrid")
+
+
+def mode_option(func: F) -> F:
+    return click.option(
+        "--mode",
+        type=click.Choice(SEARCH_MODES),
+        default="structured",
+        show_default=True,
+        help="structured: the query compiler; text: BM25; vector: embeddings; hybrid: RRF of "
+        "text and vector (k=60).",
+    )(func)

@@ -35,6 +35,7 @@ _OPTION_NAMES = (
     "embeddings",
     "workers",
     "force",
+    "agent",
 )
 
 
@@ -87,6 +88,11 @@ def ingest_options(func: F) -> F:
             is_flag=True,
             help="Re-read files even if ingested before and extract every message again "
             "(LLM results still come from the cache: no call is paid twice).",
+        ),
+        click.option(
+            "--agent",
+            help="Load the messages as memories of this agent (each conversation a room, "
+            "each speaker a user), for `structrag memory` and Index.memory().",
         ),
     ]
 

@@ -9,7 +9,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from structrag.cli.common import clip, db_option, emit_json, is_dir, json_option, open_for
+from structrag.cli.common import (
+    clip,
+    db_option,
+    emit_json,
+    is_dir,
+    json_option,
+    mode_option,
+    open_for,
+)
 
 if TYPE_CHECKING:
     from structrag.memory.api import Memory
@@ -116,7 +124,7 @@ def add(
 @agent_option
 @json_option
 def get(memory_id: str, db: str, agent: str, as_json: bool) -> None:
-    """One memory by id."""
+    """Show one memory by its id (its text, room, user, table, reads)."""
     with memory_of(db, agent, write=True) as mem:
         record = mem.get(memory_id)
     if as_json:
@@ -169,14 +177,7 @@ def recent(
 @click.option("--room", help="Only this room.")
 @click.option("--table", type=click.Choice(TABLES), default="messages", show_default=True)
 @click.option("--count", type=click.IntRange(1), default=10, show_default=True)
-@click.option(
-    "--mode",
-    type=click.Choice(["structured", "text", "vector", "hybrid"]),
-    default="structured",
-    show_default=True,
-    help="structured: the query compiler; text: BM25; vector: embeddings; hybrid: RRF of "
-    "text and vector (k=60).",
-)
+@mode_option
 @click.option("--threshold", type=float, help="Keep hits scoring at least this.")
 @click.option("--start", help="From this time on (ISO 8601).")
 @click.option("--end", help="Before this time (ISO 8601).")

@@ -60,7 +60,7 @@ from structrag.models import (
 )
 from structrag.nlp.lemma import is_verb_word, lemma, lemma_tables
 from structrag.nlp.names import is_name_token
-from structrag.nlp.pipeline import DEFAULT_MODEL, load_pipeline, set_pos
+from structrag.nlp.pipeline import DEFAULT_MODEL, load_pipeline, pipe, set_pos
 from structrag.nlp.text import parse_text
 
 if TYPE_CHECKING:
@@ -218,7 +218,7 @@ class SpacyExtractor:
             pieces.extend((i, *p) for p in _pieces(message.text[:MAX_EXTRACT_CHARS]))
         results: list[list[SemanticRef]] = [[] for _ in messages]
         done = 0
-        docs = self.nlp.pipe((p[3] for p in pieces), batch_size=self.batch_size)
+        docs = pipe(self.nlp, [p[3] for p in pieces], batch_size=self.batch_size)
         for (index, offset, text, _), doc in zip(pieces, docs, strict=True):
             while done < index:
                 yield self._finish(messages[done], results[done])

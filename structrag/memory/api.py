@@ -20,11 +20,10 @@ import re
 import secrets
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
-
-import numpy as np
 
 from structrag.errors import MemoryInputError, NotFoundError
 from structrag.extract.base import Extractor
@@ -34,7 +33,6 @@ from structrag.memory.records import (
     DEFAULT_ROOM,
     IMPORTANCE_LEVELS,
     MEMORY_TABLES,
-    SEARCH_MODES,
     MemoryHit,
     MemoryRecord,
     Observation,
@@ -46,14 +44,17 @@ from structrag.memory.statements import Statement, same_subject, supersedes
 from structrag.memory.store import MemoryQuery, MemoryStore, NewProfileEntry, SourceRow
 from structrag.memory.window import DEFAULT_SHARES, ContextWindow, Lines, assemble
 from structrag.models import Conversation, Message
-from structrag.query import ast
 from structrag.query.context import TokenCounter
 from structrag.query.engine import QueryEngine
-from structrag.query.question import content_terms
-from structrag.store.protocols import KnowledgeStore, MemoryInfo, Scope, StoreTransaction
+from structrag.query.modes import SEARCH_MODES, rank
+from structrag.store.protocols import (
+    KnowledgeStore,
+    MemoryInfo,
+    Scope,
+    StoreTransaction,
+    consistent_reads,
+)
 
-#: Reciprocal rank fusion's constant (hybrid search), as ElizaOS uses it.
-RRF_K = 60
 _AGE = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
@@ -81,6 +82,24 @@ def _check_table(table: str | None) -> None:
         )
 
 
+class RoomCounts:
+    """What live writes remember about rooms between calls: the next ordinal of a room
+    and how many of its messages no summary covers. Valid while the store's generation
+    is the one they were counted at (this process's own writes keep them up to date;
+    another process's write drops them)."""
+
+    def __init__(self) -> None:
+        self.generation = -1
+        self.next_ordinal: dict[str, int] = {}
+        self.unsummarised: dict[tuple[str, str], int] = {}
+
+    def check(self, generation: int) -> None:
+        if generation != self.generation:
+            self.generation = generation
+            self.next_ordinal.clear()
+            self.unsummarised.clear()
+
+
 @dataclass(frozen=True)
 class MemoryParts:
     """What the memory API works with (the composition root, ``Index.memory``, wires it)."""
@@ -93,6 +112,10 @@ class MemoryParts:
     statements: StatementReader | None
     counter: Callable[[str], TokenCounter]
     settings: MemorySettings = field(default_factory=lambda: MemorySettings())
+    #: Holds the index's writer lock around a write (what it is for, for others to see).
+    writing: Callable[[str], AbstractContextManager[None]] = lambda what: nullcontext()
+    #: Room counts shared by the memories of one index in this process.
+    rooms: RoomCounts = field(default_factory=RoomCounts)
 
 
 @dataclass(frozen=True)
@@ -122,6 +145,10 @@ class Memory:
             )
         self.parts = parts
         self.agent = agent.strip()
+
+    @property
+    def store(self) -> KnowledgeStore:
+        return self.parts.store
 
     # -- writing --------------------------------------------------------------------------
 
@@ -155,6 +182,37 @@ class Memory:
                 f"unknown importance {importance!r}", hint="choose low, normal or high"
             )
         room = (room or DEFAULT_ROOM).strip()
+        with self.parts.writing("memory add"):
+            return self._add(
+                text,
+                user,
+                room,
+                world,
+                table,
+                metadata,
+                unique,
+                importance,
+                timestamp,
+                id,
+                status,
+                source,
+            )
+
+    def _add(
+        self,
+        text: str,
+        user: str | None,
+        room: str,
+        world: str | None,
+        table: str,
+        metadata: dict[str, Any] | None,
+        unique: bool,
+        importance: str,
+        timestamp: datetime | None,
+        id: str | None,
+        status: str | None,
+        source: str | None,
+    ) -> MemoryRecord:
         if unique:
             found = self.parts.memory.duplicate(self.agent, room, table, text)
             if found is not None:
@@ -180,16 +238,41 @@ class Memory:
             status=status if status is not None else ("open" if table == "goals" else None),
             created_at=now,
         )
-        if self.parts.store.find_message(room, message.id):
+        if id is not None and self.parts.store.find_message(room, message.id):
             raise MemoryInputError(
                 f"room {room!r} already has a memory with id {message.id!r}",
                 hint="leave id out to have one made",
             )
         derived = self._statements(message, user) if table == "messages" and user else []
-        self._write([(message, info)], derived, source_row, now)
-        if table == "messages" and self.parts.settings.compact_after:
-            self._compact_if_due(room)
-        return self._one(message.id, room)
+        mkey = self._write([(message, info)], derived, source_row, now)
+        rooms = self.parts.rooms
+        rooms.check(self.parts.store.generation() - 1)
+        rooms.generation += 1  # this write's: the counts follow it
+        rooms.next_ordinal[room] = message.ordinal + 1
+        if table == "messages":
+            key = (self.agent, room)
+            if key in rooms.unsummarised:
+                rooms.unsummarised[key] += 1
+            if self.parts.settings.compact_after:
+                self._compact_if_due(room)
+        return MemoryRecord(
+            id=message.id,
+            table=table,
+            agent=self.agent,
+            user=user,
+            room=room,
+            world=world,
+            text=text,
+            created_at=now,
+            ts=message.timestamp,
+            importance=importance,
+            unique=unique,
+            status=info.status,
+            metadata=dict(message.metadata),
+            access_count=0,
+            last_access=None,
+            mkey=mkey,
+        )
 
     def _source(self, source: str, text: str) -> SourceRow:
         """The source of a stated fact: a memory of this agent's (or shared knowledge),
@@ -220,23 +303,22 @@ class Memory:
         statements: list[Statement],
         source_row: SourceRow | None,
         now: datetime,
-    ) -> None:
+    ) -> int:
         """Memories and what derives from them (facts, relationships, goals, profile
-        entries), extracted and written in one transaction."""
+        entries), extracted and written in one transaction; the first memory's key."""
         parts = self.parts
-        next_mkey, _ = parts.store.next_ids()
+        stated = [s for s in statements if s.category in _STATEMENT_TABLES]
+        next_mkey, _ = parts.store.reserve_ids(len(memories) + len(stated), 0)
         todo: list[Pending] = []
         for message, info in memories:
             todo.append(Pending(next_mkey, message, "new", info))
             next_mkey += 1
         source_mkey = todo[0].mkey
         facts: list[tuple[Statement, Pending]] = []
-        if statements:
+        if stated:
             message = memories[0][0]
-            for statement in statements:
-                table = _STATEMENT_TABLES.get(statement.category)
-                if table is None:
-                    continue
+            for statement in stated:
+                table = _STATEMENT_TABLES[statement.category]
                 fact = Message(
                     conversation=message.conversation,
                     id=_new_id(),
@@ -303,19 +385,21 @@ class Memory:
             if user and statements:
                 self._update_profile(user, statements, source_mkey, now)
 
+        known = parts.rooms.next_ordinal
         parts.ingestor.write(
             todo,
             knowledge,
-            [Conversation(id=room) for room in sorted(rooms)],
+            [Conversation(id=room) for room in sorted(rooms) if known.get(room, 0) == 0],
             before_commit=derive,
         )
+        return source_mkey
 
     def _update_profile(
         self, user: str, statements: Sequence[Statement], mkey: int, now: datetime
     ) -> None:
         """Add, confirm or supersede profile entries for what the user said of themselves."""
         store = self.parts.memory
-        current = store.profile_entries(self.agent, user)
+        current = store.profile_entries(self.agent, user, sources=False)
         for statement in statements:
             if not _about(statement, user):
                 continue
@@ -332,30 +416,35 @@ class Memory:
             if same is not None:
                 store.confirm_profile_entry(same.entry_id, mkey, now)
                 continue
-            entry_id = store.add_profile_entry(
-                NewProfileEntry(
-                    agent=self.agent,
-                    user=user,
-                    category=statement.category,
-                    predicate=statement.predicate,
-                    object=statement.object,
-                    text=statement.text,
-                    negated=statement.negated,
-                    confidence=statement.confidence,
-                    source_mkeys=(mkey,),
-                    at=now,
-                )
+            entry = NewProfileEntry(
+                agent=self.agent,
+                user=user,
+                category=statement.category,
+                predicate=statement.predicate,
+                object=statement.object,
+                text=statement.text,
+                negated=statement.negated,
+                confidence=statement.confidence,
+                source_mkeys=(mkey,),
+                at=now,
             )
-            for entry in current:
-                if supersedes(statement, _as_statement(entry)):
-                    store.supersede_profile_entry(entry.entry_id, entry_id, now)
-            current = store.profile_entries(self.agent, user)
+            entry_id = store.add_profile_entry(entry)
+            gone = [e for e in current if supersedes(statement, _as_statement(e))]
+            for old in gone:
+                store.supersede_profile_entry(old.entry_id, entry_id, now)
+            current = [e for e in current if e not in gone]
+            current.append(entry.stored(entry_id))
 
     def _next_ordinal(self, room: str) -> int:
-        rows = self.parts.store.sql(
-            "SELECT coalesce(max(ordinal), -1) + 1 FROM messages WHERE conversation = ?", [room]
-        )
-        return int(rows[0][0])
+        rooms = self.parts.rooms
+        rooms.check(self.parts.store.generation())
+        if room not in rooms.next_ordinal:
+            rows = self.parts.store.sql(
+                "SELECT coalesce(max(ordinal), -1) + 1 FROM messages WHERE conversation = ?",
+                [room],
+            )
+            rooms.next_ordinal[room] = int(rows[0][0])
+        return rooms.next_ordinal[room]
 
     # -- reading --------------------------------------------------------------------------
 
@@ -391,10 +480,12 @@ class Memory:
         self.parts.memory.touch([r.mkey for r in records], now)
         return [replace(r, access_count=r.access_count + 1, last_access=now) for r in records]
 
+    @consistent_reads
     def get(self, memory_id: str) -> MemoryRecord:
         """One memory by id (counts as a read)."""
         return self._touch([self._find(memory_id, include_shared=True)])[0]
 
+    @consistent_reads
     def recent(
         self,
         room: str | None = None,
@@ -420,6 +511,7 @@ class Memory:
         )
         return self._touch(found)
 
+    @consistent_reads
     def count(self, room: str | None = None, table: str | None = None) -> int:
         """How many memories (of a room, of a table)."""
         _check_table(table)
@@ -427,6 +519,7 @@ class Memory:
             MemoryQuery(self.agent, room=room, tables=(table,) if table else None)
         )
 
+    @consistent_reads
     def search(
         self,
         query: str,
@@ -463,7 +556,7 @@ class Memory:
             MemoryQuery(self.agent, room=room, include_shared=table == "knowledge")
         ):
             return []
-        ranked = self._rank(query, scope, mode)
+        ranked = rank(self.parts.engine, query, scope, mode)
         records = self.parts.memory.memories_by_keys([k for k, _ in ranked])
         hits: list[MemoryHit] = []
         for mkey, score in ranked:
@@ -479,53 +572,24 @@ class Memory:
         touched = self._touch([h.memory for h in hits])
         return [replace(h, memory=m) for h, m in zip(hits, touched, strict=True)]
 
-    def _rank(self, query: str, scope: Scope, mode: str) -> list[tuple[int, float]]:
-        engine = self.parts.engine
-        if mode == "structured":
-            found = engine.rank_question(query, scope=scope)
-            return [(r.mkey, r.score) for r in found.ranked]
-        if mode == "text":
-            return self._text(query, scope)
-        if mode == "vector":
-            return self._vector(query, scope)
-        fused: dict[int, float] = {}
-        for ranking in (self._text(query, scope), self._vector(query, scope)):
-            for position, (mkey, _) in enumerate(ranking, start=1):
-                fused[mkey] = fused.get(mkey, 0.0) + 1.0 / (RRF_K + position)
-        return sorted(fused.items(), key=lambda kv: -kv[1])
-
-    def _text(self, query: str, scope: Scope) -> list[tuple[int, float]]:
-        terms = content_terms(query, set())
-        if not terms:
-            return []
-        result = self.parts.engine.query(ast.Or(tuple(terms)), scope=scope, limit=None)
-        return [(m.mkey, m.score) for m in result.messages]
-
-    def _vector(self, query: str, scope: Scope) -> list[tuple[int, float]]:
-        view = self.parts.engine.view(scope=scope)
-        scores = view.vector_scores(query)
-        if scores is None:
-            return []
-        order = np.argsort(-scores, kind="stable")
-        mkeys = view.scope.frame.mkeys
-        return [(int(mkeys[i]), float(scores[i])) for i in order.tolist()]
-
     # -- removing -------------------------------------------------------------------------
 
     def remove(self, memory_id: str) -> None:
         """Delete a memory and everything derived from it: its semantic refs, index terms,
         embedding, reads, and the facts, profile entries, observations and summaries that
         rest on it alone."""
-        self._delete([self._find(memory_id).mkey])
+        with self.parts.writing("memory remove"):
+            self._delete([self._find(memory_id).mkey])
 
     def remove_all(self, room: str | None = None, table: str | None = None) -> int:
         """Delete every memory of a room (or all of the agent's), of a table (or all);
         returns how many."""
         _check_table(table)
-        keys = self.parts.memory.memory_keys(
-            MemoryQuery(self.agent, room=room, tables=(table,) if table else None)
-        )
-        self._delete(keys)
+        with self.parts.writing("memory remove"):
+            keys = self.parts.memory.memory_keys(
+                MemoryQuery(self.agent, room=room, tables=(table,) if table else None)
+            )
+            self._delete(keys)
         return len(keys)
 
     def _delete(self, mkeys: Sequence[int]) -> None:
@@ -573,7 +637,8 @@ class Memory:
         accessed = [m for m in rest if m.access_count > keep_if_accessed_more_than]
         gone = [m for m in rest if m.access_count <= keep_if_accessed_more_than]
         if not dry_run:
-            self._delete([m.mkey for m in gone])
+            with self.parts.writing("memory prune"):
+                self._delete([m.mkey for m in gone])
         return PruneReport(
             dry_run=dry_run,
             removed=[m.id for m in gone],
@@ -608,16 +673,20 @@ class Memory:
     # -- compaction -----------------------------------------------------------------------
 
     def _compact_if_due(self, room: str) -> None:
-        settings = self.parts.settings
-        summaries = self.summaries(room)
-        after = summaries[-1].last_ordinal if summaries else -1
-        rows = self.parts.store.sql(
-            "SELECT count(*) FROM messages WHERE conversation = ? AND agent = ? "
-            "AND memory_table = 'messages' AND ordinal > ?",
-            [room, self.agent, after],
-        )
-        if int(rows[0][0]) > settings.compact_after:
+        rooms = self.parts.rooms
+        key = (self.agent, room)
+        if key not in rooms.unsummarised:
+            summaries = self.summaries(room)
+            after = summaries[-1].last_ordinal if summaries else -1
+            rows = self.parts.store.sql(
+                "SELECT count(*) FROM messages WHERE conversation = ? AND agent = ? "
+                "AND memory_table = 'messages' AND ordinal > ?",
+                [room, self.agent, after],
+            )
+            rooms.unsummarised[key] = int(rows[0][0])
+        if rooms.unsummarised[key] > self.parts.settings.compact_after:
             self.compact(room)
+            rooms.unsummarised.pop(key, None)
 
     def compact(self, room: str, *, keep_recent: int | None = None) -> RoomSummary | None:
         """Summarise the room's messages older than its ``keep_recent`` newest that no
@@ -625,6 +694,10 @@ class Memory:
         the actions stated), and record the observations in them (decisions, open
         questions, topics of interest). The messages stay stored and searchable. Returns
         the new summary, or None when there was nothing to summarise."""
+        with self.parts.writing("memory compact"):
+            return self._compact(room, keep_recent)
+
+    def _compact(self, room: str, keep_recent: int | None) -> RoomSummary | None:
         keep = self.parts.settings.keep_recent if keep_recent is None else keep_recent
         summaries = self.summaries(room)
         after = summaries[-1].last_ordinal if summaries else -1
@@ -642,32 +715,41 @@ class Memory:
         refs = self.parts.store.refs_for_messages(older)
         found = digest(messages, refs, agent=self.agent)
         memory = self.parts.memory
-        summary_id = memory.add_summary(
-            self.agent,
-            room,
-            found.summary,
-            "extractive",
-            older,
-            messages[0].message.ordinal,
-            messages[-1].message.ordinal,
-        )
-        for finding in found.findings:
-            last = max(finding.sources, default=older[-1])
-            when = stored[last].message.timestamp if last in stored else None
-            memory.add_observation(
-                self.agent,
-                room,
-                when,
-                finding.kind,
-                finding.topic,
-                finding.insight,
-                finding.importance,
-                finding.sources,
+        made: list[int] = []
+
+        def record(transaction: StoreTransaction) -> None:
+            made.append(
+                memory.add_summary(
+                    self.agent,
+                    room,
+                    found.summary,
+                    "extractive",
+                    older,
+                    messages[0].message.ordinal,
+                    messages[-1].message.ordinal,
+                )
             )
-        return next(s for s in memory.summaries(self.agent, room) if s.summary_id == summary_id)
+            for finding in found.findings:
+                last = max(finding.sources, default=older[-1])
+                when = stored[last].message.timestamp if last in stored else None
+                memory.add_observation(
+                    self.agent,
+                    room,
+                    when,
+                    finding.kind,
+                    finding.topic,
+                    finding.insight,
+                    finding.importance,
+                    finding.sources,
+                )
+
+        # The summary and its observations appear together.
+        self.parts.ingestor.write([], [], [], before_commit=record)
+        return next(s for s in memory.summaries(self.agent, room) if s.summary_id == made[0])
 
     # -- the context window ---------------------------------------------------------------
 
+    @consistent_reads
     def context(
         self,
         message: str,

@@ -14,7 +14,6 @@ from typing import Any, Literal
 
 MemoryTable = Literal["messages", "facts", "relationships", "goals", "knowledge"]
 Importance = Literal["low", "normal", "high"]
-SearchMode = Literal["structured", "text", "vector", "hybrid"]
 MEMORY_TABLES: tuple[MemoryTable, ...] = (
     "messages",
     "facts",
@@ -23,7 +22,6 @@ MEMORY_TABLES: tuple[MemoryTable, ...] = (
     "knowledge",
 )
 IMPORTANCE_LEVELS: tuple[Importance, ...] = ("low", "normal", "high")
-SEARCH_MODES: tuple[SearchMode, ...] = ("structured", "text", "vector", "hybrid")
 #: A memory in a room no one named lives here (a fact stated to the agent directly).
 DEFAULT_ROOM = "default"
 

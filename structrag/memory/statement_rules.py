@@ -45,7 +45,7 @@ from structrag.memory.statements import Statement, normalize
 from structrag.models import Message, Tense
 from structrag.nlp.lemma import lemma, lemma_tables
 from structrag.nlp.names import is_name_token
-from structrag.nlp.pipeline import DEFAULT_MODEL, load_pipeline, set_pos
+from structrag.nlp.pipeline import DEFAULT_MODEL, load_pipeline, pipe, set_pos
 from structrag.nlp.text import parse_text
 
 if TYPE_CHECKING:
@@ -287,7 +287,7 @@ def extract_statements(
     for i, message in enumerate(messages):
         pieces.extend((i, *p) for p in _pieces(message.text[:MAX_EXTRACT_CHARS]))
     found: list[list[Statement]] = [[] for _ in messages]
-    docs = nlp.pipe((p[2] for p in pieces), batch_size=batch_size)
+    docs = pipe(nlp, [p[2] for p in pieces], batch_size=batch_size)
     for (index, offset, _), doc in zip(pieces, docs, strict=True):
         set_pos(doc)
         found[index].extend(_Reader(doc, messages[index], offset).statements())

@@ -60,6 +60,23 @@ class NewProfileEntry:
     source_mkeys: tuple[int, ...]
     at: datetime
 
+    def stored(self, entry_id: int) -> ProfileEntry:
+        """The entry as stored under ``entry_id`` (its sources' ids left out)."""
+        return ProfileEntry(
+            entry_id=entry_id,
+            agent=self.agent,
+            user=self.user,
+            category=self.category,
+            predicate=self.predicate,
+            object=self.object,
+            text=self.text,
+            negated=self.negated,
+            confidence=self.confidence,
+            sources=(),
+            created_at=self.at,
+            confirmed_at=self.at,
+        )
+
 
 class MemoryStore(Protocol):
     """Memory reads and writes on the store (DuckDB: :mod:`structrag.store.duckdb.memory`)."""
@@ -93,8 +110,16 @@ class MemoryStore(Protocol):
         ...
 
     def profile_entries(
-        self, agent: str, user: str | None = None, *, current_only: bool = True
-    ) -> list[ProfileEntry]: ...
+        self,
+        agent: str,
+        user: str | None = None,
+        *,
+        current_only: bool = True,
+        sources: bool = True,
+    ) -> list[ProfileEntry]:
+        """A user's (or every user's) profile entries; ``sources=False`` leaves their
+        source ids out (one query less)."""
+        ...
 
     def add_profile_entry(self, entry: NewProfileEntry) -> int: ...
 

@@ -8,6 +8,8 @@ from the word and its tag, several times faster on chat-length messages.
 
 from __future__ import annotations
 
+from collections import Counter, OrderedDict
+from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -97,6 +99,34 @@ def load_pipeline(model: str, *, ner: bool) -> Language:
             "installed pipeline name",
         ) from exc
     return nlp
+
+
+#: Docs of recently parsed short texts: a live memory is parsed by the extractor and then
+#: by the statement reader; the second finds the first's doc here.
+_RECENT: OrderedDict[tuple[int, str], Doc] = OrderedDict()
+_RECENT_DOCS = 32
+_RECENT_CHARS = 2_000
+
+
+def pipe(nlp: Language, texts: Sequence[str], *, batch_size: int) -> Iterator[Doc]:
+    """``nlp.pipe`` over ``texts``, in order, reusing the docs of short texts parsed just
+    before (callers must not change a doc beyond :func:`set_pos`)."""
+    key = id(nlp)
+    known = {t: _RECENT[(key, t)] for t in texts if (key, t) in _RECENT}
+    again = {t for t, n in Counter(texts).items() if n > 1 and t not in known}
+    missing = [t for t in dict.fromkeys(texts) if t not in known]
+    parsed = iter(nlp.pipe(missing, batch_size=batch_size)) if missing else iter(())
+    for text in texts:
+        doc = known.get(text)
+        if doc is None:
+            doc = next(parsed)
+            if text in again:
+                known[text] = doc
+            if len(text) <= _RECENT_CHARS:
+                _RECENT[(key, text)] = doc
+                if len(_RECENT) > _RECENT_DOCS:
+                    _RECENT.popitem(last=False)
+        yield doc
 
 
 def set_pos(doc: Doc) -> None:

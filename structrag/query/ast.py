@@ -173,6 +173,28 @@ class TagScope(Node):
 
 
 @dataclass(frozen=True)
+class SourceScope(Node):
+    """What the messages are: ``knowledge`` (document fragments) or ``conversations``."""
+
+    source: Literal["knowledge", "conversations"]
+
+    def to_query(self) -> str:
+        return f"source:{self.source}"
+
+
+@dataclass(frozen=True)
+class DocumentScope(Node):
+    """Fragments of a document (``document:``, by path, file name, title or id) or of a
+    section of one (``section:``, by heading)."""
+
+    value: str
+    keyword: Literal["document", "section"] = "document"
+
+    def to_query(self) -> str:
+        return f"{self.keyword}:{quote(self.value)}"
+
+
+@dataclass(frozen=True)
 class TimeScope(Node):
     """Messages dated in ``[start, end)``; ``text`` is how the user wrote it."""
 
@@ -207,8 +229,26 @@ class MetaFilter(Node):
         return f"meta.{self.key} {self.op} {quote(self.value)}"
 
 
-Scope = PeopleScope | ConversationScope | TagScope | TimeScope | DuringScope | MetaFilter
-SCOPES = (PeopleScope, ConversationScope, TagScope, TimeScope, DuringScope, MetaFilter)
+Scope = (
+    PeopleScope
+    | ConversationScope
+    | TagScope
+    | SourceScope
+    | DocumentScope
+    | TimeScope
+    | DuringScope
+    | MetaFilter
+)
+SCOPES = (
+    PeopleScope,
+    ConversationScope,
+    TagScope,
+    SourceScope,
+    DocumentScope,
+    TimeScope,
+    DuringScope,
+    MetaFilter,
+)
 Pattern = EntityPattern | ActionPattern | TopicPattern
 PATTERNS = (EntityPattern, ActionPattern, TopicPattern)
 

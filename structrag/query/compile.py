@@ -267,6 +267,14 @@ class Compiler:
             return Filter(described, MessageFilter(conversation=node.conversation))
         if isinstance(node, ast.TagScope):
             return Filter(described, MessageFilter(tags=(node.tag,)))
+        if isinstance(node, ast.SourceScope):
+            if node.source == "knowledge":
+                return Filter(described, MessageFilter(tables=("knowledge",)))
+            return Filter(described, MessageFilter(not_tables=("knowledge",)))
+        if isinstance(node, ast.DocumentScope):
+            if node.keyword == "section":
+                return Filter(described, MessageFilter(sections=(node.value,)))
+            return Filter(described, MessageFilter(documents=(node.value,)))
         if isinstance(node, ast.TimeScope):
             if node.keyword == "when":
                 return RelativeTime(node.text, node.keyword)

@@ -87,8 +87,12 @@ class AnswerContext:
 
 
 def render_message(stored: StoredMessage) -> str:
-    """``[8 May 2023] Caroline: text`` (no date bracket when the message has none)."""
+    """``[8 May 2023] Caroline: text`` (no date bracket when the message has none); a
+    document fragment is labelled with where it comes from: ``[guide.md §Install] text``."""
     m = stored.message
+    label = m.metadata.get("label") if m.conversation.startswith("doc:") else None
+    if label:
+        return f"[{label}] {m.text}"
     who = f"{m.speaker}: " if m.speaker else ""
     when = f"[{format_date(m.timestamp)}] " if m.timestamp else ""
     return f"{when}{who}{m.text}"

@@ -342,7 +342,7 @@ class Derived:
         self.embedder: Embedder | None = None
         self.lemmatize = lemmatize
         self._lexicon_source = lexicon
-        self._generation = -1
+        self._generation: tuple[int, int | None] = (-1, None)
         #: ``RankingSettings.term_synonyms`` by stem.
         self.synonyms = {
             term_key(word): tuple(term_key(s) for s in synonyms)
@@ -360,8 +360,10 @@ class Derived:
         return source
 
     def refresh(self) -> None:
-        """Drop everything when the store has committed since the caches were built."""
-        generation = self.store.generation()
+        """Drop everything when the store (or the text index, which follows it) has
+        committed since the caches were built."""
+        store_generation = self.store.generation()
+        generation = (store_generation, self.text.catch_up(store_generation))
         if generation != self._generation:
             self._generation = generation
             self._views.clear()

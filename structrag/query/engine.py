@@ -38,7 +38,7 @@ from structrag.query.nodes import Match, PlanNode
 from structrag.query.parser import parse
 from structrag.query.question import Translation, Translator, question_query, widen
 from structrag.query.settings import DEFAULT_SETTINGS, RankingSettings
-from structrag.store.protocols import KnowledgeStore, Scope, TextIndexReader
+from structrag.store.protocols import KnowledgeStore, Scope, TextIndexReader, consistent_reads
 
 #: Questions longer than this are refused (the parser's cost grows with length).
 MAX_QUESTION_CHARS = 2_000
@@ -156,6 +156,7 @@ class QueryEngine:
     ) -> None:
         self.settings = settings
         self.translator = translator
+        self.store = store
         self.derived = Derived(
             store,
             text,
@@ -180,6 +181,7 @@ class QueryEngine:
         """The plan a query AST compiles to."""
         return compile_query(node, self.view(conversation, scope), self.settings)
 
+    @consistent_reads
     def query(
         self,
         expression: str | ast.Node,
@@ -207,6 +209,7 @@ class QueryEngine:
             tree=ast.dump(node),
         )
 
+    @consistent_reads
     def rank_question(
         self,
         question: str,
@@ -257,6 +260,7 @@ class QueryEngine:
             view=view,
         )
 
+    @consistent_reads
     def ask(
         self,
         question: str,
@@ -325,6 +329,7 @@ class QueryEngine:
         run = Evaluation(view)
         return plan, plan.eval(run), run
 
+    @consistent_reads
     def nearest(
         self,
         text: str,

@@ -193,6 +193,19 @@ class _ToAst(Transformer):  # type: ignore[type-arg]
             return ast.ConversationScope(text)
         if key == "tag":
             return ast.TagScope(text)
+        if key == "source":
+            source = text.lower()
+            if source in ("knowledge", "documents", "document"):
+                return ast.SourceScope("knowledge")
+            if source in ("conversations", "conversation", "messages", "chat"):
+                return ast.SourceScope("conversations")
+            raise _Problem(
+                value.pos,
+                f"source:{text} is not a source",
+                hint="source:knowledge (documents) or source:conversations",
+            )
+        if key in ("document", "section"):
+            return ast.DocumentScope(text, key)  # type: ignore[arg-type]
         if key == "during":
             return ast.DuringScope(text)
         if key == "when":

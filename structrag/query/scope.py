@@ -49,11 +49,14 @@ class ScopeData:
         # Turns: runs of messages by one speaker in a session. With ``window_turns`` the
         # window's offsets count turns, so in a chat where people send three short
         # messages in a row, the message before a reply is the other person's whole turn.
+        # A message without a speaker (a document's fragment) is a turn of its own.
         index = np.arange(n)
         if self.settings.window_turns and n:
+            spoken = np.array([bool(s) for s in frame.speakers], dtype=bool)
             same = np.zeros(n, dtype=bool)
             same[1:] = (
-                (frame.speakers[1:] == frame.speakers[:-1])
+                spoken[1:]
+                & (frame.speakers[1:] == frame.speakers[:-1])
                 & (frame.sessions[1:] == frame.sessions[:-1])
                 & (frame.conversations[1:] == frame.conversations[:-1])
             )

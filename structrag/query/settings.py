@@ -68,6 +68,7 @@ class RankingSettings:
     window: dict[int, float] = field(default_factory=_window)
     #: Whether the window's offsets count turns (runs of messages by one speaker) rather
     #: than messages; the other messages of a message's own turn count as ``window[±1]``.
+    #: A message without a speaker (a document fragment) is a turn of its own.
     window_turns: bool = True
     #: BM25 term-frequency saturation and length normalisation.
     k1: float = 1.2

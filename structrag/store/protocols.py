@@ -9,11 +9,14 @@ The query side learns which message holds a ref, and of what kind it is, from a
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import functools
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import IntEnum
-from typing import Any, Protocol
+from pathlib import Path
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 import numpy as np
 
@@ -152,8 +155,10 @@ class StoreTransaction(Protocol):
         reads, the facts that rest on them alone)."""
         ...
 
-    def commit(self) -> int:
-        """Log the source and commit; returns the new store generation."""
+    def commit(self, before: Callable[[], None] | None = None) -> int:
+        """Log the source and commit; returns the new store generation. ``before`` runs
+        inside the transaction just before it commits (with every row in place), to write
+        what else belongs to it."""
         ...
 
     def rollback(self) -> None: ...
@@ -192,7 +197,8 @@ class MessageFrame:
 class Scope:
     """The messages a query runs over: a conversation (or all), the memory tables (ingested
     messages are all in ``messages``), and an agent's memories (None: any agent's, and
-    messages of none). With ``shared``, an agent's scope also holds shared knowledge."""
+    messages of none). With ``shared``, an agent's scope also holds shared knowledge, and
+    a scope of no agent holds only what belongs to none (shared knowledge)."""
 
     conversation: str | None = None
     tables: tuple[str, ...] = ("messages",)
@@ -211,6 +217,14 @@ class MessageFilter:
     start: datetime | None = None
     end: datetime | None = None
     meta: tuple[tuple[str, str, str], ...] = ()  # (key, comparator, value)
+    #: Memory tables the messages are in (``knowledge``: document fragments).
+    tables: tuple[str, ...] = ()
+    #: Tables they are not in.
+    not_tables: tuple[str, ...] = ()
+    #: Documents (path, file name, title or id) the fragments are of.
+    documents: tuple[str, ...] = ()
+    #: Section headings the fragments are under.
+    sections: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -242,6 +256,10 @@ class KnowledgeStore(Protocol):
 
     def generation(self) -> int: ...
 
+    def reading(self) -> AbstractContextManager[None]:
+        """A block of reads that sees one committed state of the store throughout."""
+        ...
+
     def get_setting(self, key: str) -> str | None: ...
 
     def set_setting(self, key: str, value: str) -> None: ...
@@ -258,10 +276,31 @@ class KnowledgeStore(Protocol):
         """The next free ``mkey`` and ``ref_id``."""
         ...
 
+    def reserve_ids(self, messages: int, refs: int) -> tuple[int, int]:
+        """Numbers for new messages and refs that nothing else in this process will use:
+        the first ``mkey`` and ``ref_id`` of each range."""
+        ...
+
     def begin(
-        self, source: SourceRecord | None, conversations: list[Conversation]
+        self,
+        source: SourceRecord | None,
+        conversations: list[Conversation],
+        settings: Mapping[str, str] | None = None,
     ) -> StoreTransaction:
-        """Start the transaction of one ingested source (``None``: a live write)."""
+        """A transaction straight into the store (``source`` None: a live write), which
+        holds the store from its first write to its commit; ``settings`` are index
+        settings written with it."""
+        ...
+
+    def stage(
+        self,
+        folder: Path,
+        source: SourceRecord | None,
+        conversations: list[Conversation],
+        settings: Mapping[str, str] | None = None,
+    ) -> StoreTransaction:
+        """An ingest's transaction, kept in ``folder`` while it is written and merged into
+        the store at commit (the store stays free for other processes meanwhile)."""
         ...
 
     def failed_messages(self, extractors: Sequence[str]) -> list[StoredMessage]:
@@ -373,10 +412,17 @@ class IndexedMessage:
 class TextIndexWriter(Protocol):
     """A pending change to the text index; nothing is visible until :meth:`commit`."""
 
-    def add(self, message: IndexedMessage) -> None: ...
+    def add(self, message: IndexedMessage) -> None:
+        """Add a message's document (after :meth:`delete` of its old one, for an edit)."""
+        ...
 
     def delete(self, mkey: int) -> None:
         """Remove a message's document."""
+        ...
+
+    def prepare(self) -> None:
+        """Do the slow part of committing now (the store's commit comes next, and the text
+        index should follow it closely)."""
         ...
 
     def commit(self, generation: int) -> None: ...
@@ -394,6 +440,12 @@ class PostingsLike(Protocol):
 
 class TextIndexReader(Protocol):
     """The read side of the text index, used by the query engine."""
+
+    def catch_up(self, generation: int) -> int | None:
+        """Read what was committed up to the store's ``generation`` (another process may
+        have written since this one last read); returns the generation the index now
+        shows, which lags the store's for a moment after a write in another process."""
+        ...
 
     def docs_of(self, mkeys: np.ndarray) -> np.ndarray:
         """The index's own (live) document numbers of some messages."""
@@ -420,8 +472,38 @@ class TextIndex(TextIndexReader, Protocol):
         or written in an older layout)."""
         ...
 
-    def writer(self) -> TextIndexWriter: ...
+    def writer(self) -> TextIndexWriter:
+        """A change written straight into the index (one at a time per process)."""
+        ...
+
+    def stage(self, folder: Path) -> TextIndexWriter:
+        """An ingest's change, indexed into ``folder`` and added to the index at commit."""
+        ...
 
     def rebuild(self, messages: Iterable[IndexedMessage], generation: int) -> int: ...
 
     def close(self) -> None: ...
+
+
+class HasStore(Protocol):
+    @property
+    def store(self) -> KnowledgeStore: ...
+
+
+_Self = TypeVar("_Self", bound=HasStore)
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def consistent_reads(
+    method: Callable[Concatenate[_Self, _P], _R],
+) -> Callable[Concatenate[_Self, _P], _R]:
+    """Run a method on one committed state of its object's store (another process may
+    write between two calls, never during one)."""
+
+    @functools.wraps(method)
+    def run(self: _Self, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with self.store.reading():
+            return method(self, *args, **kwargs)
+
+    return run

@@ -25,6 +25,7 @@ import contextlib
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ import numpy as np
 from whoosh import columns, fields, formats, index
 from whoosh.analysis import Token, Tokenizer
 from whoosh.codec import whoosh3
+from whoosh.writing import MERGE_SMALL
 
 from structrag import faults
 from structrag.errors import IndexStateError
@@ -191,27 +193,103 @@ _EMPTY = Postings(np.zeros(0, np.int64), np.zeros(0, np.int64))
 
 
 class WhooshWriter:
-    """A staged change: documents are added as they come; :meth:`commit` publishes them."""
+    """A change written straight into the index (a live write): documents are added as
+    they come; :meth:`commit` publishes them. One at a time per process."""
 
     def __init__(self, owner: WhooshTextIndex) -> None:
         assert owner._ix is not None
         self._owner = owner
-        self._writer = owner._ix.writer(limitmb=256)
+        owner._write_lock.acquire()
+        try:
+            self._writer = owner._ix.writer(limitmb=256)
+        except BaseException:
+            owner._write_lock.release()
+            raise
+        self._done = False
 
     def add(self, message: IndexedMessage) -> None:
-        self._writer.delete_by_term("key", str(message.mkey))
         self._writer.add_document(**_document(message))
 
     def delete(self, mkey: int) -> None:
         self._writer.delete_by_term("key", str(mkey))
 
+    def prepare(self) -> None:
+        """Nothing to do: a live change is small."""
+
     def commit(self, generation: int) -> None:
-        self._writer.commit()
-        self._owner._mark(generation)
-        self._owner._reset()
+        try:
+            self._writer.commit()
+            self._owner._mark(generation)
+            self._owner._reset()
+        finally:
+            self._finish()
 
     def cancel(self) -> None:
-        self._writer.cancel()
+        try:
+            self._writer.cancel()
+        finally:
+            self._finish()
+
+    def _finish(self) -> None:
+        if not self._done:
+            self._done = True
+            self._owner._write_lock.release()
+
+
+class StagedWhooshWriter:
+    """An ingest's documents, indexed into a Whoosh index of their own in the ingest's
+    staging folder while it runs (no lock on the index meanwhile). :meth:`prepare` writes
+    the segment out; :meth:`commit` deletes the replaced documents from the index and adds
+    the staged segment to it as it is, without indexing anything again."""
+
+    def __init__(self, owner: WhooshTextIndex, folder: Path) -> None:
+        self._owner = owner
+        self._path = folder / INDEX_DIRNAME
+        self._path.mkdir()
+        self._ix = index.create_in(str(self._path), _schema())
+        self._writer: Any = self._ix.writer(limitmb=256)
+        self._deleted: list[str] = []
+        self._segments: list[Any] = []
+
+    def add(self, message: IndexedMessage) -> None:
+        self._writer.add_document(**_document(message))
+
+    def delete(self, mkey: int) -> None:
+        self._deleted.append(str(mkey))
+
+    def prepare(self) -> None:
+        if self._writer is not None:
+            self._writer.commit(merge=False)
+            self._writer = None
+            self._segments = list(self._ix._segments())
+
+    def commit(self, generation: int) -> None:
+        self.prepare()
+        owner = self._owner
+        assert owner._ix is not None
+        with owner._write_lock:
+            writer = owner._ix.writer(limitmb=256)
+            try:
+                for key in self._deleted:
+                    writer.delete_by_term("key", key)
+                staged = [s for s in self._segments if s.doc_count_all()]
+                for segment in staged:
+                    for name in segment.list_files(self._ix.storage):
+                        (self._path / name).replace(owner.path / name)
+                faults.point("text-adopt")
+            except BaseException:
+                writer.cancel()
+                raise
+            writer.commit(mergetype=lambda w, segments: MERGE_SMALL(w, segments) + staged)
+            owner._mark(generation)
+            owner._reset()
+        self._ix.close()
+
+    def cancel(self) -> None:
+        if self._writer is not None:
+            self._writer.cancel()
+            self._writer = None
+        self._ix.close()
 
 
 class WhooshTextIndex:
@@ -223,6 +301,10 @@ class WhooshTextIndex:
         self._searcher: Any = None
         self._columns: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
         self._dead: np.ndarray | None = None
+        #: Each segment's columns, kept while the segment lives (segments never change).
+        self._segment_columns: dict[str, tuple[np.ndarray, ...]] = {}
+        self._write_lock = threading.RLock()
+        self._seen: int | None = None  # the generation the reader was opened at
         self._ix: Any = None
         try:
             if not read_only:
@@ -262,6 +344,8 @@ class WhooshTextIndex:
             handle.write(str(generation))
         Path(tmp).chmod(0o644)  # mkstemp makes it 0600; other readers of the index need it
         Path(tmp).replace(self.path / "GENERATION")
+        self._reset()
+        self._seen = generation
 
     # -- writing --------------------------------------------------------------------------
 
@@ -270,6 +354,24 @@ class WhooshTextIndex:
             return WhooshWriter(self)
         except OSError as exc:
             raise _unusable(self.path, exc) from exc
+
+    def stage(self, folder: Path) -> StagedWhooshWriter:
+        """A writer for an ingest, indexing into ``folder`` until it commits."""
+        try:
+            return StagedWhooshWriter(self, folder)
+        except OSError as exc:
+            raise _unusable(folder, exc) from exc
+
+    def catch_up(self, generation: int) -> int | None:
+        """Read the index as committed for the store's ``generation`` (another process
+        may have written since); returns the generation it shows."""
+        if self._seen == generation:
+            return generation
+        found = self.generation()
+        if found != self._seen:
+            self._reset()
+            self._seen = found
+        return found
 
     def rebuild(self, messages: Iterable[IndexedMessage], generation: int) -> int:
         """Build a fresh index beside the old one, then swap it in."""
@@ -327,16 +429,29 @@ class WhooshTextIndex:
         return self._searcher.reader()
 
     def _cols(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """The per-document columns: mkey, first_ref, length, content."""
+        """The per-document columns: mkey, first_ref, length, content (read once per
+        segment: a commit that adds a small segment reads only that one)."""
         if self._columns is None:
             reader = self._reader
+            empty = np.zeros(0, dtype=np.int64)
             if reader is None or reader.doc_count_all() == 0:
-                empty = np.zeros(0, dtype=np.int64)
                 self._columns = (empty, empty, empty, empty)
                 return self._columns
-            names = ("mkey", "first_ref", "length", "content")
+            parts: list[tuple[np.ndarray, ...]] = []
+            live: dict[str, tuple[np.ndarray, ...]] = {}
+            for leaf, _ in reader.leaf_readers():
+                key = leaf.segment().segment_id()
+                columns = self._segment_columns.get(key)
+                if columns is None:
+                    columns = tuple(
+                        np.array(list(leaf.column_reader(name)), dtype=np.int64)
+                        for name in ("mkey", "first_ref", "length", "content")
+                    )
+                live[key] = columns
+                parts.append(columns)
+            self._segment_columns = live
             mkeys, first_refs, lengths, contents = (
-                np.array(list(reader.column_reader(name)), dtype=np.int64) for name in names
+                np.concatenate([p[i] for p in parts]) for i in range(4)
             )
             self._columns = (mkeys, first_refs, lengths, contents)
         return self._columns
@@ -363,8 +478,9 @@ class WhooshTextIndex:
             reader = self._reader
             dead: list[int] = []
             if reader is not None and reader.has_deletions():
-                dead = [d for d in range(reader.doc_count_all()) if reader.is_deleted(d)]
-            self._dead = np.array(dead, dtype=np.int64)
+                for leaf, offset in reader.leaf_readers():
+                    dead.extend(offset + d for d in leaf.segment().deleted_docs())
+            self._dead = np.array(sorted(dead), dtype=np.int64)
         return self._dead
 
     def lengths(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -1,7 +1,7 @@
 """Memory reads and writes on the DuckDB store (:class:`structrag.memory.store.MemoryStore`).
 
 It shares the store's connection, so what it writes while an ingest or memory transaction
-is open commits or rolls back with it.
+is open (held by the same thread) commits or rolls back with it.
 """
 
 from __future__ import annotations
@@ -11,11 +11,9 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-import duckdb
-
 from structrag.memory.records import MemoryRecord, Observation, ProfileEntry, RoomSummary
 from structrag.memory.store import MemoryQuery, NewProfileEntry, SourceRow
-from structrag.store.duckdb.reader import first_row
+from structrag.store.duckdb.reader import DuckDBReader
 
 _MEMORY_SELECT = """
 SELECT m.mkey, m.message_id, m.memory_table, m.agent, m.speaker, m.conversation, m.world,
@@ -80,21 +78,23 @@ def _where(query: MemoryQuery) -> tuple[str, list[Any]]:
     return " AND ".join(clauses), params
 
 
-def _ids(con: duckdb.DuckDBPyConnection, mkeys: Sequence[int]) -> dict[int, str]:
-    if not mkeys:
-        return {}
-    rows = con.execute(
-        "SELECT mkey, message_id FROM messages WHERE mkey IN (SELECT unnest(?::BIGINT[]))",
-        [list({int(k) for k in mkeys})],
-    ).fetchall()
-    return {int(k): str(i) for k, i in rows}
-
-
 class DuckDBMemory:
     """A :class:`~structrag.memory.store.MemoryStore` on the store's DuckDB connection."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
-        self.con = con
+    def __init__(self, store: DuckDBReader) -> None:
+        self._store = store
+        self._sql = store.sql
+        self._run = store._run
+        self._first = store._first
+
+    def _ids(self, mkeys: Sequence[int]) -> dict[int, str]:
+        if not mkeys:
+            return {}
+        rows = self._sql(
+            "SELECT mkey, message_id FROM messages WHERE mkey IN (SELECT unnest(?::BIGINT[]))",
+            [list({int(k) for k in mkeys})],
+        )
+        return {int(k): str(i) for k, i in rows}
 
     # -- memories -----------------------------------------------------------------------
 
@@ -104,45 +104,45 @@ class DuckDBMemory:
         where, params = _where(query)
         order = "DESC" if newest_first else "ASC"
         tail = f" LIMIT {int(limit)}" if limit is not None else ""
-        rows = self.con.execute(
+        rows = self._sql(
             f"{_MEMORY_SELECT} WHERE {where} "
             f"ORDER BY coalesce(m.ts, m.created_at) {order}, m.mkey {order}{tail}",
             params,
-        ).fetchall()
+        )
         return [_record(r) for r in rows]
 
     def memories_by_keys(self, mkeys: Sequence[int]) -> dict[int, MemoryRecord]:
         if not len(mkeys):
             return {}
-        rows = self.con.execute(
+        rows = self._sql(
             f"{_MEMORY_SELECT} WHERE m.mkey IN (SELECT unnest(?::BIGINT[]))",
             [sorted({int(k) for k in mkeys})],
-        ).fetchall()
+        )
         return {r.mkey: r for r in map(_record, rows)}
 
     def count_memories(self, query: MemoryQuery) -> int:
         where, params = _where(query)
-        row = first_row(self.con.execute(f"SELECT count(*) FROM messages m WHERE {where}", params))
+        row = self._first(f"SELECT count(*) FROM messages m WHERE {where}", params)
         return int(row[0]) if row else 0
 
     def memory_keys(self, query: MemoryQuery) -> list[int]:
         where, params = _where(query)
-        rows = self.con.execute(f"SELECT m.mkey FROM messages m WHERE {where}", params).fetchall()
+        rows = self._sql(f"SELECT m.mkey FROM messages m WHERE {where}", params)
         return [int(r[0]) for r in rows]
 
     def duplicate(self, agent: str, room: str, table: str, text: str) -> MemoryRecord | None:
-        rows = self.con.execute(
+        rows = self._sql(
             f"{_MEMORY_SELECT} WHERE m.agent = ? AND m.conversation = ? AND m.memory_table = ? "
             "AND m.text = ? ORDER BY m.mkey LIMIT 1",
             [agent, room, table, text],
-        ).fetchall()
+        )
         return _record(rows[0]) if rows else None
 
     def touch(self, mkeys: Sequence[int], at: datetime) -> None:
         keys = sorted({int(k) for k in mkeys})
         if not keys:
             return
-        self.con.execute(
+        self._run(
             "INSERT INTO memory_access SELECT k, 1, ? FROM (SELECT unnest(?::BIGINT[]) AS k) "
             "ON CONFLICT (mkey) DO UPDATE SET access_count = memory_access.access_count + 1, "
             "last_access = excluded.last_access",
@@ -152,10 +152,15 @@ class DuckDBMemory:
     # -- where facts come from ----------------------------------------------------------
 
     def add_sources(self, rows: Sequence[SourceRow]) -> None:
-        for r in rows:
-            self.con.execute(
-                "INSERT INTO memory_sources VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [
+        if not rows:
+            return
+        values = ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?)"] * len(rows))
+        self._run(
+            f"INSERT INTO memory_sources VALUES {values}",
+            [
+                value
+                for r in rows
+                for value in (
                     r.mkey,
                     r.kind,
                     r.source_mkey,
@@ -164,17 +169,18 @@ class DuckDBMemory:
                     r.end,
                     r.confidence,
                     r.grounded,
-                ],
-            )
+                )
+            ],
+        )
 
     def sources(self, mkeys: Sequence[int]) -> dict[int, list[SourceRow]]:
         out: dict[int, list[SourceRow]] = {}
         if not len(mkeys):
             return out
-        rows = self.con.execute(
+        rows = self._sql(
             "SELECT * FROM memory_sources WHERE mkey IN (SELECT unnest(?::BIGINT[]))",
             [sorted({int(k) for k in mkeys})],
-        ).fetchall()
+        )
         for mkey, kind, source, ref, start, end, confidence, grounded in rows:
             out.setdefault(int(mkey), []).append(
                 SourceRow(
@@ -194,18 +200,23 @@ class DuckDBMemory:
         keys = sorted({int(k) for k in mkeys})
         if not keys:
             return []
-        rows = self.con.execute(
+        rows = self._sql(
             "SELECT mkey FROM memory_sources GROUP BY mkey "
             "HAVING bool_and(source_mkey IN (SELECT unnest(?::BIGINT[]))) "
             "AND bool_or(source_mkey IS NOT NULL)",
             [keys],
-        ).fetchall()
+        )
         return [int(r[0]) for r in rows]
 
     # -- user profiles ------------------------------------------------------------------
 
     def profile_entries(
-        self, agent: str, user: str | None = None, *, current_only: bool = True
+        self,
+        agent: str,
+        user: str | None = None,
+        *,
+        current_only: bool = True,
+        sources: bool = True,
     ) -> list[ProfileEntry]:
         clauses, params = ["agent = ?"], [agent]
         if user is not None:
@@ -213,11 +224,11 @@ class DuckDBMemory:
             params.append(user)
         if current_only:
             clauses.append("superseded_by IS NULL")
-        rows = self.con.execute(
+        rows = self._sql(
             "SELECT * FROM profile_entries WHERE " + " AND ".join(clauses) + " ORDER BY entry_id",
             params,
-        ).fetchall()
-        ids = _ids(self.con, [k for r in rows for k in (r[9] or [])])
+        )
+        ids = self._ids([k for r in rows for k in (r[9] or [])]) if sources else {}
         return [
             ProfileEntry(
                 entry_id=int(r[0]),
@@ -239,13 +250,13 @@ class DuckDBMemory:
         ]
 
     def _next_id(self, table: str, column: str) -> int:
-        row = first_row(self.con.execute(f"SELECT coalesce(max({column}), 0) + 1 FROM {table}"))
+        row = self._first(f"SELECT coalesce(max({column}), 0) + 1 FROM {table}")
         assert row is not None
         return int(row[0])
 
     def add_profile_entry(self, entry: NewProfileEntry) -> int:
         entry_id = self._next_id("profile_entries", "entry_id")
-        self.con.execute(
+        self._run(
             "INSERT INTO profile_entries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL)",
             [
                 entry_id,
@@ -265,7 +276,7 @@ class DuckDBMemory:
         return entry_id
 
     def confirm_profile_entry(self, entry_id: int, mkey: int, at: datetime) -> None:
-        self.con.execute(
+        self._run(
             "UPDATE profile_entries SET confirmed_at = ?, source_mkeys = CASE WHEN "
             "list_contains(source_mkeys, ?) THEN source_mkeys ELSE "
             "list_append(source_mkeys, ?) END WHERE entry_id = ?",
@@ -273,7 +284,7 @@ class DuckDBMemory:
         )
 
     def supersede_profile_entry(self, entry_id: int, by: int, at: datetime) -> None:
-        self.con.execute(
+        self._run(
             "UPDATE profile_entries SET superseded_by = ?, superseded_at = ? WHERE entry_id = ?",
             [by, at, entry_id],
         )
@@ -282,7 +293,7 @@ class DuckDBMemory:
         keys = sorted({int(k) for k in mkeys})
         if not keys:
             return
-        self.con.execute(
+        self._run(
             "UPDATE profile_entries SET source_mkeys = list_filter(source_mkeys, "
             "lambda k: NOT list_contains(?::BIGINT[], k)) "
             "WHERE len(list_intersect(source_mkeys, ?::BIGINT[])) > 0",
@@ -290,17 +301,15 @@ class DuckDBMemory:
         )
         gone = [
             int(r[0])
-            for r in self.con.execute(
-                "SELECT entry_id FROM profile_entries WHERE len(source_mkeys) = 0"
-            ).fetchall()
+            for r in self._sql("SELECT entry_id FROM profile_entries WHERE len(source_mkeys) = 0")
         ]
         if gone:
-            self.con.execute(
+            self._run(
                 "UPDATE profile_entries SET superseded_by = NULL, superseded_at = NULL "
                 "WHERE superseded_by IN (SELECT unnest(?::BIGINT[]))",
                 [gone],
             )
-            self.con.execute(
+            self._run(
                 "DELETE FROM profile_entries WHERE entry_id IN (SELECT unnest(?::BIGINT[]))",
                 [gone],
             )
@@ -319,20 +328,20 @@ class DuckDBMemory:
         source_mkeys: Sequence[int],
     ) -> int:
         observation_id = self._next_id("observations", "observation_id")
-        self.con.execute(
+        self._run(
             "INSERT INTO observations VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, now()::TIMESTAMP)",
             [observation_id, agent, room, ts, kind, topic, insight, importance, list(source_mkeys)],
         )
         return observation_id
 
     def observations(self, agent: str, room: str | None = None) -> list[Observation]:
-        rows = self.con.execute(
+        rows = self._sql(
             "SELECT observation_id, room, ts, kind, topic, insight, importance, source_mkeys "
             "FROM observations WHERE agent = ? AND (? IS NULL OR room = ?) "
             "ORDER BY importance DESC, observation_id",
             [agent, room, room],
-        ).fetchall()
-        ids = _ids(self.con, [k for r in rows for k in (r[7] or [])])
+        )
+        ids = self._ids([k for r in rows for k in (r[7] or [])])
         return [
             Observation(
                 observation_id=int(r[0]),
@@ -358,7 +367,7 @@ class DuckDBMemory:
         last_ordinal: int,
     ) -> int:
         summary_id = self._next_id("room_summaries", "summary_id")
-        self.con.execute(
+        self._run(
             "INSERT INTO room_summaries VALUES (?, ?, ?, ?, ?, ?, ?, ?, now()::TIMESTAMP)",
             [
                 summary_id,
@@ -374,13 +383,13 @@ class DuckDBMemory:
         return summary_id
 
     def summaries(self, agent: str, room: str | None = None) -> list[RoomSummary]:
-        rows = self.con.execute(
+        rows = self._sql(
             "SELECT summary_id, room, text, method, source_mkeys, first_ordinal, last_ordinal, "
             "created_at FROM room_summaries WHERE agent = ? AND (? IS NULL OR room = ?) "
             "ORDER BY room, last_ordinal",
             [agent, room, room],
-        ).fetchall()
-        ids = _ids(self.con, [k for r in rows for k in (r[4] or [])])
+        )
+        ids = self._ids([k for r in rows for k in (r[4] or [])])
         return [
             RoomSummary(
                 summary_id=int(r[0]),
@@ -400,7 +409,7 @@ class DuckDBMemory:
         if not keys:
             return
         for table in ("observations", "room_summaries"):
-            self.con.execute(
+            self._run(
                 f"DELETE FROM {table} WHERE agent = ? "
                 "AND len(list_intersect(source_mkeys, ?::BIGINT[])) > 0",
                 [agent, keys],

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import suppress
+from contextlib import contextmanager, suppress
 from typing import Any
 
 import duckdb
@@ -18,6 +18,7 @@ from structrag.errors import QueryError, StructragError
 from structrag.models import Action, Conversation, Entity, Facet, Message, SemanticRef, Span
 from structrag.models import Tag as TagKnowledge
 from structrag.models import Topic as TopicKnowledge
+from structrag.store.duckdb.lease import Lease
 from structrag.store.protocols import (
     MessageFilter,
     MessageFrame,
@@ -68,6 +69,16 @@ def _meta_clause(key: str, op: str, value: str) -> tuple[str, list[Any]]:
     )
 
 
+_REGEX_SPECIAL = frozenset("\\.^$|?*+()[]{}")
+
+
+def _heading_line(title: str) -> str:
+    """A regular expression (RE2) for a line that is the heading ``title`` (Markdown's
+    ``#`` marks allowed), any case."""
+    literal = "".join("\\" + c if c in _REGEX_SPECIAL else c for c in title.strip())
+    return f"(?im)^[#\\s]*{literal}[\\s:]*$"
+
+
 def _objects(values: Sequence[Any]) -> np.ndarray:
     array = np.empty(len(values), dtype=object)
     array[:] = list(values)
@@ -77,25 +88,40 @@ def _objects(values: Sequence[Any]) -> np.ndarray:
 class DuckDBReader:
     """The read side of :class:`~structrag.store.duckdb.DuckDBStore`."""
 
-    con: duckdb.DuckDBPyConnection
+    _lease: Lease
+
+    @contextmanager
+    def using(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """The connection for one use: its statements and their results (see
+        :class:`~structrag.store.duckdb.lease.Lease`)."""
+        with self._lease.using() as con:
+            yield con
 
     def sql(
         self, query: str, params: Sequence[Any] | Mapping[str, Any] = ()
     ) -> list[tuple[Any, ...]]:
-        return self.con.execute(query, params).fetchall()
+        with self.using() as con:
+            return con.execute(query, params).fetchall()
+
+    def _first(self, query: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
+        rows = self.sql(query, params)
+        return rows[0] if rows else None
+
+    def _run(self, query: str, params: Sequence[Any] = ()) -> None:
+        """A statement without results."""
+        with self.using() as con:
+            con.execute(query, params)
 
     def _scalar(self, query: str, params: Sequence[Any] = ()) -> int:
-        row = first_row(self.con.execute(query, params))
+        row = self._first(query, params)
         return int(row[0]) if row and row[0] is not None else 0
 
     # -- ingest bookkeeping ---------------------------------------------------------------
 
     def source_seen(self, sha256: str, fingerprint: str) -> bool:
-        row = first_row(
-            self.con.execute(
-                "SELECT 1 FROM sources WHERE sha256 = ? AND fingerprint = ? LIMIT 1",
-                [sha256, fingerprint],
-            )
+        row = self._first(
+            "SELECT 1 FROM sources WHERE sha256 = ? AND fingerprint = ? LIMIT 1",
+            [sha256, fingerprint],
         )
         return row is not None
 
@@ -105,19 +131,17 @@ class DuckDBReader:
         convs = sorted(set(conversations))
         if not convs:
             return {}
-        rows = self.con.execute(
+        rows = self.sql(
             "SELECT conversation, message_id, mkey, content_hash, ordinal FROM messages "
             "WHERE conversation IN (SELECT unnest($1::VARCHAR[]))",
             [convs],
-        ).fetchall()
+        )
         return {(c, i): (int(k), int(h), int(o)) for c, i, k, h, o in rows}
 
     def next_ids(self) -> tuple[int, int]:
-        row = first_row(
-            self.con.execute(
-                "SELECT (SELECT coalesce(max(mkey), -1) + 1 FROM messages), "
-                "(SELECT coalesce(max(ref_id), -1) + 1 FROM semantic_refs)"
-            )
+        row = self._first(
+            "SELECT (SELECT coalesce(max(mkey), -1) + 1 FROM messages), "
+            "(SELECT coalesce(max(ref_id), -1) + 1 FROM semantic_refs)"
         )
         assert row is not None
         return int(row[0]), int(row[1])
@@ -299,12 +323,18 @@ class DuckDBReader:
         clauses = ["memory_table IN (SELECT unnest(?::VARCHAR[]))"]
         params: list[Any] = [list(scope.tables)]
         if scope.conversation is not None:
-            clauses.append("conversation = ?")
+            if "knowledge" in scope.tables and scope.tables != ("knowledge",):
+                # a conversation, and the documents beside it
+                clauses.append("(conversation = ? OR memory_table = 'knowledge')")
+            else:
+                clauses.append("conversation = ?")
             params.append(scope.conversation)
         if scope.agent is not None:
             shared = " OR (agent IS NULL AND memory_table = 'knowledge')" if scope.shared else ""
             clauses.append(f"(agent = ?{shared})")
             params.append(scope.agent)
+        elif scope.shared:  # no agent's: shared knowledge only
+            clauses.append("agent IS NULL")
         rows = self.sql(
             "SELECT mkey, conversation, message_id, ordinal, "
             "coalesce(json_extract_string(metadata, '$.session'), strftime(ts, '%Y-%m-%d'), ''), "
@@ -331,11 +361,12 @@ class DuckDBReader:
         )
 
     def ref_table(self, conversation: str | None) -> RefTable:
-        found = self.con.execute(
-            f"SELECT ref_id, mkey, {_KIND_CODE} AS code FROM semantic_refs "
-            "WHERE (? IS NULL OR conversation = ?) ORDER BY ref_id",
-            [METADATA_EXTRACTOR, conversation, conversation],
-        ).fetchnumpy()
+        with self.using() as con:
+            found = con.execute(
+                f"SELECT ref_id, mkey, {_KIND_CODE} AS code FROM semantic_refs "
+                "WHERE (? IS NULL OR conversation = ?) ORDER BY ref_id",
+                [METADATA_EXTRACTOR, conversation, conversation],
+            ).fetchnumpy()
         if not len(found["ref_id"]):
             return RefTable.empty()
         return RefTable(
@@ -391,6 +422,28 @@ class DuckDBReader:
             clause, bound = _meta_clause(key, op, value)
             clauses.append(clause)
             params.extend(bound)
+        if condition.tables:
+            clauses.append("memory_table IN (SELECT unnest(?::VARCHAR[]))")
+            params.append(list(condition.tables))
+        if condition.not_tables:
+            clauses.append("memory_table NOT IN (SELECT unnest(?::VARCHAR[]))")
+            params.append(list(condition.not_tables))
+        for document in condition.documents:
+            clauses.append(
+                "mkey IN (SELECT f.mkey FROM fragments f JOIN documents d USING (document_id) "
+                "WHERE d.document_id = ? OR lower(d.path) = lower(?) "
+                "OR lower(d.path) LIKE '%/' || lower(?) OR lower(d.title) = lower(?))"
+            )
+            params.extend([document] * 4)
+        for section in condition.sections:
+            # under the heading, or holding it: a small document is one fragment, holding
+            # several sections (a heading is a line of its own in the text)
+            clauses.append(
+                "mkey IN (SELECT f.mkey FROM fragments f JOIN messages m USING (mkey) WHERE "
+                "len(list_filter(f.section, lambda s: contains(lower(s), lower(?)))) > 0 "
+                "OR regexp_matches(m.text, ?))"
+            )
+            params.extend([section, _heading_line(section)])
         where = " AND ".join(clauses) or "TRUE"
         try:
             rows = self.sql(f"SELECT mkey FROM messages WHERE {where}", params)

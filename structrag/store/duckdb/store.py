@@ -7,12 +7,9 @@ ingested source (:class:`~structrag.store.duckdb.writer.DuckDBTransaction`).
 
 from __future__ import annotations
 
-import os
-import re
 import threading
-import time
-from collections.abc import Sequence
-from contextlib import suppress
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
@@ -20,7 +17,9 @@ import duckdb
 from structrag.errors import IndexStateError
 from structrag.models import Conversation
 from structrag.store.duckdb import schema
-from structrag.store.duckdb.reader import DuckDBReader, first_row
+from structrag.store.duckdb.lease import Lease
+from structrag.store.duckdb.reader import DuckDBReader
+from structrag.store.duckdb.staging import StagedTransaction
 from structrag.store.duckdb.writer import DuckDBTransaction, utc_now
 from structrag.store.protocols import SourceRecord
 
@@ -34,7 +33,11 @@ class DuckDBStore(DuckDBReader):
         self.directory = Path(directory)
         self.path = self.directory / DB_FILENAME
         self.read_only = read_only
-        self._generation: int | None = None
+        self._generation: tuple[int, int] | None = None  # (lease.opened, generation)
+        self._ids_lock = threading.Lock()
+        self._next_mkey = self._next_ref = 0
+        #: The view of the store (times opened, generation) the next ids were read in.
+        self._ids_view: tuple[int, int] | None = None
         if not self.path.exists():
             if read_only or not create:
                 raise IndexStateError(
@@ -48,26 +51,27 @@ class DuckDBStore(DuckDBReader):
                     f"cannot create the index directory {self.directory}: {exc.strerror}",
                     hint="point --db at a new or existing directory you can write to",
                 ) from exc
-        self.con = _connect(self.path, read_only=read_only)
+        self._lease = Lease(self.path, read_only=read_only, on_open=self._check_schema)
         try:
-            self._check_schema()
+            with self._lease.using():
+                pass  # open now: a missing, locked or damaged index says so at once
         except BaseException:
-            self.con.close()
+            self._lease.close()
             raise
 
-    def _check_schema(self) -> None:
-        found = schema.stored_version(self.con)
+    def _check_schema(self, con: duckdb.DuckDBPyConnection) -> None:
+        found = schema.stored_version(con)
         if found == schema.SCHEMA_VERSION:
             return
         if found is None and not self.read_only:
-            self.con.execute("BEGIN TRANSACTION")
-            schema.create(self.con)
-            self.con.execute("COMMIT")
+            con.execute("BEGIN TRANSACTION")
+            schema.create(con)
+            con.execute("COMMIT")
             return
         if found is not None and schema.OLDEST_UPGRADABLE <= found < schema.SCHEMA_VERSION:
             if self.read_only:
                 raise SchemaUpgradeNeeded(found)
-            schema.upgrade(self.con, found)
+            schema.upgrade(con, found)
             return
         raise IndexStateError(
             f"index {self.directory} has schema version {found}, this structrag reads "
@@ -79,40 +83,99 @@ class DuckDBStore(DuckDBReader):
     # -- meta -----------------------------------------------------------------------------
 
     def close(self) -> None:
-        with suppress(duckdb.Error):
-            self.con.close()
+        self._lease.close()
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """One consistent view for a block of reads: no other process writes meanwhile
+        (and this one gives way to a waiting process only between such blocks)."""
+        with self._lease.using():
+            yield
+
+    def hold(self) -> duckdb.DuckDBPyConnection:
+        """The connection, kept (by this thread) until :meth:`let_go`."""
+        return self._lease.hold()
+
+    def let_go(self) -> None:
+        self._lease.let_go()
+
+    def release(self) -> None:
+        """Let other processes at the file now (the next use opens it again)."""
+        self._lease.release()
 
     def get_setting(self, key: str) -> str | None:
-        row = first_row(self.con.execute("SELECT value FROM meta WHERE key = ?", [key]))
+        row = self._first("SELECT value FROM meta WHERE key = ?", [key])
         return None if row is None else str(row[0])
 
     def set_setting(self, key: str, value: str) -> None:
-        self.con.execute(
+        self._run(
             "INSERT INTO meta VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
             [key, value],
         )
 
     def generation(self) -> int:
-        """The number of committed ingests. Cached: only this connection can write (DuckDB
-        locks the file), so it changes only through :meth:`committed`."""
-        if self._generation is None:
-            self._generation = int(self.get_setting("generation") or 0)
-        return self._generation
+        """The number of committed writes. Cached while the connection stays open (no other
+        process can write meanwhile); read again after the file was given up and opened
+        again, and set by this process's own commits (:meth:`committed`)."""
+        with self._lease.using():
+            opened = self._lease.opened
+            if self._generation is None or self._generation[0] != opened:
+                value = int(self.get_setting("generation") or 0)
+                self._generation = (opened, value)
+            return self._generation[1]
 
     def committed(self, generation: int) -> None:
-        """A transaction of this store committed ``generation``."""
-        self._generation = generation
+        """A transaction of this store committed ``generation`` (numbered from
+        :meth:`reserve_ids`, so the ids reserved stay ahead of what is stored)."""
+        if self._ids_view == (self._lease.opened, generation - 1):
+            self._ids_view = (self._lease.opened, generation)
+        self._generation = (self._lease.opened, generation)
 
     # -- writing --------------------------------------------------------------------------
 
     def begin(
-        self, source: SourceRecord | None, conversations: list[Conversation]
+        self,
+        source: SourceRecord | None,
+        conversations: list[Conversation],
+        settings: Mapping[str, str] | None = None,
     ) -> DuckDBTransaction:
-        """Start an ingest's transaction (see :class:`DuckDBTransaction`); a live write (a
-        memory added through the memory API) has no source."""
+        """A write straight into the store (a memory: no ``source``), holding the file
+        until it commits; see :class:`DuckDBTransaction`."""
+        self._writable()
+        return DuckDBTransaction(self, source, conversations, settings)
+
+    def stage(
+        self,
+        folder: Path,
+        source: SourceRecord | None,
+        conversations: list[Conversation],
+        settings: Mapping[str, str] | None = None,
+    ) -> StagedTransaction:
+        """An ingest's write, kept in ``folder`` until it commits (the store stays free
+        meanwhile); see :class:`StagedTransaction`."""
+        self._writable()
+        return StagedTransaction(self, folder, source, conversations, settings)
+
+    def _writable(self) -> None:
         if self.read_only:
             raise IndexStateError("the index was opened read-only")
-        return DuckDBTransaction(self, source, conversations)
+
+    def reserve_ids(self, messages: int, refs: int) -> tuple[int, int]:
+        """Numbers for ``messages`` new messages and ``refs`` new semantic refs, not given
+        out before by this process (the writer lock keeps other processes out): the
+        first of each range. Writes in flight number their rows from here."""
+        with self._ids_lock, self._lease.using():
+            view = (self._lease.opened, self.generation())
+            if view != self._ids_view:
+                # Another process may have written since: start above what is stored.
+                stored_mkey, stored_ref = self.next_ids()
+                self._next_mkey = max(stored_mkey, self._next_mkey)
+                self._next_ref = max(stored_ref, self._next_ref)
+                self._ids_view = view
+            mkey, ref = self._next_mkey, self._next_ref
+            self._next_mkey += messages
+            self._next_ref += refs
+            return mkey, ref
 
     def answer_table(self) -> DuckDBAnswerTable:
         """The LLM answer cache, on its own connection (see :class:`DuckDBAnswerTable`)."""
@@ -140,9 +203,19 @@ class DuckDBAnswerTable:
 
     def __init__(self, store: DuckDBStore) -> None:
         self.read_only = store.read_only
-        self._con = store.con.cursor()
+        self._store = store
         self._lock = threading.Lock()
         self._closed = False
+
+    @contextmanager
+    def _cursor(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A cursor of its own for one call: its own transaction, committed at once."""
+        with self._store.using() as con:
+            cursor = con.cursor()
+            try:
+                yield cursor
+            finally:
+                cursor.close()
 
     def get_many(
         self, model: str, prompt_version: str, hashes: Sequence[str]
@@ -151,8 +224,8 @@ class DuckDBAnswerTable:
         wanted = sorted(set(hashes))
         if not wanted:
             return {}
-        with self._lock:
-            rows = self._con.execute(
+        with self._lock, self._cursor() as cursor:
+            rows = cursor.execute(
                 "SELECT message_hash, response, input_tokens, output_tokens FROM llm_cache "
                 "WHERE model = ? AND prompt_version = ? "
                 "AND message_hash IN (SELECT unnest($3::VARCHAR[]))",
@@ -174,70 +247,28 @@ class DuckDBAnswerTable:
         with self._lock:
             if self._closed:
                 return
-            self._con.execute(
-                "INSERT INTO llm_cache VALUES (?, ?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT DO UPDATE SET response = excluded.response, "
-                "input_tokens = excluded.input_tokens, output_tokens = excluded.output_tokens, "
-                "created_at = excluded.created_at",
-                [
-                    model,
-                    prompt_version,
-                    message_hash,
-                    response,
-                    input_tokens,
-                    output_tokens,
-                    utc_now(),
-                ],
-            )
+            with self._cursor() as cursor:
+                cursor.execute(
+                    "INSERT INTO llm_cache VALUES (?, ?, ?, ?, ?, ?, ?) "
+                    "ON CONFLICT DO UPDATE SET response = excluded.response, "
+                    "input_tokens = excluded.input_tokens, output_tokens = excluded.output_tokens, "
+                    "created_at = excluded.created_at",
+                    [
+                        model,
+                        prompt_version,
+                        message_hash,
+                        response,
+                        input_tokens,
+                        output_tokens,
+                        utc_now(),
+                    ],
+                )
 
     def count(self) -> int:
-        with self._lock:
-            row = self._con.execute("SELECT count(*) FROM llm_cache").fetchone()
+        with self._lock, self._cursor() as cursor:
+            row = cursor.execute("SELECT count(*) FROM llm_cache").fetchone()
         return int(row[0]) if row else 0
 
     def close(self) -> None:
         with self._lock:
-            if not self._closed:
-                self._closed = True
-                self._con.close()
-
-
-def lock_timeout() -> float:
-    """Seconds to wait for another process's lock on an index before giving up
-    (``STRUCTRAG_LOCK_TIMEOUT``, default 10)."""
-    try:
-        return max(0.0, float(os.environ.get("STRUCTRAG_LOCK_TIMEOUT", "10")))
-    except ValueError:
-        return 10.0
-
-
-def _connect(path: Path, *, read_only: bool) -> duckdb.DuckDBPyConnection:
-    """Open the DuckDB file. DuckDB lets one process write or many read: when another
-    process holds the file, wait for it (up to :func:`lock_timeout`), then say so."""
-    deadline = time.monotonic() + lock_timeout()
-    delay = 0.05
-    while True:
-        try:
-            return duckdb.connect(str(path), read_only=read_only)
-        except duckdb.IOException as exc:
-            text = str(exc)
-            if "lock" not in text.lower():
-                raise IndexStateError(f"cannot open {path}: {text}") from exc
-            if time.monotonic() >= deadline:
-                holder = re.search(r"PID (\d+)", text)
-                who = f" (process {holder.group(1)})" if holder else ""
-                raise IndexStateError(
-                    f"the index at {path.parent} is in use by another process{who}; waited "
-                    f"{lock_timeout():g} s",
-                    hint="one process writes an index at a time, and none reads it while one "
-                    "writes: wait for the other command to finish, raise "
-                    "STRUCTRAG_LOCK_TIMEOUT, or run `structrag serve` and let every command "
-                    "go through it",
-                ) from exc
-            time.sleep(delay)
-            delay = min(delay * 2, 0.5)
-        except duckdb.Error as exc:
-            raise IndexStateError(
-                f"{path} is not a structrag index or is damaged: {exc}",
-                hint="point --db at an index directory, or re-create the index",
-            ) from exc
+            self._closed = True

@@ -1,0 +1,543 @@
+"""Document knowledge in an index: :class:`KnowledgeBase` (``index.knowledge``).
+
+Documents (files, or plain strings) are added as shared knowledge or as one agent's. Each
+is cut into fragments of at most 512 tokens with 20 tokens of overlap
+(:func:`~structrag.knowledge.chunking.chunk`), and every fragment is a memory of the
+``knowledge`` table: a message of its document's conversation (``doc:<document id>``),
+extracted like any message (entities, actions and topics with spans), in the text index
+and in the vectors. So questions draw on documents and conversations in one budget.
+
+* **Ids.** A document's id is deterministic from its path relative to the folder it was
+  added from (or the path as given, for a file), the shared flag and the agent; inline
+  text's from its content. A fragment's id is ``<document id>-chunk-<n>``.
+* **Layout.** A folder holding ``shared/`` (or called ``knowledge``) is a knowledge root,
+  as ElizaOS lays it out: ``shared/`` is shared, every other folder in it is the knowledge
+  of the agent it is named after.
+* **Changes.** Adding an unchanged document changes nothing. A changed one replaces its
+  fragments in the same transaction as everything else added with it: fragments whose
+  text is unchanged keep their knowledge, edited ones are extracted again, fragments that
+  are gone are deleted with everything derived from them.
+* **Scope.** Search reads shared knowledge and the asking agent's own, never another
+  agent's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import time
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from structrag.errors import InputError, MemoryInputError, NotFoundError
+from structrag.importers.base import ParsedSource
+from structrag.ingest import Ingestor, ProgressSink
+from structrag.knowledge.chunking import Fragment, chunk
+from structrag.knowledge.document import Document
+from structrag.knowledge.records import (
+    AddReport,
+    DocumentInfo,
+    FragmentInfo,
+    KnowledgeHit,
+    KnowledgeRows,
+    NewDocument,
+    Span,
+    fragment_label,
+)
+from structrag.models import Conversation, Message
+from structrag.query.context import TokenCounter
+from structrag.query.engine import QueryEngine
+from structrag.query.modes import SEARCH_MODES, rank
+from structrag.store.protocols import KnowledgeStore, MemoryInfo, Scope, StoreTransaction
+
+#: What ElizaOS cuts knowledge into: fragments of 512 tokens, 20 of them shared with the
+#: next fragment.
+FRAGMENT_TOKENS = 512
+FRAGMENT_OVERLAP = 20
+#: Matches returned by default.
+DEFAULT_COUNT = 5
+#: The name of the shared part of a knowledge folder.
+SHARED_FOLDER = "shared"
+INLINE_FORMAT = "inline"
+_WORD = re.compile(r"\w+")
+
+
+@dataclass(frozen=True)
+class Owner:
+    """Whose knowledge a document is: shared (``agent`` None) or one agent's."""
+
+    agent: str | None
+
+    @property
+    def shared(self) -> bool:
+        return self.agent is None
+
+    def key(self) -> str:
+        return "shared" if self.agent is None else f"agent:{self.agent}"
+
+
+@dataclass(frozen=True)
+class _Item:
+    """One document to add: a file (with the path its id comes from) or inline text."""
+
+    owner: Owner
+    label: str  # the path relative to its root, or "inline"
+    file: Path | None = None
+    text: str | None = None
+
+    @property
+    def document_id(self) -> str:
+        if self.text is not None:
+            basis = f"{self.owner.key()}\0inline\0{hashlib.sha256(self.text.encode()).hexdigest()}"
+        else:
+            basis = f"{self.owner.key()}\0{self.label}"
+        return "doc-" + hashlib.sha256(basis.encode("utf-8")).hexdigest()[:16]
+
+
+@dataclass
+class KnowledgeParts:
+    """What the knowledge base works with (``Index.knowledge`` wires it)."""
+
+    store: KnowledgeStore
+    rows: KnowledgeRows
+    #: An ingestor whose new messages are knowledge memories of the given owner.
+    ingestor: Callable[[MemoryInfo], Ingestor]
+    engine: QueryEngine
+    load: Callable[[Path], Document]
+    #: Files to load under paths, and what was passed over (path, reason).
+    walk: Callable[[Sequence[Path]], tuple[list[Path], list[tuple[Path, str]]]]
+    counter: TokenCounter
+    writing: Callable[[str], AbstractContextManager[None]]
+    max_tokens: int = FRAGMENT_TOKENS
+    overlap: int = FRAGMENT_OVERLAP
+
+
+@dataclass
+class _Planned:
+    """A loaded document, its fragments and what changes."""
+
+    item: _Item
+    document: Document
+    fragments: list[Fragment]
+    status: str  # added, updated, unchanged
+    stored: dict[str, int] = field(default_factory=dict)  # fragment id -> mkey
+
+
+class KnowledgeBase:
+    """Documents as knowledge of an index (see the module docstring)."""
+
+    def __init__(self, parts: KnowledgeParts) -> None:
+        self.parts = parts
+
+    @property
+    def store(self) -> KnowledgeStore:
+        return self.parts.store
+
+    # -- adding ---------------------------------------------------------------------------
+
+    def add(
+        self,
+        items: str | Path | Sequence[str | Path],
+        *,
+        agent: str | None = None,
+        shared: bool = False,
+        metadata: dict[str, Any] | None = None,
+        progress: ProgressSink | None = None,
+        dry_run: bool = False,
+    ) -> AddReport:
+        """Add files, folders (walked recursively) and plain strings (inline knowledge).
+
+        Whose knowledge: ``agent``'s, or shared (``shared=True``, and the default when
+        neither is given); a knowledge root folder (with ``shared/`` inside) says it
+        itself, file by file, when neither is given. A file that cannot be read (unknown
+        type, empty, encrypted or scanned PDF) is reported in ``skipped`` and the rest
+        goes on. ``dry_run`` reports documents, fragments and tokens and writes nothing.
+        """
+        started = time.perf_counter()
+        if agent is not None and shared:
+            raise MemoryInputError(
+                "knowledge is either shared or one agent's", hint="pass agent or shared"
+            )
+        if agent is not None and not agent.strip():
+            raise MemoryInputError("the agent name is empty")
+        report = AddReport(dry_run=dry_run)
+        planned = self._plan(self._items(items, agent, shared, report), report)
+        report.tokens = sum(f.tokens for p in planned for f in p.fragments)
+        report.pages = sum(len(p.document.pages) for p in planned)
+        for p in planned:
+            report.documents.append(
+                {
+                    "document_id": p.item.document_id,
+                    "path": p.item.label,
+                    "agent": p.item.owner.agent,
+                    "shared": p.item.owner.shared,
+                    "status": p.status,
+                    "fragments": len(p.fragments),
+                    "tokens": sum(f.tokens for f in p.fragments),
+                }
+            )
+        report.documents_added = sum(p.status == "added" for p in planned)
+        report.documents_updated = sum(p.status == "updated" for p in planned)
+        report.documents_unchanged = sum(p.status == "unchanged" for p in planned)
+        if not dry_run:
+            with self.parts.writing("knowledge add"):
+                for owner in sorted({p.item.owner for p in planned}, key=Owner.key):
+                    todo = [p for p in planned if p.item.owner == owner and p.status != "unchanged"]
+                    if todo:
+                        self._write(owner, todo, metadata, report, progress)
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def _items(
+        self,
+        items: str | Path | Sequence[str | Path],
+        agent: str | None,
+        shared: bool,
+        report: AddReport,
+    ) -> list[_Item]:
+        given: Sequence[str | Path] = [items] if isinstance(items, str | Path) else items
+        if not given:
+            raise MemoryInputError("nothing to add", hint="pass files, folders or text")
+        chosen = Owner(agent.strip()) if agent is not None else Owner(None) if shared else None
+        out: list[_Item] = []
+        for entry in given:
+            path = _as_path(entry)
+            if path is None:
+                text = str(entry)
+                if not text.strip():
+                    raise MemoryInputError("a knowledge item needs text")
+                out.append(_Item(chosen or Owner(None), INLINE_FORMAT, text=text))
+                continue
+            if path.is_dir():
+                out.extend(self._folder(path, chosen, report))
+            else:
+                label = os.path.normpath(str(entry)).replace(os.sep, "/")
+                out.append(_Item(chosen or Owner(None), label, file=path))
+        return out
+
+    def _folder(self, root: Path, chosen: Owner | None, report: AddReport) -> list[_Item]:
+        """The documents in a folder; a knowledge root's owners come from its layout."""
+        if chosen is None and _is_knowledge_root(root):
+            out: list[_Item] = []
+            for child in sorted(root.iterdir()):
+                if child.name.startswith("."):
+                    continue
+                if not child.is_dir():
+                    report.skipped.append(
+                        {
+                            "path": str(child),
+                            "reason": "a file at the top of a knowledge folder belongs to no "
+                            "one: move it into shared/ or an agent's folder",
+                        }
+                    )
+                    continue
+                owner = Owner(None if child.name == SHARED_FOLDER else child.name)
+                out.extend(self._walked(child, owner, report))
+            return out
+        return self._walked(root, chosen or Owner(None), report)
+
+    def _walked(self, root: Path, owner: Owner, report: AddReport) -> list[_Item]:
+        files, skipped = self.parts.walk([root])
+        for path, reason in skipped:
+            report.skipped.append({"path": str(path), "reason": reason})
+        return [
+            _Item(owner, path.relative_to(root).as_posix(), file=path)
+            for path in files
+            if path.is_relative_to(root)
+        ]
+
+    def _plan(self, items: list[_Item], report: AddReport) -> list[_Planned]:
+        by_id: dict[str, _Item] = {}
+        for item in items:
+            if item.document_id in by_id:
+                report.warnings.append(f"{item.label}: given twice, added once")
+                continue
+            by_id[item.document_id] = item
+        stored = self.parts.rows.stored_fragments(list(by_id))
+        planned: list[_Planned] = []
+        for document_id, item in by_id.items():
+            try:
+                document = self._load(item)
+            except InputError as exc:
+                reason = exc.detail + (f" ({exc.hint})" if exc.hint else "")
+                report.skipped.append({"path": item.label, "reason": reason})
+                continue
+            known = self.parts.rows.document(document_id)
+            if known is not None and known.sha256 == document.sha256:
+                status = "unchanged"
+            else:
+                status = "added" if known is None else "updated"
+            fragments = (
+                chunk(
+                    document,
+                    max_tokens=self.parts.max_tokens,
+                    overlap=self.parts.overlap,
+                    counter=self.parts.counter,
+                )
+                if document.text.strip()
+                else []
+            )
+            planned.append(_Planned(item, document, fragments, status, stored[document_id]))
+        return planned
+
+    def _load(self, item: _Item) -> Document:
+        if item.file is not None:
+            return self.parts.load(item.file)
+        assert item.text is not None
+        digest = hashlib.sha256(item.text.encode("utf-8")).hexdigest()
+        first = " ".join(item.text.split())[:60]
+        return Document(
+            path=INLINE_FORMAT, format="text", text=item.text, title=first, sha256=digest
+        )
+
+    def _write(
+        self,
+        owner: Owner,
+        planned: list[_Planned],
+        metadata: dict[str, Any] | None,
+        report: AddReport,
+        progress: ProgressSink | None,
+    ) -> None:
+        """One transaction for one owner's documents: fragments as knowledge memories,
+        the vanished ones deleted, the documents' rows written with them."""
+        conversations: list[Conversation] = []
+        messages: list[Message] = []
+        gone: list[int] = []
+        new_documents: list[NewDocument] = []
+        for p in planned:
+            document_id = p.item.document_id
+            conversation = f"doc:{document_id}"
+            conversations.append(Conversation(id=conversation, name=p.item.label))
+            ids = []
+            for fragment in p.fragments:
+                fragment_id = f"{document_id}-chunk-{fragment.index}"
+                ids.append(fragment_id)
+                messages.append(
+                    Message(
+                        conversation=conversation,
+                        id=fragment_id,
+                        ordinal=fragment.index,
+                        text=fragment.text,
+                        metadata={
+                            "label": fragment_label(p.item.label, fragment.page, fragment.section),
+                            "document": document_id,
+                        },
+                    )
+                )
+            kept = set(ids)
+            vanished = [mkey for fid, mkey in p.stored.items() if fid not in kept]
+            gone.extend(vanished)
+            report.fragments_removed += len(vanished)
+            new_documents.append(
+                NewDocument(
+                    document_id=document_id,
+                    conversation=conversation,
+                    agent=owner.agent,
+                    shared=owner.shared,
+                    path=p.item.label,
+                    title=p.document.title,
+                    format=INLINE_FORMAT if p.item.text is not None else p.document.format,
+                    sha256=p.document.sha256,
+                    chars=len(p.document.text),
+                    pages=len(p.document.pages) or None,
+                    metadata=dict(metadata or {}),
+                    fragments=[
+                        (
+                            f"{document_id}-chunk-{f.index}",
+                            f.index,
+                            f.start,
+                            f.end,
+                            f.tokens,
+                            f.page,
+                            f.last_page,
+                            f.section,
+                        )
+                        for f in p.fragments
+                    ],
+                )
+            )
+        rows = self.parts.rows
+
+        def documents(transaction: StoreTransaction) -> None:
+            rows.write_documents(new_documents)
+
+        source = ParsedSource(
+            path=", ".join(p.item.label for p in planned[:3])
+            + (f" and {len(planned) - 3} more" if len(planned) > 3 else ""),
+            format="knowledge",
+            conversations=conversations,
+            messages=messages,
+            locations=[m.id for m in messages],
+            sha256=hashlib.sha256(
+                "\0".join(p.document.sha256 for p in planned).encode()
+            ).hexdigest(),
+        )
+        ingestor = self.parts.ingestor(MemoryInfo(table="knowledge", agent=owner.agent))
+        done = ingestor.ingest_source(
+            source, progress=progress, force=False, delete=gone, before_commit=documents
+        )
+        report.fragments_added += done.messages_added
+        report.fragments_updated += done.messages_updated
+        report.fragments_unchanged += done.messages_unchanged
+        report.refs_added += done.refs_added
+        report.warnings.extend(done.warnings)
+
+    # -- reading --------------------------------------------------------------------------
+
+    def documents(self, *, agent: str | None = None, every: bool = False) -> list[DocumentInfo]:
+        """Shared documents and ``agent``'s own (all of them with ``every``)."""
+        return self.parts.rows.documents(agent=agent, shared=True, every=every)
+
+    def show(self, document_id: str) -> tuple[DocumentInfo, list[FragmentInfo]]:
+        """A document and its fragments, in order."""
+        found = self.parts.rows.document(document_id)
+        if found is None:
+            raise NotFoundError(
+                f"no document {document_id!r}", hint="list them with `structrag knowledge list`"
+            )
+        return found, self.parts.rows.fragments(document_id)
+
+    def search(
+        self,
+        query: str,
+        *,
+        agent: str | None = None,
+        count: int = DEFAULT_COUNT,
+        threshold: float | None = None,
+        mode: str = "structured",
+    ) -> list[KnowledgeHit]:
+        """Fragments of shared knowledge and of ``agent``'s own that answer ``query``,
+        best first (never another agent's). ``threshold`` keeps hits scoring at least
+        that much (for ``vector``, a cosine similarity)."""
+        if mode not in SEARCH_MODES:
+            raise MemoryInputError(
+                f"unknown search mode {mode!r}", hint=f"choose one of: {', '.join(SEARCH_MODES)}"
+            )
+        if not query.strip():
+            raise MemoryInputError("the search query is empty")
+        if count < 1:
+            raise MemoryInputError(f"count must be at least 1, not {count}")
+        with self.store.reading():
+            scope = Scope(tables=("knowledge",), agent=agent, shared=True)
+            if not self.parts.rows.documents(agent=agent, shared=True):
+                return []
+            ranked = rank(self.parts.engine, query, scope, mode)
+            wanted = [(k, s) for k, s in ranked if threshold is None or s >= threshold][:count]
+            fragments = self.parts.rows.fragments_by_keys([k for k, _ in wanted])
+            documents = {d.document_id: d for d in self.documents(agent=agent)}
+        words = _query_words(query)
+        hits: list[KnowledgeHit] = []
+        for mkey, score in wanted:
+            fragment = fragments.get(mkey)
+            document = documents.get(fragment.document_id) if fragment else None
+            if fragment is None or document is None:
+                continue
+            hits.append(
+                KnowledgeHit(
+                    fragment=fragment,
+                    path=document.path,
+                    title=document.title,
+                    agent=document.agent,
+                    shared=document.shared,
+                    score=score,
+                    mode=mode,
+                    spans=_spans(fragment.text, words),
+                )
+            )
+        return hits
+
+    # -- removing -------------------------------------------------------------------------
+
+    def remove(self, document_id: str) -> int:
+        """Delete a document, its fragments and everything extracted from them; returns
+        how many fragments went."""
+        with self.parts.writing("knowledge remove"):
+            if self.parts.rows.document(document_id) is None:
+                raise NotFoundError(
+                    f"no document {document_id!r}",
+                    hint="list them with `structrag knowledge list`",
+                )
+            return self._forget([document_id])
+
+    def clear(self, *, shared: bool = False, agent: str | None = None) -> int:
+        """Delete the shared documents (``shared``), an agent's (``agent``), or both;
+        returns how many documents went."""
+        if not shared and agent is None:
+            raise MemoryInputError(
+                "say what to clear", hint="pass shared=True, agent=NAME, or both"
+            )
+        with self.parts.writing("knowledge clear"):
+            ids = [
+                d.document_id
+                for d in self.parts.rows.documents(agent=agent, shared=shared)
+                if (shared and d.shared) or (agent is not None and d.agent == agent)
+            ]
+            self._forget(ids)
+        return len(ids)
+
+    def _forget(self, document_ids: list[str]) -> int:
+        if not document_ids:
+            return 0
+        stored = self.parts.rows.stored_fragments(document_ids)
+        keys = [mkey for fragments in stored.values() for mkey in fragments.values()]
+        rows = self.parts.rows
+
+        def forget(transaction: StoreTransaction) -> None:
+            rows.forget_documents(document_ids)
+
+        ingestor = self.parts.ingestor(MemoryInfo(table="knowledge"))
+        ingestor.write([], [], [], delete=keys, before_commit=forget)
+        rows.drop_empty_conversations()
+        return len(keys)
+
+
+def _as_path(entry: str | Path) -> Path | None:
+    """A path to read, or None for inline text. A ``Path`` is always a path; a string is
+    one when it names an existing file or folder, or looks like a file name (no spaces or
+    line breaks, a known kind of extension): then a missing file is an error, not text."""
+    if isinstance(entry, Path):
+        if not entry.exists():
+            raise InputError(entry, "no such file or folder", hint="check the path")
+        return entry
+    text = entry.strip()
+    if "\n" in text or len(text) > 4096:
+        return None
+    candidate = Path(text)
+    try:
+        if candidate.exists():
+            return candidate
+    except OSError:
+        return None
+    if " " not in text and re.search(r"\.(pdf|md|markdown|txt|text|docx|html?|json)$", text, re.I):
+        raise InputError(candidate, "no such file", hint="check the path, or pass text")
+    return None
+
+
+def _is_knowledge_root(folder: Path) -> bool:
+    return (folder / SHARED_FOLDER).is_dir() or folder.name == "knowledge"
+
+
+def _query_words(query: str) -> set[str]:
+    from structrag.analysis import query_stopwords, stem_words
+
+    stop = query_stopwords()
+    return set(stem_words([w for w in _WORD.findall(query.lower()) if w not in stop]))
+
+
+def _spans(text: str, words: set[str]) -> tuple[Span, ...]:
+    """The words of a fragment that match the query's (by stem)."""
+    from structrag.analysis import stem_words
+
+    if not words:
+        return ()
+    found = list(_WORD.finditer(text))
+    stems = stem_words([m.group().lower() for m in found])
+    return tuple(
+        Span(m.start(), m.end(), m.group())
+        for m, stem in zip(found, stems, strict=True)
+        if stem in words
+    )

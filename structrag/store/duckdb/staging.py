@@ -1,0 +1,135 @@
+"""An ingest staged beside the store, then merged into it in one short transaction.
+
+Extraction takes minutes for a large file; holding the store's file that long would shut
+every other process out (DuckDB lets one process write a file, or many read it). So an
+ingest writes its rows into a staging file of its own (in its staging folder, see
+:mod:`structrag.store.workspace`) while it extracts, with the store free for readers
+meanwhile, and takes the store only to copy the rows over: about half a second for a
+million rows (DuckDB copies column-wise from the attached file).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+import duckdb
+
+from structrag.models import Conversation, SemanticRef
+from structrag.store.duckdb.writer import (
+    STAGED_CHANGES,
+    TABLE_COLUMNS,
+    DuckDBTransaction,
+    Owner,
+    RowWriter,
+    utc_now,
+)
+from structrag.store.protocols import ExtractionRecord, SourceRecord, StoredMessage
+
+_STAGED_DELETES = "staged_deletes"
+
+
+class StagedTransaction:
+    """One ingest's writes: chunks go into the staging file; :meth:`commit` merges them
+    into the store (and only then takes its file)."""
+
+    def __init__(
+        self,
+        store: Owner,
+        folder: Path,
+        source: SourceRecord | None,
+        conversations: list[Conversation],
+        settings: Mapping[str, str] | None = None,
+    ) -> None:
+        self.store = store
+        self.folder = folder
+        self.path = folder / "store.duckdb"
+        self.source = source
+        self.conversations = conversations
+        self.settings = dict(settings or {})
+        self._con: duckdb.DuckDBPyConnection | None = duckdb.connect(str(self.path))
+        try:
+            for table, columns in TABLE_COLUMNS.items():
+                body = ", ".join(f"{name} {sql_type}" for name, sql_type in columns)
+                self._con.execute(f"CREATE TABLE {table} ({body})")
+            for table in (STAGED_CHANGES, _STAGED_DELETES):
+                self._con.execute(f"CREATE TABLE {table} (mkey BIGINT)")
+            self._con.execute("BEGIN TRANSACTION")
+            self.rows = RowWriter(self._con, None, utc_now(), staged=True)
+        except BaseException:
+            self.rollback()
+            raise
+
+    def add(
+        self,
+        new: Sequence[StoredMessage],
+        changed: Sequence[StoredMessage],
+        refs: Sequence[tuple[int, int, SemanticRef]],
+        aliases: Sequence[tuple[str, str, str, str]] = (),
+        embeddings: Sequence[tuple[int, str, list[float]]] = (),
+        extractions: Sequence[ExtractionRecord] = (),
+    ) -> None:
+        try:
+            self.rows.add(new, changed, refs, aliases, embeddings, extractions)
+        except BaseException:
+            self.rollback()
+            raise
+
+    def delete(self, mkeys: Sequence[int]) -> None:
+        assert self._con is not None
+        try:
+            self._con.executemany(
+                f"INSERT INTO {_STAGED_DELETES} VALUES (?)", [[int(k)] for k in mkeys]
+            )
+        except BaseException:
+            self.rollback()
+            raise
+
+    def commit(self, before: Callable[[], None] | None = None) -> int:
+        """Merge the staged rows into the store in one transaction (``before`` writes what
+        else belongs to it, once the rows are in); returns the new store generation."""
+        assert self._con is not None
+        try:
+            self._con.execute("COMMIT")
+            deletes = [
+                int(r[0])
+                for r in self._con.execute(f"SELECT mkey FROM {_STAGED_DELETES}").fetchall()
+            ]
+            self._con.close()
+            self._con = None
+            con = self.store.hold()
+            try:
+                con.execute(f"ATTACH '{_quoted(self.path)}' AS stage (READ_ONLY)")
+                try:
+                    transaction = DuckDBTransaction(
+                        self.store, self.source, self.conversations, self.settings
+                    )
+                    if deletes:
+                        transaction.delete(deletes)
+                    transaction.merge("stage")
+                    generation = transaction.commit(before)
+                finally:
+                    with contextlib.suppress(duckdb.Error):
+                        con.execute("DETACH stage")
+            finally:
+                self.store.let_go()
+        finally:
+            self._discard()
+        return generation
+
+    def rollback(self) -> None:
+        self._discard()
+
+    def _discard(self) -> None:
+        if self._con is not None:
+            with contextlib.suppress(duckdb.Error):
+                self._con.close()
+            self._con = None
+        for leftover in (self.path, self.path.with_name(self.path.name + ".wal")):
+            with contextlib.suppress(FileNotFoundError):
+                leftover.unlink()
+
+
+def _quoted(path: Path) -> str:
+    return str(path).replace("'", "''")

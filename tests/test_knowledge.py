@@ -1,0 +1,398 @@
+"""Document knowledge on a real index: files added as shared or per-agent knowledge, cut
+into fragments that are extracted like messages, searched in every mode, replaced when
+they change, removed without leaving anything behind, scoped by the query language, and
+packed beside conversations by ``ask --sources``."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from structrag import Index, MemoryInputError, NotFoundError
+from structrag.cli import cli
+from structrag.query.settings import DEFAULT_SETTINGS
+from structrag.tokens import get_counter
+
+FIXTURES = Path(__file__).parent / "fixtures" / "knowledge"
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+DOCUMENTS = (
+    "quillmark_guide.md",
+    "orchard_handbook.pdf",
+    "coop_handbook.docx",
+    "station_setup.html",
+    "faq.json",
+    "meeting_notes.txt",
+)
+#: Every table a document's knowledge lives in (the ingest log, ``sources``, keeps a row
+#: per add, as it does for conversations).
+TABLES = (
+    "messages",
+    "semantic_refs",
+    "entities",
+    "entity_facets",
+    "actions",
+    "action_params",
+    "topics",
+    "tag_refs",
+    "properties",
+    "embeddings",
+    "documents",
+    "fragments",
+    "conversations",
+    "memory_access",
+)
+
+
+def _counts(index: Index) -> dict[str, int]:
+    return {t: int(index.sql(f"SELECT count(*) FROM {t}")[0][0]) for t in TABLES}
+
+
+def _folder(tmp_path: Path, names: tuple[str, ...] = DOCUMENTS) -> Path:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for name in names:
+        shutil.copy(FIXTURES / name, folder / name)
+    return folder
+
+
+@pytest.fixture
+def index(tmp_path: Path) -> Iterator[Index]:
+    with Index(tmp_path / "ix") as ix:
+        yield ix
+
+
+@pytest.fixture
+def loaded(index: Index, tmp_path: Path) -> Index:
+    report = index.knowledge.add(_folder(tmp_path), shared=True)
+    assert report.documents_added == len(DOCUMENTS) and not report.skipped
+    return index
+
+
+def test_documents_become_fragments_in_order_with_their_places(loaded: Index) -> None:
+    documents = {d.path: d for d in loaded.knowledge.documents()}
+    assert set(documents) == set(DOCUMENTS)
+    pdf = documents["orchard_handbook.pdf"]
+    assert pdf.pages == 4 and pdf.format == "pdf" and pdf.shared and pdf.agent is None
+    rows = loaded.sql(
+        "SELECT fragment_id, fragment_index, start_char, end_char, page, section, text, tokens "
+        "FROM v_fragments WHERE document_id = ?",
+        [pdf.document_id],
+    )
+    assert [r[1] for r in rows] == list(range(pdf.fragments)) and len(rows) >= 2
+    counter = get_counter("cl100k_base")
+    for fragment_id, index, start, end, page, _, text, tokens in rows:
+        assert fragment_id == f"{pdf.document_id}-chunk-{index}"
+        assert 0 <= start < end and len(text) == end - start
+        assert page is not None and 1 <= page <= 4
+        assert tokens == counter.count(text) <= 512
+    guide = documents["quillmark_guide.md"]
+    _, fragments = loaded.knowledge.show(guide.document_id)
+    assert any("Install" in f.section or "Install" in f.text for f in fragments)
+    # each fragment is a knowledge memory, extracted like a message, with spans in it
+    spans = loaded.sql(
+        "SELECT r.span_start, r.span_end, length(m.text) FROM semantic_refs r "
+        "JOIN messages m USING (mkey) WHERE m.memory_table = 'knowledge'"
+    )
+    assert len(spans) > 50 and all(0 <= s < e <= n for s, e, n in spans)
+
+
+def test_adding_again_changes_nothing_and_a_changed_file_replaces_its_fragments(
+    index: Index, tmp_path: Path
+) -> None:
+    folder = _folder(tmp_path, ("quillmark_guide.md", "meeting_notes.txt"))
+    index.knowledge.add(folder, shared=True)
+    before = _counts(index)
+    generation = index.store.generation()
+    again = index.knowledge.add(folder, shared=True)
+    assert again.documents_unchanged == 2 and again.fragments_added == 0
+    assert _counts(index) == before and index.store.generation() == generation
+
+    guide = folder / "quillmark_guide.md"
+    text = guide.read_text(encoding="utf-8")
+    cut = text.index("# Configuration")
+    guide.write_text(text[:cut].replace("Python 3.10", "Python 3.12"), encoding="utf-8")
+    changed = index.knowledge.add(folder, shared=True)
+    assert changed.documents_updated == 1 and changed.documents_unchanged == 1
+    assert changed.fragments_removed >= 1 or changed.fragments_updated >= 1
+    hits = index.knowledge.search("Which Python version does Quillmark need?", mode="text")
+    assert hits and "Python 3.12" in hits[0].fragment.text
+    assert not any("3.10" in h.fragment.text for h in hits)
+    assert index.sql(
+        "SELECT count(*) FROM semantic_refs r WHERE NOT EXISTS "
+        "(SELECT 1 FROM messages m WHERE m.mkey = r.mkey)"
+    ) == [(0,)]
+    assert index.sql(
+        "SELECT count(*) FROM messages m WHERE m.memory_table = 'knowledge' "
+        "AND m.mkey NOT IN (SELECT mkey FROM fragments)"
+    ) == [(0,)]
+    document = next(d for d in index.knowledge.documents() if d.path == "quillmark_guide.md")
+    _, fragments = index.knowledge.show(document.document_id)
+    assert "".join(f.text for f in fragments[:1]).startswith("---")
+    assert all("Configuration" not in f.text for f in fragments)
+
+
+def test_remove_and_clear_leave_nothing_behind(index: Index, tmp_path: Path) -> None:
+    index.ingest([EXAMPLES / "friends_chat.jsonl"])
+    before = _counts(index)
+    index.knowledge.add(_folder(tmp_path), shared=True)
+    index.knowledge.add("The wifi password of the studio is teapot-42.", agent="bot")
+    assert _counts(index) != before
+    first = index.knowledge.documents()[0]
+    removed = index.knowledge.remove(first.document_id)
+    assert removed == first.fragments
+    with pytest.raises(NotFoundError):
+        index.knowledge.show(first.document_id)
+    assert index.knowledge.clear(shared=True) == len(DOCUMENTS) - 1
+    assert index.knowledge.clear(agent="bot") == 1
+    assert _counts(index) == before
+    assert index.knowledge.search("wifi password", agent="bot", mode="text") == []
+    with pytest.raises(MemoryInputError):
+        index.knowledge.clear()
+
+
+def test_a_knowledge_folder_says_whose_each_document_is(index: Index, tmp_path: Path) -> None:
+    root = tmp_path / "knowledge"
+    for owner, name in (("shared", "quillmark_guide.md"), ("alice", "orchard_handbook.pdf")):
+        (root / owner).mkdir(parents=True)
+        shutil.copy(FIXTURES / name, root / owner / name)
+    (root / "bob").mkdir()
+    (root / "bob" / "secret.md").write_text(
+        "# Vault\n\nThe vault combination is 4-8-15-16. Bob keeps the spare key.\n",
+        encoding="utf-8",
+    )
+    (root / "stray.txt").write_text("belongs to no one", encoding="utf-8")
+    report = index.knowledge.add(root)
+    owners = {d["path"]: (d["agent"], d["shared"]) for d in report.documents}
+    assert owners == {
+        "quillmark_guide.md": (None, True),
+        "orchard_handbook.pdf": ("alice", False),
+        "secret.md": ("bob", False),
+    }
+    assert [s["path"] for s in report.skipped] == [str(root / "stray.txt")]
+    questions = ["What is the vault combination?", "Who keeps the spare key?", "vault key"]
+    for question in questions:
+        for mode in ("structured", "text", "vector", "hybrid"):
+            for agent in ("alice", None):
+                hits = index.knowledge.search(question, agent=agent, mode=mode, count=20)
+                assert all(h.agent in (None, agent) for h in hits), (question, mode, agent)
+                assert not any("vault" in h.fragment.text.lower() for h in hits)
+    bob = index.knowledge.search("What is the vault combination?", agent="bob", mode="text")
+    assert bob and bob[0].agent == "bob" and "4-8-15-16" in bob[0].fragment.text
+    assert {d.path for d in index.knowledge.documents(agent="alice")} == {
+        "quillmark_guide.md",
+        "orchard_handbook.pdf",
+    }
+
+
+def test_files_that_cannot_be_read_are_reported_and_the_rest_goes_on(
+    index: Index, tmp_path: Path
+) -> None:
+    folder = _folder(tmp_path, ("quillmark_guide.md",))
+    for name in ("encrypted.pdf", "scanned.pdf"):
+        shutil.copy(FIXTURES / name, folder / name)
+    (folder / "empty.md").write_text("", encoding="utf-8")
+    (folder / "slides.pptx").write_bytes(b"PK\x03\x04")
+    report = index.knowledge.add(folder, shared=True)
+    reasons = {Path(s["path"]).name: s["reason"] for s in report.skipped}
+    assert set(reasons) == {"encrypted.pdf", "scanned.pdf", "empty.md", "slides.pptx"}
+    assert "encrypted" in reasons["encrypted.pdf"] and "OCR" in reasons["scanned.pdf"]
+    assert "unsupported file type" in reasons["slides.pptx"]
+    assert report.documents_added == 1
+    with pytest.raises(Exception, match="no such file"):
+        index.knowledge.add("missing-guide.md")
+
+
+def test_a_dry_run_reports_and_writes_nothing(index: Index, tmp_path: Path) -> None:
+    before = _counts(index)
+    report = index.knowledge.add(_folder(tmp_path), shared=True, dry_run=True)
+    assert report.dry_run and report.documents_added == len(DOCUMENTS)
+    assert report.tokens > 1000 and report.pages == 4
+    assert sum(d["fragments"] for d in report.documents) >= len(DOCUMENTS)
+    assert _counts(index) == before
+
+
+def test_inline_text_is_knowledge_too(index: Index) -> None:
+    text = "The studio's wifi network is Lantern and its password is teapot-42."
+    first = index.knowledge.add(text, agent="bot")
+    again = index.knowledge.add(text, agent="bot")
+    assert first.documents_added == 1 and again.documents_unchanged == 1
+    hits = index.knowledge.search("what is the wifi password?", agent="bot")
+    assert hits and hits[0].fragment.text == text and hits[0].path == "inline"
+    assert {s.text.lower() for s in hits[0].spans} >= {"wifi", "password"}
+    assert index.knowledge.search("what is the wifi password?", agent="other") == []
+
+
+@pytest.mark.parametrize("mode", ["structured", "text", "vector", "hybrid"])
+def test_search_finds_the_passage_in_every_mode(loaded: Index, mode: str) -> None:
+    hits = loaded.knowledge.search("How do I decrypt an encrypted apple crate label?", mode=mode)
+    assert len(hits) <= 5
+    hits = loaded.knowledge.search(
+        "Which fonts does Quillmark need for printing?", mode=mode, count=3
+    )
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    if mode != "vector":  # static embeddings of long fragments rank it lower
+        assert hits and any("Noto" in h.fragment.text for h in hits), mode
+    best = hits[0].as_dict()
+    assert best["fragment_id"].startswith(best["document_id"]) and best["path"]
+    if mode == "vector":
+        assert not loaded.knowledge.search("printing fonts", mode=mode, threshold=1.01)
+
+
+def test_a_documents_fragments_are_turns_of_their_own(tmp_path: Path) -> None:
+    # Fragments have no speaker: the text window must not make a whole document one turn
+    # (every fragment would score with all of them), so they rank as message windows do.
+    with Index(tmp_path / "ix") as index:
+        index.knowledge.add(_folder(tmp_path), shared=True)
+    ranked = []
+    for turns in (True, False):
+        settings = DEFAULT_SETTINGS.with_overrides(window_turns=turns)
+        with Index(tmp_path / "ix", read_only=True, settings=settings) as index:
+            result = index.query("source:knowledge quillmark fonts printing", limit=None)
+            ranked.append([(m.id, m.score) for m in result.messages])
+    assert ranked[0] == ranked[1] and len(ranked[0]) > 1
+
+
+def test_query_scopes_for_documents(loaded: Index) -> None:
+    loaded.ingest([EXAMPLES / "friends_chat.jsonl"])
+    only_docs = loaded.query("source:knowledge install", limit=50)
+    assert only_docs.messages and all(m.conversation.startswith("doc:") for m in only_docs.messages)
+    no_docs = loaded.query("source:conversations bike", limit=50)
+    assert all(not m.conversation.startswith("doc:") for m in no_docs.messages)
+    guide = loaded.query('document:"quillmark_guide.md" commands', limit=50)
+    assert guide.messages
+    guide_id = next(d for d in loaded.knowledge.documents() if d.path == "quillmark_guide.md")
+    assert {m.conversation for m in guide.messages} == {f"doc:{guide_id.document_id}"}
+    section = loaded.query('section:"From PyPI"', limit=50)
+    assert section.messages and all(
+        "From PyPI" in loaded.show(m.id, m.conversation)["text"] for m in section.messages
+    )
+    assert loaded.query('section:"No Such Heading"', limit=50).messages == []
+
+
+def test_ask_packs_documents_and_conversations_in_one_budget(loaded: Index) -> None:
+    loaded.ingest([EXAMPLES / "friends_chat.jsonl"])
+    answer = loaded.ask(
+        "Where does Marco work, and how do I install Quillmark?",
+        budget=1000,
+        sources=("conversations", "knowledge"),
+    )
+    assert answer.context.tokens <= 1000
+    lines = answer.context.text.splitlines()
+    assert any(line.startswith("[quillmark_guide.md") for line in lines), lines
+    assert any(": " in line and line.startswith("[") and "2024]" in line for line in lines)
+    plain = loaded.ask("how do I install Quillmark?", budget=1000)
+    assert not any(m.conversation.startswith("doc:") for m in plain.context.messages)
+
+
+def test_the_memory_context_draws_on_the_agents_knowledge(index: Index) -> None:
+    index.knowledge.add(
+        "Refund policy: customers get a full refund within 30 days of purchase.", agent="bot"
+    )
+    index.knowledge.add("The office closes at 6 pm on Fridays.", shared=True)
+    mem = index.memory("bot")
+    mem.add("Hello, I bought a kettle last week.", user="sam", room="dm-sam")
+    window = mem.context("Can I still get a refund?", room="dm-sam", budget=500)
+    text = window.text
+    assert "30 days" in text and window.tokens <= 500
+
+
+def test_knowledge_commands(tmp_path: Path) -> None:
+    db = str(tmp_path / "ix")
+    runner = CliRunner()
+    folder = _folder(tmp_path, ("quillmark_guide.md", "station_setup.html"))
+    dry = runner.invoke(cli, ["knowledge", "add", str(folder), "--db", db, "--dry-run", "--json"])
+    assert dry.exit_code == 0, dry.output
+    assert json.loads(dry.output)["documents_added"] == 2 and not (tmp_path / "ix").exists()
+    added = runner.invoke(cli, ["knowledge", "add", str(folder), "--db", db, "--agent", "bot"])
+    assert added.exit_code == 0, added.output
+    assert "added 2 new and 0 changed documents" in added.output
+    listed = json.loads(runner.invoke(cli, ["knowledge", "list", "--db", db, "--json"]).output)
+    assert listed == []  # the bot's documents are not shared
+    listed = json.loads(
+        runner.invoke(cli, ["knowledge", "list", "--db", db, "--agent", "bot", "--json"]).output
+    )
+    assert {d["path"] for d in listed} == {"quillmark_guide.md", "station_setup.html"}
+    found = runner.invoke(
+        cli,
+        ["knowledge", "search", "install from PyPI", "--db", db, "--agent", "bot", "--json"],
+    )
+    assert found.exit_code == 0, found.output
+    hits = json.loads(found.output)
+    assert hits[0]["path"] == "quillmark_guide.md" and hits[0]["spans"]
+    shown = runner.invoke(cli, ["knowledge", "show", listed[0]["document_id"], "--db", db])
+    assert shown.exit_code == 0 and "chunk-0" in shown.output
+    gone = runner.invoke(cli, ["knowledge", "remove", listed[0]["document_id"], "--db", db])
+    assert gone.exit_code == 0 and "removed" in gone.output
+    missing = runner.invoke(cli, ["knowledge", "remove", "doc-nope", "--db", db])
+    assert missing.exit_code == 1 and "no document" in str(missing.exception)
+    both = runner.invoke(
+        cli, ["knowledge", "add", str(folder), "--db", db, "--agent", "x", "--shared"]
+    )
+    assert both.exit_code == 2
+    runner.invoke(cli, ["knowledge", "add", str(folder), "--db", db, "--shared"])
+    asked = runner.invoke(
+        cli,
+        ["ask", "How do I install Quillmark?", "--db", db, "--sources", "knowledge,conversations"],
+    )
+    assert asked.exit_code == 0, asked.output
+    assert "[quillmark_guide.md" in asked.output
+    wrong = runner.invoke(cli, ["ask", "install", "--db", db, "--sources", "documents"])
+    assert wrong.exit_code == 1 and "unknown source" in str(wrong.exception)
+    cleared = runner.invoke(cli, ["knowledge", "clear", "--db", db, "--agent", "bot", "--json"])
+    assert json.loads(cleared.output) == {"documents_removed": 1}
+
+
+FAQ_PAGE = """# Kettle FAQ
+
+## General
+
+### Why does the kettle whistle twice?
+
+The first whistle is the thermostat reaching ninety degrees; the second is the boil.
+Descaling the element removes the early whistle, since limescale warms the sensor first.
+
+### How do I descale the heating element?
+
+Fill the kettle with equal parts white vinegar and water, leave it for an hour, then boil
+clean water twice and pour it away. Citric acid works as well and leaves no smell.
+
+## Safety
+
+### Can the kettle run dry?
+
+No: a bimetal cut-out switches the element off when the base passes one hundred and
+twenty degrees, and the lamp blinks until the kettle is refilled with water.
+"""
+
+
+def test_the_knowledge_benchmark_answers_faq_questions_from_pages_without_them(
+    tmp_path: Path,
+) -> None:
+    from structrag.bench.knowledge import build_set, run_knowledge
+
+    pages = tmp_path / "faq"
+    pages.mkdir()
+    (pages / "kettle.md").write_text(FAQ_PAGE, encoding="utf-8")
+    items = build_set([pages], tmp_path / "rewritten")
+    assert [i.question for i in items] == [
+        "Why does the kettle whistle twice?",
+        "How do I descale the heating element?",
+        "Can the kettle run dry?",
+    ]
+    rewritten = next((tmp_path / "rewritten").iterdir()).read_text(encoding="utf-8")
+    assert "?" not in rewritten and "## Safety" in rewritten  # question headings left out
+    descale = rewritten[items[1].start : items[1].end]
+    assert descale.startswith("Fill the kettle") and descale.rstrip().endswith("no smell.")
+
+    result = run_knowledge([pages], tmp_path / "out", budgets=(60, 1000), systems=("text",))
+    rows = {r["budget"]: r for r in result["rows"]}
+    assert rows[1000]["answered"] == 1.0  # the whole page fits: every passage is there
+    assert rows[60]["answered"] < 1.0  # one short fragment cannot hold three passages
+    records = (tmp_path / "out" / "knowledge.jsonl").read_text().splitlines()
+    assert len(records) == 3 * 2
+    assert "| text |" in (tmp_path / "out" / "knowledge.md").read_text()
