@@ -15,6 +15,7 @@ from click.testing import CliRunner
 
 from structrag import Index, MemoryInputError, NotFoundError
 from structrag.cli import cli
+from structrag.query.settings import DEFAULT_SETTINGS
 from structrag.tokens import get_counter
 
 FIXTURES = Path(__file__).parent / "fixtures" / "knowledge"
@@ -240,6 +241,20 @@ def test_search_finds_the_passage_in_every_mode(loaded: Index, mode: str) -> Non
     assert best["fragment_id"].startswith(best["document_id"]) and best["path"]
     if mode == "vector":
         assert not loaded.knowledge.search("printing fonts", mode=mode, threshold=1.01)
+
+
+def test_a_documents_fragments_are_turns_of_their_own(tmp_path: Path) -> None:
+    # Fragments have no speaker: the text window must not make a whole document one turn
+    # (every fragment would score with all of them), so they rank as message windows do.
+    with Index(tmp_path / "ix") as index:
+        index.knowledge.add(_folder(tmp_path), shared=True)
+    ranked = []
+    for turns in (True, False):
+        settings = DEFAULT_SETTINGS.with_overrides(window_turns=turns)
+        with Index(tmp_path / "ix", read_only=True, settings=settings) as index:
+            result = index.query("source:knowledge quillmark fonts printing", limit=None)
+            ranked.append([(m.id, m.score) for m in result.messages])
+    assert ranked[0] == ranked[1] and len(ranked[0]) > 1
 
 
 def test_query_scopes_for_documents(loaded: Index) -> None:

@@ -112,11 +112,22 @@ def load_samples(path: Path) -> list[dict[str, Any]]:
 
 
 def load_questions(paths: Sequence[str | Path], *, with_evidence: bool = True) -> list[Question]:
-    """Every question of the LoCoMo files, in file order (``with_evidence``: only those
-    whose evidence names at least one turn)."""
+    """Every question of the LoCoMo files (or chat question sets,
+    :mod:`structrag.bench.chats`), in file order (``with_evidence``: only those whose
+    evidence names at least one turn)."""
+    from structrag.bench.chats import load_set_questions, read_set
+
     questions: list[Question] = []
     for raw_path in paths:
         path = Path(raw_path)
+        chat_set = read_set(path)
+        if chat_set is not None:
+            questions.extend(
+                Question(**record)
+                for record in load_set_questions(path, chat_set)
+                if record["evidence"] or not with_evidence
+            )
+            continue
         samples = load_samples(path)
         for i, sample in enumerate(samples):
             conv = conversation_id(path, sample, i, len(samples))
@@ -138,6 +149,19 @@ def load_questions(paths: Sequence[str | Path], *, with_evidence: bool = True) -
                     )
                 )
     return questions
+
+
+def ingest_paths(paths: Sequence[str | Path]) -> list[Path]:
+    """What to ingest for the benchmark's data files: a LoCoMo file itself, a chat
+    question set's chat files."""
+    from structrag.bench.chats import chat_files, read_set
+
+    found: list[Path] = []
+    for raw_path in paths:
+        path = Path(raw_path)
+        chat_set = read_set(path)
+        found.extend(chat_files(path, chat_set) if chat_set is not None else [path])
+    return found
 
 
 def turn_count(paths: Sequence[str | Path]) -> int:

@@ -40,7 +40,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from structrag.bench.locomo import IN_SAMPLE_NOTE, Question, load_questions
+from structrag.bench.locomo import IN_SAMPLE_NOTE, Question, ingest_paths, load_questions
 from structrag.bench.machine import environment
 from structrag.bench.recall import (
     DEFAULT_BUDGETS,
@@ -379,7 +379,7 @@ def run_leave_one_out(
     meta: dict[str, Any] = environment(command)
     with Index(index_dir) as index:
         started = time.perf_counter()
-        reports = index.ingest(list(data), workers=workers, progress=progress)
+        reports = index.ingest(ingest_paths(data), workers=workers, progress=progress)
         meta["ingest"] = {
             "index": str(index_dir),
             "messages": index.stats()["messages"],

@@ -32,6 +32,7 @@ from structrag.bench.locomo import (
     IN_SAMPLE_NOTE,
     Question,
     category_name,
+    ingest_paths,
     load_questions,
 )
 from structrag.bench.machine import environment
@@ -280,7 +281,7 @@ def run_recall(
     questions = limit_questions(load_questions(data), limit)
     with Index(index_dir) as index:
         started = time.perf_counter()
-        reports = index.ingest(list(data), workers=workers, progress=progress)
+        reports = index.ingest(ingest_paths(data), workers=workers, progress=progress)
         meta["ingest"] = {
             "index": str(index_dir),
             "messages": index.stats()["messages"],

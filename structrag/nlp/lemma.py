@@ -113,6 +113,24 @@ def lemma_tables() -> _Tables:
     }
 
 
+@lru_cache(maxsize=1)
+def _known_words() -> frozenset[str]:
+    tables = lemma_tables()
+    return frozenset().union(*(index for index, _, _ in tables.values()))
+
+
+@lru_cache(maxsize=50_000)
+def is_known_word(word: str, tag: str) -> bool:
+    """Whether a word, or its lemma for the tag, is in the English lemmatizer's word lists
+    (about 90,000 nouns, verbs, adjectives and adverbs): a word that is not may be a typo
+    ("lerning", "apartmnet")."""
+    low = plain_quotes(word.lower())
+    known = _known_words()
+    if low in known:
+        return True
+    return any(lemma(low, t) in known for t in dict.fromkeys((tag, "NNS", "VBG", "VBD", "VBZ")))
+
+
 _VERB_WORD_RE = re.compile(r"[a-z][a-z-]*[a-z]\Z")
 # What the tokenizer splits off contractions ("it's", "we're", "can't"); with their
 # apostrophe lost (a stray quote character, "it s") they are still not verbs.

@@ -17,7 +17,7 @@ Comparator = Literal["=", "!=", "<", "<=", ">", ">=", "contains"]
 Role = Literal["subject", "verb", "object", "indirect_object"]
 ROLES: tuple[Role, ...] = ("subject", "verb", "object", "indirect_object")
 
-_BARE = re.compile(r"[^\s()\"',=:<>!*^]+")
+_BARE = re.compile(r"[^\s()\"',=:<>!*^~]+")
 _RESERVED = {"AND", "OR", "NOT"}
 
 
@@ -46,18 +46,25 @@ def weight_text(weight: float) -> str:
 @dataclass(frozen=True)
 class Term(Node):
     """A free word or quoted phrase, matched against knowledge and message text; its
-    ``weight`` (``word^0.3``) scales it within its group."""
+    ``weight`` (``word^0.3``) scales it within its group. A ``kinds`` term
+    (``kind:sport``) also matches the words the lexicon lists as kinds of it (tennis,
+    surfing ...), at a lower weight: what a question asking for a category needs. A
+    ``fuzzy`` term (``lerning~``) also matches, when no message in scope has it, the
+    index terms one edit away (a typo)."""
 
     text: str
     phrase: bool = False
     weight: float = 1.0
+    kinds: bool = False
+    fuzzy: bool = False
 
     def to_query(self) -> str:
         if self.phrase:
             text = '"' + self.text.replace("\\", "\\\\").replace('"', '\\"') + '"'
         else:
             text = quote(self.text)
-        return text + weight_text(self.weight)
+        prefix = "kind:" if self.kinds else ""
+        return prefix + text + ("~" if self.fuzzy else "") + weight_text(self.weight)
 
 
 @dataclass(frozen=True)

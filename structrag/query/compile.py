@@ -16,6 +16,7 @@ related terms): :class:`CompileContext`, which the engine implements for a conve
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Protocol
 
 from structrag.analysis import stems, term_key
@@ -56,6 +57,16 @@ class CompileContext(Protocol):
 
     def related_terms(self, stem: str) -> list[tuple[str, float]]:
         """Terms related to a stem, with weights: aliases, derived forms, fuzzy neighbours."""
+        ...
+
+    def corrections(self, stem: str) -> list[tuple[str, float]]:
+        """For a fuzzy term (``lerning~``) whose stem no message in scope has, the index
+        terms one edit away, with their weights."""
+        ...
+
+    def kinds(self, key: str) -> list[tuple[str, float]]:
+        """Words for the kinds of a category (``kind:sport``: tennis, surfing ...) that
+        occur in the history, as index terms with their weights."""
         ...
 
 
@@ -108,7 +119,7 @@ class Compiler:
             elif isinstance(item, ast.Boost):
                 inner = item.item
                 if isinstance(inner, ast.Term):
-                    terms.append(ast.Term(inner.text, inner.phrase, inner.weight * item.factor))
+                    terms.append(replace(inner, weight=inner.weight * item.factor))
                 elif restricts(inner):
                     prefers.append((self.compile(inner), item.factor))
                 else:
@@ -151,17 +162,38 @@ class Compiler:
 
     def term_weights(self, terms: Sequence[ast.Term]) -> dict[str, float]:
         """Stems of the terms with their weights, plus related terms (aliases, derived
-        forms, fuzzy neighbours) at their own weights."""
+        forms, fuzzy neighbours), the kinds of ``kind:`` terms and the corrections of
+        fuzzy terms, at their own weights."""
         weights: dict[str, float] = {}
+        added: list[tuple[str, float]] = []
         for term in terms:
-            for stem in stems(term.text):
+            found = stems(term.text)
+            for stem in found:
                 weights[stem] = weights.get(stem, 0.0) + term.weight
+            if term.kinds and found:
+                added.extend(self._kinds(found, term.weight))
+            if term.fuzzy:
+                for stem in found:
+                    added.extend(
+                        (c, w * min(term.weight, 1.0)) for c, w in self.context.corrections(stem)
+                    )
         for stem, weight in list(weights.items()):
             for related, related_weight in self.context.related_terms(stem):
                 for part in related.split():
                     if part not in weights:
                         weights[part] = related_weight * min(weight, 1.0)
+        for term_added, weight in added:
+            weights[term_added] = max(weights.get(term_added, 0.0), weight)
         return weights
+
+    def _kinds(self, found: Sequence[str], weight: float) -> list[tuple[str, float]]:
+        """The kinds of a category term's stems: of the whole phrase when the lexicon has
+        it ("martial arts"), else of its last word, the head ("European countries")."""
+        for key in (" ".join(found), found[-1]):
+            members = self.context.kinds(key)
+            if members:
+                return [(m, w * min(weight, 1.0)) for m, w in members]
+        return []
 
     # -- patterns -----------------------------------------------------------------------
 

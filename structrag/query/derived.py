@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from structrag.analysis import term_key
+from structrag.analysis import stem_words, term_key
 from structrag.embeddings import Embedder
 from structrag.errors import NotFoundError
+from structrag.lexicon import Lexicon, default_lexicon
 from structrag.query.context import Line, TokenCounter, render_message
 from structrag.query.graph import EntityGraph
 from structrag.query.scope import ScopeData
@@ -34,7 +35,7 @@ from structrag.store.protocols import (
 
 #: Suffixes that derive one word from another (in their stemmed form).
 DERIVATIONAL_SUFFIXES = frozenset(
-    {"er", "or", "ist", "ian", "ment", "ship", "ism", "ness", "ful", "al", "ive", "ic", "ess"}
+    {"er", "or", "ist", "ian", "ment", "ship", "ism", "ness", "ful", "al", "ive", "ic", "ess", "i"}
 )
 
 
@@ -61,6 +62,7 @@ class ConversationView:
         self._refs: RefTable | None = None
         self._aliases: dict[str, list[tuple[str, float]]] | None = None
         self._related: dict[str, list[tuple[str, float]]] = {}
+        self._kinds: dict[str, list[tuple[str, float]]] = {}
         self._vocab: tuple[list[str], np.ndarray] | bool | None = False
         self._graph: EntityGraph | None = None
         self._vectors: np.ndarray | bool | None = False
@@ -155,6 +157,21 @@ class ConversationView:
         self._related[stem] = result
         return result
 
+    def kinds(self, key: str) -> list[tuple[str, float]]:
+        """The lexicon's kinds of a category key that the text index holds (one word
+        each), at ``kind_weight``."""
+        cached = self._kinds.get(key)
+        if cached is not None:
+            return cached
+        s, lexicon = self.settings, self.owner.lexicon
+        found: list[tuple[str, float]] = []
+        if s.kind_weight > 0 and lexicon is not None:
+            for member in lexicon.kinds(key):
+                if " " not in member and self._holds(member):
+                    found.append((member, s.kind_weight))
+        self._kinds[key] = found
+        return found
+
     def _synonyms(self) -> dict[str, tuple[str, ...]]:
         return self.owner.synonyms
 
@@ -174,6 +191,28 @@ class ConversationView:
             if stem.endswith(suffix) and len(base) >= 4 and base in text.terms_with_prefix(base, 1):
                 forms.append(base)
         return forms
+
+    def corrections(self, stem: str) -> list[tuple[str, float]]:
+        """For a stem no message in scope has, the index terms one edit away, at
+        ``spelling_weight``: what a typo in a question meant ("lerning" finds learn,
+        "apartmnet" apartment). Candidates are stemmed again, so a corrected word meets
+        the stem the index holds."""
+        s = self.settings
+        if s.spelling_weight <= 0 or len(stem) < s.spelling_min_length or not stem.isalpha():
+            return []
+        if self._holds(stem):
+            return []
+        found: dict[str, None] = {}
+        for candidate in stem_words(sorted(_edits(stem))):
+            fresh = candidate != stem and candidate not in found and len(candidate) > 2
+            if fresh and self._holds(candidate):
+                found[candidate] = None
+        return [(c, s.spelling_weight) for c in list(found)[: s.spelling_max]]
+
+    def _holds(self, term: str) -> bool:
+        """Whether a message in scope has the term in its text (a lookup that misses is a
+        dictionary probe; a hit reads the postings, which scoring reads anyway)."""
+        return bool(len(self.owner.text.text_postings(term, self.scope.docs).mkeys))
 
     def _fuzzy(self, stem: str) -> list[tuple[str, float]]:
         embedder, s = self.owner.embedder, self.settings
@@ -292,6 +331,7 @@ class Derived:
         settings: RankingSettings,
         embedder: Embedder | Callable[[], Embedder | None] | None = None,
         lemmatize: Callable[[str], str] | None = None,
+        lexicon: Lexicon | Callable[[], Lexicon] | None = default_lexicon,
     ) -> None:
         self.store = store
         self.text = text
@@ -301,6 +341,7 @@ class Derived:
         self._embedder_source = embedder
         self.embedder: Embedder | None = None
         self.lemmatize = lemmatize
+        self._lexicon_source = lexicon
         self._generation: tuple[int, int | None] = (-1, None)
         #: ``RankingSettings.term_synonyms`` by stem.
         self.synonyms = {
@@ -309,6 +350,14 @@ class Derived:
         }
         self._views: dict[Scope, ConversationView] = {}
         self._lines: dict[tuple[str, int], Line] = {}
+
+    @property
+    def lexicon(self) -> Lexicon | None:
+        """The lexicon of kinds, loaded at first use (``kind:`` terms only)."""
+        source = self._lexicon_source
+        if callable(source):
+            self._lexicon_source = source = source()
+        return source
 
     def refresh(self) -> None:
         """Drop everything when the store (or the text index, which follows it) has
@@ -351,6 +400,19 @@ class Derived:
                     counter.count(text + "\n"),
                 )
         return {k: self._lines[(name, k)] for k in mkeys if (name, k) in self._lines}
+
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+
+def _edits(word: str) -> set[str]:
+    """Every string one deletion, transposition, substitution or insertion away."""
+    splits = [(word[:i], word[i:]) for i in range(len(word) + 1)]
+    deletes = {a + b[1:] for a, b in splits if b}
+    swaps = {a + b[1] + b[0] + b[2:] for a, b in splits if len(b) > 1}
+    replaces = {a + c + b[1:] for a, b in splits if b for c in _LETTERS if c != b[0]}
+    inserts = {a + c + b for a, b in splits for c in _LETTERS}
+    return deletes | swaps | replaces | inserts
 
 
 def _by_name(rows: dict[int, list[tuple[str, str]]]) -> dict[int, dict[str, list[str]]]:

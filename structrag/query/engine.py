@@ -23,6 +23,7 @@ import numpy as np
 
 from structrag.embeddings import Embedder
 from structrag.errors import QueryError
+from structrag.lexicon import Lexicon, default_lexicon
 from structrag.query import ast
 from structrag.query.compile import compile_query
 from structrag.query.context import (
@@ -151,12 +152,18 @@ class QueryEngine:
         embedder: Embedder | Callable[[], Embedder | None] | None = None,
         translator: Translator | None = None,
         lemmatize: Callable[[str], str] | None = None,
+        lexicon: Lexicon | Callable[[], Lexicon] | None = default_lexicon,
     ) -> None:
         self.settings = settings
         self.translator = translator
         self.store = store
         self.derived = Derived(
-            store, text, settings=settings, embedder=embedder, lemmatize=lemmatize
+            store,
+            text,
+            settings=settings,
+            embedder=embedder,
+            lemmatize=lemmatize,
+            lexicon=lexicon,
         )
 
     def view(self, conversation: str | None = None, scope: Scope | None = None) -> ConversationView:

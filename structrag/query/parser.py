@@ -9,7 +9,7 @@ checks on values (dates, comparators, argument names), is a
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -82,9 +82,16 @@ class _ToAst(Transformer):  # type: ignore[type-arg]
     def wildcard(self, token: Token) -> _Star:
         return _STAR
 
-    def term(self, value: _Value) -> ast.Term:
+    def term(self, value: _Value, fuzzy: Token | None = None) -> ast.Term:
         # A quoted single word is just a word; a phrase is several words kept together.
-        return ast.Term(value.text, phrase=value.phrase and len(value.text.split()) > 1)
+        return ast.Term(
+            value.text,
+            phrase=value.phrase and len(value.text.split()) > 1,
+            fuzzy=fuzzy is not None,
+        )
+
+    def kind_term(self, keyword: Token, value: _Value) -> ast.Term:
+        return ast.Term(value.text, phrase=value.phrase and len(value.text.split()) > 1, kinds=True)
 
     def named_argument(self, name: Token, value: Any) -> tuple[str, Any, int]:
         return (str(name), value, name.start_pos or 0)
@@ -236,7 +243,7 @@ class _ToAst(Transformer):  # type: ignore[type-arg]
         if factor <= 0:
             raise _Problem(token.start_pos or 0, "a boost must be above 0", hint="e.g. word^0.5")
         if isinstance(item, ast.Term):
-            return ast.Term(item.text, item.phrase, item.weight * factor)
+            return replace(item, weight=item.weight * factor)
         return ast.Boost(item, factor)
 
     def conjunction(self, *items: ast.Node) -> ast.And:

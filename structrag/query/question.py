@@ -21,7 +21,8 @@ its scopes).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from structrag.analysis import query_stopwords, stem_words, stems, words
@@ -43,6 +44,9 @@ class Translation:
     relations: list[tuple[str, str]] = field(default_factory=list)
     #: What the translator wants the user to know (fallbacks, dropped names).
     notes: list[str] = field(default_factory=list)
+    #: Words of the question that are no known word (typos: "lerning"); their terms are
+    #: fuzzy (``lerning~``).
+    unknown: list[str] = field(default_factory=list)
 
 
 class Translator(Protocol):
@@ -111,10 +115,13 @@ def question_query(
     patterns: list[ast.Node] = []
     phrases: list[ast.Term] = []
     scopes: list[ast.Node] = []
+    unknown = {w.lower() for w in translation.unknown}
     for node in ast.walk(translation.query):
         if isinstance(node, ast.PATTERNS) and node not in patterns:
             patterns.append(node)
         elif isinstance(node, ast.Term) and node not in phrases:
+            if unknown & set(node.text.lower().split()) and not node.kinds:
+                node = replace(node, fuzzy=True)
             phrases.append(node)
         elif isinstance(node, ast.SCOPES) and node not in scopes:
             scopes.append(node)
@@ -129,7 +136,7 @@ def question_query(
         for p in patterns
     ]
     items.extend(phrases)
-    items.extend(content_terms(question, left_out, covered=phrases))
+    items.extend(content_terms(question, left_out, covered=phrases, unknown=unknown))
     seen = {t.text.lower() for t in phrases} | {
         t.text.lower() for t in items if isinstance(t, ast.Term)
     }
@@ -146,11 +153,14 @@ def question_query(
 
 
 def content_terms(
-    question: str, left_out: set[str], covered: Sequence[ast.Term] = ()
+    question: str,
+    left_out: set[str],
+    covered: Sequence[ast.Term] = (),
+    unknown: AbstractSet[str] = frozenset(),
 ) -> list[ast.Term]:
     """The question's content words as terms, one per stem, weighted by how often the
     stem occurs; stems in ``left_out`` are skipped, and so are the words of ``covered``
-    phrases (which count as they are)."""
+    phrases (which count as they are). Words in ``unknown`` (typos) become fuzzy terms."""
     found = words(question, query_stopwords())
     counts: dict[str, int] = {}
     first: dict[str, str] = {}
@@ -159,7 +169,7 @@ def content_terms(
         first.setdefault(stem, word)
     done = set(left_out) | {s for term in covered for s in stems(term.text)}
     return [
-        ast.Term(first[stem], weight=float(count))
+        ast.Term(first[stem], weight=float(count), fuzzy=first[stem] in unknown)
         for stem, count in counts.items()
         if stem not in done
     ]

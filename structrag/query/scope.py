@@ -33,6 +33,8 @@ class ScopeData:
     neighbours: list[tuple[float, np.ndarray, np.ndarray]] = field(init=False, repr=False)
     window_lengths: np.ndarray = field(init=False, repr=False)
     speakers_lower: np.ndarray = field(init=False, repr=False)
+    turns: np.ndarray = field(init=False, repr=False)
+    mate_weight: float = field(init=False, repr=False)
     text_factor: np.ndarray = field(init=False, repr=False)
     _term_cache: dict[str, tuple[np.ndarray, int]] = field(default_factory=dict, repr=False)
     _knowledge_arrays: dict[str, tuple[np.ndarray, np.ndarray]] = field(
@@ -44,15 +46,40 @@ class ScopeData:
         n = len(frame)
         self._order = np.argsort(frame.mkeys, kind="stable")
         self._sorted = frame.mkeys[self._order]
+        # Turns: runs of messages by one speaker in a session. With ``window_turns`` the
+        # window's offsets count turns, so in a chat where people send three short
+        # messages in a row, the message before a reply is the other person's whole turn.
+        # A message without a speaker (a document's fragment) is a turn of its own.
         index = np.arange(n)
+        if self.settings.window_turns and n:
+            spoken = np.array([bool(s) for s in frame.speakers], dtype=bool)
+            same = np.zeros(n, dtype=bool)
+            same[1:] = (
+                spoken[1:]
+                & (frame.speakers[1:] == frame.speakers[:-1])
+                & (frame.sessions[1:] == frame.sessions[:-1])
+                & (frame.conversations[1:] == frame.conversations[:-1])
+            )
+            turns = np.cumsum(~same) - 1
+        else:
+            turns = index
+        self.turns = turns
+        first = np.flatnonzero(np.r_[True, turns[1:] != turns[:-1]]) if n else index
+        count = int(turns[-1]) + 1 if n else 0
         self.neighbours = []
         for offset, weight in sorted(self.settings.window.items()):
-            source = np.clip(index + offset, 0, max(n - 1, 0))
-            valid = (index + offset >= 0) & (index + offset < n)
-            if n:
-                valid &= frame.conversations[source] == frame.conversations
-                valid &= frame.sessions[source] == frame.sessions
+            if offset == 0:
+                continue
+            source = np.clip(np.arange(count) + offset, 0, max(count - 1, 0))
+            valid = (np.arange(count) + offset >= 0) & (np.arange(count) + offset < count)
+            if count:
+                at, there = first, first[source]
+                valid &= frame.conversations[there] == frame.conversations[at]
+                valid &= frame.sessions[there] == frame.sessions[at]
             self.neighbours.append((weight, source, valid))
+        #: The weight of the other messages of a message's own turn: as a next message.
+        window = self.settings.window
+        self.mate_weight = max(window.get(-1, 0.0), window.get(1, 0.0))
         self.window_lengths = self.windowed(self.lengths.astype(np.float64))
         self.speakers_lower = np.array([(s or "").lower() for s in frame.speakers], dtype=object)
         contents = self.contents if self.contents is not None else self.lengths
@@ -109,11 +136,18 @@ class ScopeData:
         return self._order[at[found]], found
 
     def windowed(self, values: np.ndarray) -> np.ndarray:
-        """Each message's weighted sum of ``values`` over its text window."""
-        out = np.zeros(len(values), dtype=np.float64)
+        """Each message's weighted sum of ``values`` over its text window: its own value
+        (``window[0]``), the rest of its turn, and the turns around it."""
+        own = self.settings.window.get(0, 0.0)
+        if not len(values):
+            return np.zeros(0, dtype=np.float64)
+        turns = self.turns
+        per_turn = np.bincount(turns, weights=values, minlength=int(turns[-1]) + 1)
+        out = own * values + self.mate_weight * (per_turn[turns] - values)
+        around = np.zeros(len(per_turn), dtype=np.float64)
         for weight, source, valid in self.neighbours:
-            out += weight * np.where(valid, values[source], 0.0)
-        return out
+            around += weight * np.where(valid, per_turn[source], 0.0)
+        return np.asarray(out + around[turns], dtype=np.float64)
 
     def dense(self, mkeys: np.ndarray, values: np.ndarray) -> np.ndarray:
         """A dense array over the frame from sparse (mkey, value) pairs (summed)."""

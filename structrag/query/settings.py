@@ -66,6 +66,10 @@ class RankingSettings:
 
     #: Weight of a neighbour's words in a message's text window, by offset.
     window: dict[int, float] = field(default_factory=_window)
+    #: Whether the window's offsets count turns (runs of messages by one speaker) rather
+    #: than messages; the other messages of a message's own turn count as ``window[±1]``.
+    #: A message without a speaker (a document fragment) is a turn of its own.
+    window_turns: bool = True
     #: BM25 term-frequency saturation and length normalisation.
     k1: float = 1.2
     b: float = 0.5
@@ -103,6 +107,15 @@ class RankingSettings:
     synonym_weight: float = 0.8
     #: Derived forms found in the index (teach ~ teacher) count this much.
     derived_weight: float = 0.6
+    #: The kinds of a category (``kind:sport``: tennis, surfing ...) count this much of
+    #: the category word.
+    kind_weight: float = 0.5
+    #: A question word the index does not hold (a typo: "lerning") also finds the index
+    #: terms one edit away, at this weight; at most ``spelling_max`` of them, for words of
+    #: ``spelling_min_length`` letters or more.
+    spelling_weight: float = 0.8
+    spelling_max: int = 3
+    spelling_min_length: int = 4
     fuzzy_weight: float = 0.5
     fuzzy_threshold: float = 0.95
     fuzzy_max: int = 3

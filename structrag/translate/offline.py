@@ -14,14 +14,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from structrag.analysis import term_key
-from structrag.nlp.lemma import lemma
+from structrag.nlp.lemma import is_known_word, is_verb_word, lemma
 from structrag.nlp.names import is_name_token
 from structrag.nlp.pipeline import DEFAULT_MODEL, parse
 from structrag.query import ast
 from structrag.query.question import Translation, question_kind
 from structrag.query.timeexpr import MONTHS, understood
+
+if TYPE_CHECKING:
+    from spacy.tokens import Token
 
 _MONTHS = "|".join(sorted(MONTHS, key=len, reverse=True))
 _NUMBER = r"(?:\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|a few|a couple of)"
@@ -110,6 +114,21 @@ class SpacyTranslator:
                     names.append(name)
                 name_tokens.update(run_ids)
                 run, run_ids = [], []
+        for token in doc:
+            # A speaker's name written in lower case, or with a possessive s and no
+            # apostrophe ("who is lenas team lead?", "kemals mom"): informal questions.
+            if (
+                token.i not in name_tokens
+                and token.is_alpha
+                and token.tag_.startswith(("NN", "JJ"))
+                and not token.text[:1].isupper()
+                and len(token.text) > 2
+            ):
+                person = speaker_keys.get(term_key(token.text))
+                if person:
+                    if person not in people:
+                        people.append(person)
+                    name_tokens.add(token.i)
         items: list[ast.Node] = []
         action, verb_token = _action(doc, people, names, name_tokens)
         if action is not None:
@@ -119,8 +138,20 @@ class SpacyTranslator:
         skip = (
             {verb_token} if action is not None and action.verb and verb_token is not None else set()
         )
+        category = _asked_category(doc)
+        marked = False
         for phrase in _noun_phrases(doc, name_tokens, skip):
-            items.append(ast.Term(phrase, phrase=" " in phrase))
+            kinds = category is not None and phrase.split()[-1] == category.text
+            marked = marked or kinds
+            items.append(ast.Term(phrase, phrase=" " in phrase, kinds=kinds))
+        if category is not None and not marked and category.is_alpha:
+            words = [
+                t.text
+                for t in category.lefts
+                if t.dep_ in ("amod", "compound") and t.is_alpha and t.i == category.i - 1
+            ]
+            text = " ".join([*words, category.text])
+            items.append(ast.Term(text, phrase=" " in text, kinds=True))
         if not items:
             for person in people:
                 items.append(ast.EntityPattern(name=person))
@@ -148,8 +179,89 @@ class SpacyTranslator:
         if asked:
             body = _with(body, _job_pattern(asked))
         return Translation(
-            query=body, people=people, kind=kind, time_phrases=time_phrases, relations=relations
+            query=body,
+            people=people,
+            kind=kind,
+            time_phrases=time_phrases,
+            relations=relations,
+            unknown=_unknown_words(doc, name_tokens),
         )
+
+
+def _unknown_words(doc: object, name_tokens: set[int]) -> list[str]:
+    """Lower-case words (the first may be capitalised) of four letters or more that are no
+    known English word nor a name: likely typos, which the query lets match the words one
+    edit away."""
+    from spacy.lang.en.stop_words import STOP_WORDS
+    from spacy.tokens import Doc
+
+    assert isinstance(doc, Doc)
+    return [
+        t.text
+        for t in doc
+        if t.is_alpha
+        and (t.text.islower() or (t.i == 0 and t.text[1:].islower()))
+        and len(t.text) >= 4
+        and t.i not in name_tokens
+        and t.lower_ not in STOP_WORDS
+        and not is_known_word(t.text, t.tag_)
+    ]
+
+
+#: Nouns that name a kind of something: "what kind of art" asks for kinds of art.
+_KIND_NOUNS = frozenset({"kind", "kinds", "type", "types", "sort", "sorts", "form", "forms"})
+
+
+def _asked_category(doc: object) -> Token | None:
+    """The noun naming what a question asks for, when it asks for things of a category:
+    "What *sports* does John like?", "Which *cities* ...", "What kind of *art* ...", "How
+    many *children* ...", "What are Joanna's *hobbies*?". The answer names kinds of it
+    (taekwondo for martial arts), so the query looks for those too (``kind:``)."""
+    from spacy.tokens import Doc
+
+    assert isinstance(doc, Doc)
+    noun = None
+    for token in doc:
+        head = token.head
+        if token.lower_ in ("what", "which") and token.dep_ == "det" and head.tag_.startswith("NN"):
+            noun = head
+        elif token.lower_ == "many" and token.dep_ == "amod" and head.tag_.startswith("NN"):
+            if any(c.lower_ == "how" for c in token.children) or (
+                token.i > 0 and doc[token.i - 1].lower_ == "how"
+            ):
+                noun = head
+        elif (
+            token.lower_ in ("what", "which")
+            and token.dep_ in ("attr", "nsubj")
+            and head.lemma_ in ("be", "")
+            and head.tag_.startswith("VB")
+        ):
+            # "What are Joanna's hobbies?": the other side of "be", when it is plural.
+            noun = next(
+                (
+                    c
+                    for c in head.children
+                    if c.dep_ in ("nsubj", "attr") and c.i != token.i and c.tag_ == "NNS"
+                ),
+                None,
+            )
+        if noun is not None:
+            break
+    if noun is None and len(doc) > 1 and doc[0].lower_ in ("what", "which"):
+        # The parser sometimes misreads the determiner ("What Turkish dishes come up?"
+        # with "What" as an object): the last noun of the words right after it.
+        run = []
+        for token in doc[1:]:
+            if not token.tag_.startswith(("NN", "JJ")):
+                break
+            run.append(token)
+        nouns = [t for t in run if t.tag_.startswith("NN")]
+        noun = nouns[-1] if nouns and run[-1] is nouns[-1] else None
+    if noun is not None and noun.lower_ in _KIND_NOUNS:
+        of = next((c for c in noun.children if c.dep_ == "prep" and c.lower_ == "of"), None)
+        inner = next((c for c in of.children if c.dep_ == "pobj"), None) if of else None
+        noun = inner if inner is not None and inner.tag_.startswith("NN") else None
+    return noun
 
 
 #: Nouns that ask for a person's job: "What is Kevin Scott's job?", "... Ana's role?"
@@ -252,7 +364,14 @@ def _action(
     from spacy.tokens import Doc
 
     assert isinstance(doc, Doc)
-    verbs = [t for t in doc if t.tag_.startswith("VB") and t.dep_ not in ("aux", "auxpass")]
+    verbs = [
+        t
+        for t in doc
+        if t.tag_.startswith("VB")
+        and t.dep_ not in ("aux", "auxpass")
+        and is_verb_word(t.lower_)
+        and t.lower_ != "s"
+    ]
     if not verbs:
         return None, None
     main = next((v for v in verbs if lemma(v.text, v.tag_) not in _LIGHT), verbs[0])
@@ -305,6 +424,8 @@ def _noun_phrases(doc: object, name_tokens: set[int], skip: set[int]) -> list[st
     # verbs and adjectives that carry meaning ("paint", "favorite") as single terms
     for token in doc:
         if token.i in name_tokens or token.lower_ in STOP_WORDS or not token.is_alpha:
+            continue
+        if len(token.text) < 2:  # "s" of "whats" (what's)
             continue
         if token.i in skip:
             continue
