@@ -182,3 +182,9 @@ def test_hints_name_keywords_not_token_types() -> None:
     with pytest.raises(QuerySyntaxError) as info:
         parse("entity:Ann AND )")
     assert info.value.hint and "_KW" not in info.value.hint and "META_KEY" not in info.value.hint
+
+
+@pytest.mark.parametrize("text", ['"NOT;"', '"AND-so"', '"OR,"', '"NOT"'])
+def test_a_value_starting_with_an_operator_word_is_quoted_back(text: str) -> None:
+    node = parse(text)
+    assert parse(node.to_query()) == node

@@ -18,12 +18,14 @@ Role = Literal["subject", "verb", "object", "indirect_object"]
 ROLES: tuple[Role, ...] = ("subject", "verb", "object", "indirect_object")
 
 _BARE = re.compile(r"[^\s()\"',=:<>!*^~]+")
-_RESERVED = {"AND", "OR", "NOT"}
+#: An operator word at the start of a value, ended by anything but a word character
+#: ("NOT;"), reads as the operator: such a value is quoted.
+_RESERVED = re.compile(r"(AND|OR|NOT)\b")
 
 
 def quote(text: str) -> str:
     """A value as query text: bare when it can be, else double-quoted."""
-    if _BARE.fullmatch(text) and text not in _RESERVED and not text.startswith("meta."):
+    if _BARE.fullmatch(text) and not _RESERVED.match(text) and not text.startswith("meta."):
         return text
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
