@@ -19,6 +19,12 @@ and ``hybrid`` (reciprocal rank fusion of text and vector), the four search mode
 ``structrag knowledge search``. No setting was chosen on these questions: every figure is
 held out.
 
+``--sizes`` also times search over larger sets: the pages are copied (under other names,
+so each copy is its own document) until the index holds that many fragments, and every
+mode's search is timed there (p50 and p95). Extraction is replayed for the copies (the
+same fragment text gives the same knowledge; :class:`ReplayExtractor`), so building a
+large set costs the writes and the text index, not hours of parsing.
+
 Written to the output directory: ``knowledge.jsonl`` (one line per system, question and
 budget), ``knowledge.json`` and ``knowledge.md`` (the table, with the speed figures:
 fragments per second end to end, search latency, and pages per second loading a PDF).
@@ -33,19 +39,22 @@ import shutil
 import statistics
 import tempfile
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from structrag.bench.machine import environment
 from structrag.errors import ConfigError
+from structrag.extract.base import Extractor, Progress
 from structrag.index import Index
-from structrag.ingest import ProgressSink
+from structrag.ingest import Ingestor, ProgressSink
+from structrag.knowledge.base import KnowledgeBase
 from structrag.knowledge.document import Document
 from structrag.knowledge.loaders import load_document, walk
+from structrag.models import Message, SemanticRef
 from structrag.query.modes import SEARCH_MODES, rank
-from structrag.store.protocols import Scope
+from structrag.store.protocols import MemoryInfo, Scope
 from structrag.tokens import get_counter
 
 DEFAULT_BUDGETS = (500, 1000, 2000)
@@ -188,6 +197,7 @@ def run_knowledge(
     budgets: Sequence[int] = DEFAULT_BUDGETS,
     systems: Sequence[str] = SEARCH_MODES,
     limit: int | None = None,
+    sizes: Sequence[int] = (),
     progress: ProgressSink | None = None,
     command: str | None = None,
 ) -> dict[str, Any]:
@@ -283,10 +293,118 @@ def run_knowledge(
                             "search_ms_p50": round(statistics.median(timings) * 1000, 2),
                         }
                     )
-    result = {"meta": meta, "rows": rows}
+        scale = search_at_sizes(index, pages, items, sizes, systems=systems, progress=progress)
+    result: dict[str, Any] = {"meta": meta, "rows": rows}
+    if scale:
+        result["scale"] = scale
     (out / "knowledge.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     (out / "knowledge.md").write_text(markdown(result), encoding="utf-8")
     return result
+
+
+class ReplayExtractor:
+    """Knowledge already extracted, given again for the same text (copies of pages);
+    text it has not seen goes to ``inner``."""
+
+    def __init__(self, known: dict[str, list[SemanticRef]], inner: Extractor) -> None:
+        self.known = known
+        self.inner = inner
+        self.name = inner.name
+        self.version = inner.version
+
+    def extract(
+        self, messages: Sequence[Message], progress: Progress | None = None
+    ) -> Iterator[list[SemanticRef]]:
+        unseen = [m for m in messages if m.text not in self.known]
+        fresh = iter(self.inner.extract(unseen)) if unseen else iter(())
+        for message in messages:
+            refs = self.known.get(message.text)
+            if refs is None:
+                refs = next(fresh)
+                self.known[message.text] = refs
+            if progress is not None:
+                progress(1)
+            yield list(refs)
+
+    def settings(self) -> dict[str, object]:
+        return self.inner.settings()
+
+
+def _replaying(index: Index) -> KnowledgeBase:
+    """The index's knowledge base, extracting each distinct fragment text once."""
+    base = index.knowledge
+    stored = index.store.refs_for_messages(
+        [int(k) for (k,) in index.sql("SELECT mkey FROM messages")]
+    )
+    texts = dict(index.sql("SELECT mkey, text FROM messages"))
+    known = {texts[k]: list(refs) for k, refs in stored.items()}
+    make = base.parts.ingestor
+
+    def ingestor(memory: MemoryInfo) -> Ingestor:
+        made = make(memory)
+        made.extractor = ReplayExtractor(known, made.extractor)
+        return made
+
+    return KnowledgeBase(replace(base.parts, ingestor=ingestor))
+
+
+def _percentile(values: Sequence[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+def search_at_sizes(
+    index: Index,
+    pages: Path,
+    items: Sequence[FAQItem],
+    sizes: Sequence[int],
+    *,
+    systems: Sequence[str] = SEARCH_MODES,
+    samples: int = 100,
+    progress: ProgressSink | None = None,
+) -> list[dict[str, Any]]:
+    """Search latency per mode with ``sizes`` fragments in the index (copies of the
+    pages added until there are that many); one row per size and mode."""
+    base = _replaying(index)
+    questions = [i.question for i in items[:samples]]
+    scope = Scope(tables=("knowledge",), shared=True)
+    rows: list[dict[str, Any]] = []
+    copies = 0
+    for size in sorted(sizes):
+        started = time.perf_counter()
+        while _fragments(index) < size:
+            copies += 1
+            folder = pages.parent / f"copy-{copies}"
+            shutil.rmtree(folder, ignore_errors=True)
+            shutil.copytree(pages, folder)
+            base.add(folder, shared=True, progress=progress)
+            shutil.rmtree(folder, ignore_errors=True)
+        built = time.perf_counter() - started
+        fragments = _fragments(index)
+        for system in systems:
+            rank(index.engine, questions[0], scope, system)  # caches built, not timed
+            timings = []
+            for question in questions:
+                begun = time.perf_counter()
+                rank(index.engine, question, scope, system)
+                timings.append((time.perf_counter() - begun) * 1000)
+            rows.append(
+                {
+                    "size": size,
+                    "fragments": fragments,
+                    "system": system,
+                    "searches": len(timings),
+                    "p50_ms": round(statistics.median(timings), 2),
+                    "p95_ms": round(_percentile(timings, 0.95), 2),
+                    "build_s": round(built, 1),
+                }
+            )
+    return rows
+
+
+def _fragments(index: Index) -> int:
+    row = index.sql("SELECT count(*) FROM fragments")
+    return int(row[0][0])
 
 
 def markdown(result: dict[str, Any]) -> str:
@@ -328,6 +446,20 @@ def markdown(result: dict[str, Any]) -> str:
             f"Loading {pdf['pdf']} ({pdf['pages']} pages): {pdf['pages_per_second']} "
             "pages/s (text, page ranges, outline).",
         ]
+    scale = result.get("scale")
+    if scale:
+        lines += [
+            "",
+            "Search latency with more fragments (the pages copied; p50 / p95):",
+            "",
+            "| fragments | " + " | ".join(systems) + " |",
+            "|---:|" + "---:|" * len(systems),
+        ]
+        for size in sorted({r["size"] for r in scale}):
+            at = {r["system"]: r for r in scale if r["size"] == size}
+            cells = [f"{at[s]['p50_ms']:.1f} / {at[s]['p95_ms']:.1f} ms" for s in systems]
+            fragments = next(iter(at.values()))["fragments"]
+            lines.append(f"| {fragments:,} | " + " | ".join(cells) + " |")
     add = meta.get("add", {})
     if add:
         lines += [

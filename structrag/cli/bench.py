@@ -179,6 +179,12 @@ def bench_recall(
     help="A PDF (or .pdf.gz) to time loading: pages per second.",
 )
 @click.option("--limit", type=click.IntRange(1), help="At most this many questions.")
+@click.option(
+    "--sizes",
+    callback=_int_list,
+    help="Also time search with this many fragments (the pages copied), comma-separated: "
+    "e.g. 10000,100000.",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 def bench_knowledge(
     data: tuple[Path, ...],
@@ -187,6 +193,7 @@ def bench_knowledge(
     out: Path,
     pdf: Path | None,
     limit: int | None,
+    sizes: list[int] | None,
     quiet: bool,
 ) -> None:
     """Document knowledge recall: FAQ questions answered from their pages.
@@ -215,6 +222,7 @@ def bench_knowledge(
         budgets=budgets,
         systems=names,
         limit=limit,
+        sizes=sizes or (),
         progress=progress_bar(quiet),
         command=command_line(),
     )
