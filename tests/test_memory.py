@@ -282,3 +282,19 @@ def test_the_cli_mirrors_the_api(tmp_path: Path) -> None:
     pruned = run("memory", "prune", "--older-than", "0s")
     assert isinstance(pruned, dict) and pruned["dry_run"] is True
     assert run("memory", "remove", added["id"]) == {"removed": 1}
+
+
+def test_search_filters_past_the_first_batch_of_the_ranking(index: Index) -> None:
+    """Search reads its ranking's records a batch at a time; hits the time filter keeps
+    may lie past the first batch."""
+    import datetime as dt
+
+    mem = index.memory("batcher")
+    day = dt.datetime(2024, 1, 1)
+    for i in range(70):
+        mem.add(f"Note {i} about the garden.", room="r", timestamp=day + dt.timedelta(days=i))
+    start = day + dt.timedelta(days=65)
+    for mode in ("vector", "hybrid", "text"):
+        hits = mem.search("garden notes", room="r", mode=mode, count=10, start=start)
+        assert len(hits) == 5, mode
+        assert all(h.memory.ts is not None and h.memory.ts >= start for h in hits)

@@ -557,18 +557,26 @@ class Memory:
         ):
             return []
         ranked = rank(self.parts.engine, query, scope, mode)
-        records = self.parts.memory.memories_by_keys([k for k, _ in ranked])
         hits: list[MemoryHit] = []
-        for mkey, score in ranked:
-            record = records.get(mkey)
-            if record is None or (threshold is not None and score < threshold):
-                continue
-            when = record.ts or record.created_at
-            if (start is not None and when < start) or (end is not None and when >= end):
-                continue
-            hits.append(MemoryHit(record, score, mode))
-            if len(hits) >= count:
-                break
+        # Records are read a batch of the ranking at a time, not all of it: vector and
+        # hybrid rank every memory in scope, and reading them all costs time in
+        # proportion to the agent's memories, not to ``count``.
+        position, batch = 0, max(2 * count, 50)
+        while position < len(ranked) and len(hits) < count:
+            chunk = ranked[position : position + batch]
+            position += len(chunk)
+            batch *= 4
+            records = self.parts.memory.memories_by_keys([k for k, _ in chunk])
+            for mkey, score in chunk:
+                record = records.get(mkey)
+                if record is None or (threshold is not None and score < threshold):
+                    continue
+                when = record.ts or record.created_at
+                if (start is not None and when < start) or (end is not None and when >= end):
+                    continue
+                hits.append(MemoryHit(record, score, mode))
+                if len(hits) >= count:
+                    break
         touched = self._touch([h.memory for h in hits])
         return [replace(h, memory=m) for h, m in zip(hits, touched, strict=True)]
 
