@@ -260,7 +260,7 @@ def run_knowledge(
                     progress.start(len(items), system)
                 for item in items:
                     started = time.perf_counter()
-                    ranked = [k for k, _ in rank(index.engine, item.question, scope, system)]
+                    ranked = rank(index.engine, item.question, scope, system).mkeys.tolist()
                     timings.append(time.perf_counter() - started)
                     for budget in budgets:
                         packed = _pack(ranked, lines, budget)
@@ -374,11 +374,15 @@ def search_at_sizes(
         started = time.perf_counter()
         while _fragments(index) < size:
             copies += 1
-            folder = pages.parent / f"copy-{copies}"
+            folder = pages.parent / "copy"
             shutil.rmtree(folder, ignore_errors=True)
-            shutil.copytree(pages, folder)
-            base.add(folder, shared=True, progress=progress)
+            folder.mkdir()
+            for page in sorted(pages.iterdir()):
+                shutil.copyfile(page, folder / f"copy{copies}-{page.name}")
+            report = base.add(folder, shared=True, progress=progress)
             shutil.rmtree(folder, ignore_errors=True)
+            if not report.fragments_added:
+                raise ConfigError("copies of the pages added no fragments", hint="report a bug")
         built = time.perf_counter() - started
         fragments = _fragments(index)
         for system in systems:

@@ -24,6 +24,7 @@ and in the vectors. So questions draw on documents and conversations in one budg
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import re
 import time
@@ -426,7 +427,11 @@ class KnowledgeBase:
             if not self.parts.rows.documents(agent=agent, shared=True):
                 return []
             ranked = rank(self.parts.engine, query, scope, mode)
-            wanted = [(k, s) for k, s in ranked if threshold is None or s >= threshold][:count]
+            wanted = list(
+                itertools.islice(
+                    ((k, s) for k, s in ranked if threshold is None or s >= threshold), count
+                )
+            )
             fragments = self.parts.rows.fragments_by_keys([k for k, _ in wanted])
             documents = {d.document_id: d for d in self.documents(agent=agent)}
         words = _query_words(query)

@@ -15,9 +15,9 @@ What it derives from the index is cached per store generation (:mod:`~structrag.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
@@ -50,7 +50,7 @@ class QueryResult:
 
     query: str
     plan: str
-    messages: list[RankedMessage]
+    messages: Sequence[RankedMessage]
     refs: list[tuple[int, float]]
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
@@ -84,7 +84,7 @@ class Answer:
     kind: str
     plan: str
     context: AnswerContext
-    ranked: list[RankedMessage]
+    ranked: Sequence[RankedMessage]
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
     tree: str = ""
@@ -134,7 +134,7 @@ class RankedQuestion:
     node: ast.Or
     kind: str
     plan: str
-    ranked: list[RankedMessage]
+    ranked: Ranking
     refs: dict[int, float]
     notes: list[str]
     view: ConversationView
@@ -197,7 +197,8 @@ class QueryEngine:
         plan = compile_query(node, view, self.settings)
         run = Evaluation(view)
         match = plan.eval(run)
-        ranked = _rank(match, view, limit)
+        ranking = _rank(match, view, limit)
+        ranked = ranking if limit is None else list(ranking)
         refs = sorted(_refs_in(match, run).items(), key=lambda kv: (-kv[1], kv[0]))
         return QueryResult(
             query=node.to_query(),
@@ -282,7 +283,7 @@ class QueryEngine:
             lambda keys: self.derived.lines(keys, counter),
             counter,
             ranked,
-            self.nearest(question, conversation, {r.mkey for r in ranked}, budget, scope),
+            self.nearest(question, conversation, set(ranked.mkeys.tolist()), budget, scope),
             budget,
             knowledge=self._knowledge_lines(found.view, found.refs),
             knowledge_share=self.settings.knowledge_share,
@@ -400,8 +401,58 @@ def _refs_in(match: Match, run: Evaluation) -> dict[int, float]:
     return {int(r): match.refs[int(r)] for r in kept.tolist()}
 
 
-def _rank(match: Match, view: ConversationView, limit: int | None) -> list[RankedMessage]:
-    frame = view.scope.frame
+class Ranking(Sequence[RankedMessage]):
+    """Ranked messages, best first, made on access: a ranking of a large scope can hold
+    tens of thousands of matches, while a caller reads the first few (``mkeys`` and
+    ``scores`` are the whole ranking as arrays)."""
+
+    def __init__(self, order: np.ndarray, scores: np.ndarray, view: ConversationView) -> None:
+        frame = view.scope.frame
+        self._frame = frame
+        self._order = order
+        self.mkeys: np.ndarray = frame.mkeys[order]
+        self.scores: np.ndarray = np.where(np.isfinite(scores), np.round(scores, 4), 0.0)
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+    @overload
+    def __getitem__(self, index: int) -> RankedMessage: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[RankedMessage]: ...
+
+    def __getitem__(self, index: int | slice) -> RankedMessage | list[RankedMessage]:
+        if isinstance(index, slice):
+            return [self._message(i) for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        return self._message(index)
+
+    def _message(self, position: int) -> RankedMessage:
+        i = int(self._order[position])
+        return RankedMessage(
+            int(self.mkeys[position]),
+            str(self._frame.conversations[i]),
+            str(self._frame.ids[i]),
+            float(self.scores[position]),
+        )
+
+    def __iter__(self) -> Iterator[RankedMessage]:
+        for position in range(len(self)):
+            yield self._message(position)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _rank(match: Match, view: ConversationView, limit: int | None) -> Ranking:
     candidates = np.flatnonzero(match.mask)
     if match.scored:
         order = candidates[np.argsort(-match.scores[candidates], kind="stable")]
@@ -409,12 +460,4 @@ def _rank(match: Match, view: ConversationView, limit: int | None) -> list[Ranke
         order = candidates
     if limit is not None:
         order = order[:limit]
-    return [
-        RankedMessage(
-            int(frame.mkeys[i]),
-            str(frame.conversations[i]),
-            str(frame.ids[i]),
-            round(float(score), 4) if np.isfinite(score) else 0.0,
-        )
-        for i, score in zip(order.tolist(), match.scores[order].tolist(), strict=True)
-    ]
+    return Ranking(order, match.scores[order].astype(float), view)

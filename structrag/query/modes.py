@@ -5,12 +5,13 @@ k = 60, of text and vector, as ElizaOS fuses them)."""
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Iterator, Sequence
+from typing import Literal, overload
 
 import numpy as np
 
 from structrag.query import ast
-from structrag.query.engine import QueryEngine
+from structrag.query.engine import QueryEngine, Ranking
 from structrag.query.question import content_terms
 from structrag.store.protocols import Scope
 
@@ -20,35 +21,74 @@ SEARCH_MODES: tuple[SearchMode, ...] = ("structured", "text", "vector", "hybrid"
 RRF_K = 60
 
 
-def rank(engine: QueryEngine, query: str, scope: Scope, mode: str) -> list[tuple[int, float]]:
+class Hits(Sequence[tuple[int, float]]):
+    """``(mkey, score)`` pairs, best first, over two arrays (a search over every memory
+    in scope ranks all of them; a caller reads the first few)."""
+
+    def __init__(self, mkeys: np.ndarray, scores: np.ndarray) -> None:
+        self.mkeys = mkeys
+        self.scores = scores
+
+    def __len__(self) -> int:
+        return len(self.mkeys)
+
+    @overload
+    def __getitem__(self, index: int) -> tuple[int, float]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[tuple[int, float]]: ...
+
+    def __getitem__(self, index: int | slice) -> tuple[int, float] | list[tuple[int, float]]:
+        if isinstance(index, slice):
+            keys, scores = self.mkeys[index].tolist(), self.scores[index].tolist()
+            return [(int(k), float(s)) for k, s in zip(keys, scores, strict=True)]
+        return int(self.mkeys[index]), float(self.scores[index])
+
+    def __iter__(self) -> Iterator[tuple[int, float]]:
+        return zip(self.mkeys.tolist(), self.scores.tolist(), strict=True)
+
+
+_NONE = Hits(np.zeros(0, dtype=np.int64), np.zeros(0))
+
+
+def rank(engine: QueryEngine, query: str, scope: Scope, mode: str) -> Hits:
     """``(mkey, score)`` of the scope's messages that ``query`` finds, best first."""
     if mode == "structured":
-        found = engine.rank_question(query, scope=scope)
-        return [(r.mkey, r.score) for r in found.ranked]
+        found = engine.rank_question(query, scope=scope).ranked
+        return Hits(found.mkeys, found.scores)
     if mode == "text":
         return text_ranking(engine, query, scope)
     if mode == "vector":
         return vector_ranking(engine, query, scope)
-    fused: dict[int, float] = {}
-    for ranking in (text_ranking(engine, query, scope), vector_ranking(engine, query, scope)):
-        for position, (mkey, _) in enumerate(ranking, start=1):
-            fused[mkey] = fused.get(mkey, 0.0) + 1.0 / (RRF_K + position)
-    return sorted(fused.items(), key=lambda kv: -kv[1])
+    text, vector = text_ranking(engine, query, scope), vector_ranking(engine, query, scope)
+    keys = np.concatenate([text.mkeys, vector.mkeys])
+    if not len(keys):
+        return _NONE
+    shares = np.concatenate(
+        [1.0 / (RRF_K + np.arange(1, len(r) + 1, dtype=float)) for r in (text, vector)]
+    )
+    unique, inverse = np.unique(keys, return_inverse=True)
+    fused = np.bincount(inverse, weights=shares, minlength=len(unique))
+    # best first; ties in the order the mkeys first appear in the text ranking, then vector
+    first = np.full(len(unique), len(keys))
+    np.minimum.at(first, inverse, np.arange(len(keys)))
+    order = np.lexsort((first, -fused))
+    return Hits(unique[order], fused[order])
 
 
-def text_ranking(engine: QueryEngine, query: str, scope: Scope) -> list[tuple[int, float]]:
+def text_ranking(engine: QueryEngine, query: str, scope: Scope) -> Hits:
     terms = content_terms(query, set())
     if not terms:
-        return []
-    result = engine.query(ast.Or(tuple(terms)), scope=scope, limit=None)
-    return [(m.mkey, m.score) for m in result.messages]
+        return _NONE
+    ranked = engine.query(ast.Or(tuple(terms)), scope=scope, limit=None).messages
+    assert isinstance(ranked, Ranking)  # unlimited: the lazy ranking
+    return Hits(ranked.mkeys, ranked.scores)
 
 
-def vector_ranking(engine: QueryEngine, query: str, scope: Scope) -> list[tuple[int, float]]:
+def vector_ranking(engine: QueryEngine, query: str, scope: Scope) -> Hits:
     view = engine.view(scope=scope)
     scores = view.vector_scores(query)
     if scores is None:
-        return []
+        return _NONE
     order = np.argsort(-scores, kind="stable")
-    mkeys = view.scope.frame.mkeys
-    return [(int(mkeys[i]), float(scores[i])) for i in order.tolist()]
+    return Hits(view.scope.frame.mkeys[order], scores[order].astype(float))
