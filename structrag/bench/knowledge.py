@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from structrag.bench.machine import environment
+from structrag.bench.recall import check_choices
 from structrag.errors import ConfigError
 from structrag.extract.base import Extractor, Progress
 from structrag.index import Index
@@ -202,14 +203,7 @@ def run_knowledge(
     command: str | None = None,
 ) -> dict[str, Any]:
     """Run the benchmark (see the module docstring); returns what ``knowledge.json`` holds."""
-    unknown = [s for s in systems if s not in SEARCH_MODES]
-    if unknown or not systems:
-        raise ConfigError(
-            f"unknown system(s): {', '.join(unknown) or 'none given'}",
-            hint=f"choose from {', '.join(SEARCH_MODES)}",
-        )
-    if not budgets or min(budgets) < 1:
-        raise ConfigError("budgets must be positive numbers of tokens", hint="e.g. 500,1000")
+    check_choices(systems, SEARCH_MODES, budgets)
     out.mkdir(parents=True, exist_ok=True)
     pages = out / "pages"
     shutil.rmtree(pages, ignore_errors=True)

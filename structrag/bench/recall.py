@@ -251,6 +251,18 @@ def question_record(system: str, question: Question, budget: int, context: Any) 
     }
 
 
+def check_choices(systems: Sequence[str], known: Sequence[str], budgets: Sequence[int]) -> None:
+    """The systems a benchmark was asked for are ones it has; its budgets are positive."""
+    unknown = [s for s in systems if s not in known]
+    if unknown or not systems:
+        raise ConfigError(
+            f"unknown system(s): {', '.join(unknown) or 'none given'}",
+            hint=f"choose from {', '.join(known)}",
+        )
+    if not budgets or min(budgets) < 1:
+        raise ConfigError("budgets must be positive numbers of tokens", hint="e.g. 500,1000")
+
+
 def run_recall(
     data: Sequence[Path],
     out: Path,
@@ -267,14 +279,7 @@ def run_recall(
     """Run the recall benchmark; writes ``recall.jsonl``, ``recall.md``, ``recall.json``."""
     if not data:
         raise ConfigError("no data files", hint="pass LoCoMo files with --data")
-    unknown = [s for s in systems if s not in SYSTEMS]
-    if unknown or not systems:
-        raise ConfigError(
-            f"unknown system(s): {', '.join(unknown) or 'none given'}",
-            hint=f"choose from {', '.join(SYSTEMS)}",
-        )
-    if not budgets or min(budgets) < 1:
-        raise ConfigError("budgets must be positive numbers of tokens", hint="e.g. 500,1000")
+    check_choices(systems, SYSTEMS, budgets)
     out.mkdir(parents=True, exist_ok=True)
     index_dir = db if db is not None else out / "index"
     meta: dict[str, Any] = environment(command)
