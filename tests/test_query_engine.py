@@ -257,3 +257,36 @@ def test_hits_after_a_message_without_knowledge_are_kept(tmp_path: Path) -> None
         owners = index.store.refs_by_ids([r for r, _ in result.refs])
         kept = {mkey for mkey, _ in owners.values()}
         assert kept == {m.mkey for m in result.messages} and len(kept) == 2
+
+
+def test_the_store_checks_property_conditions_as_the_conversation_table_does(
+    example_index: Path,
+) -> None:
+    """A scope wider than a conversation has its pattern conditions checked by the store
+    (in SQL); a conversation's are checked against its property table. Both agree."""
+    from structrag.query.derived import _by_name
+    from structrag.store.protocols import PropertyCondition
+
+    with Index(example_index, read_only=True) as ix:
+        (conversation,) = {c for (c,) in ix.sql("SELECT DISTINCT conversation FROM messages")}
+        table = _by_name(ix.store.conversation_properties(conversation))
+        refs = sorted(table)
+        rows = ix.sql("SELECT DISTINCT name, value FROM properties ORDER BY name, value")
+        checked = 0
+        for i, (name, value) in enumerate(rows[::7]):
+            word = value.split()[0]
+            conditions = [
+                PropertyCondition(name, (value, "no-such-value")),
+                PropertyCondition(name, (word,), whole_words=True),
+            ][i % 2 :][:1]
+            if i % 3 == 0:  # two conditions at once: refs meeting both
+                other_name, other_value = rows[(i * 5) % len(rows)]
+                conditions.append(PropertyCondition(other_name, (other_value,)))
+            expected = [
+                r
+                for r in refs
+                if all(any(c.accepts(v) for v in table[r].get(c.name, ())) for c in conditions)
+            ]
+            assert ix.store.refs_meeting(refs, conditions) == expected, conditions
+            checked += bool(expected)
+        assert checked > 10

@@ -28,6 +28,7 @@ from structrag.query.settings import RankingSettings
 from structrag.store.protocols import (
     KnowledgeStore,
     MessageFilter,
+    PropertyCondition,
     RefTable,
     Scope,
     TextIndexReader,
@@ -86,16 +87,24 @@ class ConversationView:
         (one query) rather than per lookup: for a conversation, not the whole index."""
         return self.conversation is not None
 
-    def ref_properties(self, ref_ids: Sequence[int]) -> dict[int, dict[str, list[str]]]:
-        if self._whole_tables():
-            if self._properties is None:
-                assert self.conversation is not None
-                self._properties = _by_name(
-                    self.owner.store.conversation_properties(self.conversation)
-                )
-            table = self._properties
-            return {r: table[r] for r in ref_ids if r in table}
-        return _by_name(self.owner.store.ref_properties(ref_ids))
+    def refs_meeting(
+        self, ref_ids: Sequence[int], conditions: Sequence[PropertyCondition]
+    ) -> list[int]:
+        """The refs among ``ref_ids`` that meet every condition: checked here against the
+        conversation's property table (loaded once), or by the store for a wider scope
+        (whose candidates can be many: the store checks them where the rows are)."""
+        if not self._whole_tables():
+            return self.owner.store.refs_meeting(ref_ids, conditions)
+        if self._properties is None:
+            assert self.conversation is not None
+            self._properties = _by_name(self.owner.store.conversation_properties(self.conversation))
+        table = self._properties
+        return [
+            ref
+            for ref in ref_ids
+            if ref in table
+            and all(any(c.accepts(v) for v in table[ref].get(c.name, ())) for c in conditions)
+        ]
 
     def knowledge_texts(self, ref_ids: Sequence[int]) -> dict[int, tuple[str, str, list[str]]]:
         """``ref_id -> (kind, name or text, types)`` for entity, topic and tag refs."""
@@ -292,8 +301,10 @@ class Evaluation:
         found[np.flatnonzero(found)[~held]] = False
         return positions, found
 
-    def ref_properties(self, ref_ids: Sequence[int]) -> dict[int, dict[str, list[str]]]:
-        return self.view.ref_properties(ref_ids)
+    def refs_meeting(
+        self, ref_ids: Sequence[int], conditions: Sequence[PropertyCondition]
+    ) -> list[int]:
+        return self.view.refs_meeting(ref_ids, conditions)
 
     def ref_names(self, ref_ids: Sequence[int]) -> set[str]:
         names: set[str] = set()

@@ -52,8 +52,10 @@ class PlanContext(Protocol):
         """Scope positions of the messages holding ``ref_ids``, and which were found."""
         ...
 
-    def ref_properties(self, ref_ids: Sequence[int]) -> dict[int, dict[str, list[str]]]:
-        """Property-index values of refs, by property name (normalised keys)."""
+    def refs_meeting(
+        self, ref_ids: Sequence[int], conditions: Sequence[PropertyCondition]
+    ) -> list[int]:
+        """The refs among ``ref_ids`` that meet every condition (the property index)."""
         ...
 
     def ref_names(self, ref_ids: Sequence[int]) -> set[str]:
@@ -219,12 +221,7 @@ class PatternMatch(PlanNode):
             if not candidates:
                 return Match.empty(n)
         assert candidates is not None
-        properties = ctx.ref_properties(sorted(candidates))
-        hits = [
-            ref
-            for ref, values in properties.items()
-            if all(any(c.accepts(v) for v in values.get(c.name, ())) for c in conditions)
-        ]
+        hits = ctx.refs_meeting(sorted(candidates), conditions)
         if not hits:
             return Match.empty(n)
         scores = np.zeros(n)

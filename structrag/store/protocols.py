@@ -353,8 +353,10 @@ class KnowledgeStore(Protocol):
         """The messages of a scope, as arrays, ordered by conversation and ordinal."""
         ...
 
-    def ref_properties(self, ref_ids: Sequence[int]) -> dict[int, list[tuple[str, str]]]:
-        """The property-index rows ``(name, normalised value)`` of some refs."""
+    def refs_meeting(
+        self, ref_ids: Sequence[int], conditions: Sequence[PropertyCondition]
+    ) -> list[int]:
+        """The refs among ``ref_ids`` that meet every condition (the property index)."""
         ...
 
     def conversation_properties(self, conversation: str) -> dict[int, list[tuple[str, str]]]:

@@ -22,6 +22,7 @@ from structrag.store.duckdb.lease import Lease
 from structrag.store.protocols import (
     MessageFilter,
     MessageFrame,
+    PropertyCondition,
     RefKind,
     RefTable,
     Scope,
@@ -375,17 +376,37 @@ class DuckDBReader:
             kinds=np.asarray(found["code"], dtype=np.uint8),
         )
 
-    def ref_properties(self, ref_ids: Sequence[int]) -> dict[int, list[tuple[str, str]]]:
-        if not len(ref_ids):
-            return {}
-        # The range lets DuckDB skip row groups by their min/max (refs are stored in order).
-        return _grouped(
-            self.sql(
-                "SELECT ref_id, name, value FROM properties WHERE ref_id BETWEEN ? AND ? "
-                "AND ref_id IN (SELECT unnest(?::BIGINT[]))",
-                [min(ref_ids), max(ref_ids), list(ref_ids)],
+    def refs_meeting(
+        self, ref_ids: Sequence[int], conditions: Sequence[PropertyCondition]
+    ) -> list[int]:
+        if not len(ref_ids) or not conditions:
+            return []
+        # One SELECT per condition (the refs with a row that meets it), kept when every
+        # condition found the ref. The range lets DuckDB skip row groups by their min/max
+        # (refs are stored in order).
+        parts: list[str] = []
+        params: list[Any] = []
+        for number, condition in enumerate(conditions):
+            if condition.whole_words:  # a value holding the words, at word boundaries
+                test = (
+                    "len(list_filter(?::VARCHAR[], "
+                    "lambda v: contains(' ' || value || ' ', ' ' || v || ' '))) > 0"
+                )
+            else:
+                test = "value IN (SELECT unnest(?::VARCHAR[]))"
+            parts.append(
+                f"SELECT DISTINCT ref_id, {number} AS c FROM properties "
+                "WHERE ref_id BETWEEN ? AND ? AND ref_id IN (SELECT unnest(?::BIGINT[])) "
+                f"AND name = ? AND {test}"
             )
+            params += [min(ref_ids), max(ref_ids), list(ref_ids), condition.name]
+            params.append(list(condition.values))
+        rows = self.sql(
+            f"SELECT ref_id FROM ({' UNION ALL '.join(parts)}) GROUP BY ref_id "
+            f"HAVING count(*) = {len(conditions)} ORDER BY ref_id",
+            params,
         )
+        return [int(r) for (r,) in rows]
 
     def conversation_properties(self, conversation: str) -> dict[int, list[tuple[str, str]]]:
         return _grouped(
