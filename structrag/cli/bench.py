@@ -42,6 +42,32 @@ def data_option(func: F) -> F:
     )(func)
 
 
+def run_options(func: F) -> F:
+    """--encoding, --workers, --limit and --quiet: how a recall benchmark runs."""
+    for option in reversed(
+        (
+            click.option(
+                "--encoding", default="cl100k_base", show_default=True, help="Token encoding."
+            ),
+            click.option(
+                "--workers",
+                type=click.IntRange(1, 64),
+                default=min(2, os.cpu_count() or 1),
+                show_default=True,
+                help="Extraction processes for the ingest.",
+            ),
+            click.option(
+                "--limit",
+                type=click.IntRange(1),
+                help="At most this many questions per conversation.",
+            ),
+            click.option("--quiet", "-q", is_flag=True, help="No progress bar."),
+        )
+    ):
+        func = option(func)
+    return func
+
+
 #: The default grid of `bench loo` (structrag.bench.loo.DEFAULT_GRID, kept equal by a test;
 #: spelt out here so that the CLI does not import the benchmark modules to show its help).
 LOO_GRID = (
@@ -89,18 +115,7 @@ def bench() -> None:
     type=click.Path(file_okay=False, path_type=Path),
     help="Use (and update) this index instead of OUT/index.",
 )
-@click.option("--encoding", default="cl100k_base", show_default=True, help="Token encoding.")
-@click.option(
-    "--workers",
-    type=click.IntRange(1, 64),
-    default=min(2, os.cpu_count() or 1),
-    show_default=True,
-    help="Extraction processes for the ingest.",
-)
-@click.option(
-    "--limit", type=click.IntRange(1), help="At most this many questions per conversation."
-)
-@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+@run_options
 def bench_recall(
     data: tuple[Path, ...],
     budgets: list[int],
@@ -270,18 +285,7 @@ def bench_knowledge(
     type=click.Path(file_okay=False, path_type=Path),
     help="Use (and update) this index instead of OUT/index (e.g. bench recall's).",
 )
-@click.option("--encoding", default="cl100k_base", show_default=True, help="Token encoding.")
-@click.option(
-    "--workers",
-    type=click.IntRange(1, 64),
-    default=min(2, os.cpu_count() or 1),
-    show_default=True,
-    help="Extraction processes for the ingest.",
-)
-@click.option(
-    "--limit", type=click.IntRange(1), help="At most this many questions per conversation."
-)
-@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+@run_options
 def bench_loo(
     data: tuple[Path, ...],
     out: Path,
