@@ -259,14 +259,18 @@ def test_hits_after_a_message_without_knowledge_are_kept(tmp_path: Path) -> None
         assert kept == {m.mkey for m in result.messages} and len(kept) == 2
 
 
+@pytest.mark.parametrize("direct", [5_000, 0])
 def test_the_store_checks_property_conditions_as_the_conversation_table_does(
-    example_index: Path,
+    example_index: Path, monkeypatch: pytest.MonkeyPatch, direct: int
 ) -> None:
     """A scope wider than a conversation has its pattern conditions checked by the store
-    (in SQL); a conversation's are checked against its property table. Both agree."""
+    (in SQL: few candidates one by one, many against each condition's refs over the
+    index, kept per generation); a conversation's against its property table. All agree."""
+    from structrag.query import derived
     from structrag.query.derived import _by_name
     from structrag.store.protocols import PropertyCondition
 
+    monkeypatch.setattr(derived, "MEETING_DIRECT_REFS", direct)
     with Index(example_index, read_only=True) as ix:
         (conversation,) = {c for (c,) in ix.sql("SELECT DISTINCT conversation FROM messages")}
         table = _by_name(ix.store.conversation_properties(conversation))
@@ -288,5 +292,7 @@ def test_the_store_checks_property_conditions_as_the_conversation_table_does(
                 if all(any(c.accepts(v) for v in table[r].get(c.name, ())) for c in conditions)
             ]
             assert ix.store.refs_meeting(refs, conditions) == expected, conditions
+            assert ix.engine.derived.refs_meeting(refs, conditions) == expected, conditions
+            assert set(expected) <= set(ix.store.refs_meeting(None, conditions))
             checked += bool(expected)
         assert checked > 10

@@ -34,6 +34,12 @@ from structrag.store.protocols import (
     TextIndexReader,
 )
 
+#: Pattern candidates up to this many are checked by the store one by one; more, against
+#: each condition's refs over the whole index (cached per generation, up to
+#: ``MEETING_CACHE_REFS`` ref ids).
+MEETING_DIRECT_REFS = 5_000
+MEETING_CACHE_REFS = 5_000_000
+
 #: Suffixes that derive one word from another (in their stemmed form).
 DERIVATIONAL_SUFFIXES = frozenset(
     {"er", "or", "ist", "ian", "ment", "ship", "ism", "ness", "ful", "al", "ive", "ic", "ess", "i"}
@@ -94,7 +100,7 @@ class ConversationView:
         conversation's property table (loaded once), or by the store for a wider scope
         (whose candidates can be many: the store checks them where the rows are)."""
         if not self._whole_tables():
-            return self.owner.store.refs_meeting(ref_ids, conditions)
+            return self.owner.refs_meeting(ref_ids, conditions)
         if self._properties is None:
             assert self.conversation is not None
             self._properties = _by_name(self.owner.store.conversation_properties(self.conversation))
@@ -361,6 +367,8 @@ class Derived:
         }
         self._views: dict[Scope, ConversationView] = {}
         self._lines: dict[tuple[str, int], Line] = {}
+        #: The refs of the whole index meeting one property condition, sorted.
+        self._meeting: dict[PropertyCondition, np.ndarray] = {}
 
     @property
     def lexicon(self) -> Lexicon | None:
@@ -379,8 +387,31 @@ class Derived:
             self._generation = generation
             self._views.clear()
             self._lines.clear()
+            self._meeting.clear()
             source = self._embedder_source
             self.embedder = source() if callable(source) else source
+
+    def refs_meeting(
+        self, ref_ids: Sequence[int], conditions: Sequence[PropertyCondition]
+    ) -> list[int]:
+        """The refs among ``ref_ids`` meeting every condition, for a scope wider than a
+        conversation. Few candidates are checked by the store directly; many (a common
+        verb in a large index) against each condition's refs over the whole index, read
+        once per generation and kept (up to ``MEETING_CACHE_REFS`` refs in all)."""
+        if len(ref_ids) <= MEETING_DIRECT_REFS:
+            return self.store.refs_meeting(ref_ids, conditions)
+        met = np.asarray(ref_ids, dtype=np.int64)
+        for condition in conditions:
+            refs = self._meeting.get(condition)
+            if refs is None:
+                refs = np.asarray(self.store.refs_meeting(None, [condition]), dtype=np.int64)
+                if sum(len(r) for r in self._meeting.values()) + len(refs) > MEETING_CACHE_REFS:
+                    self._meeting.clear()
+                self._meeting[condition] = refs
+            met = np.intersect1d(met, refs, assume_unique=True)
+            if not len(met):
+                break
+        return [int(r) for r in met.tolist()]
 
     def view(self, scope: Scope) -> ConversationView:
         self.refresh()

@@ -354,9 +354,10 @@ class KnowledgeStore(Protocol):
         ...
 
     def refs_meeting(
-        self, ref_ids: Sequence[int], conditions: Sequence[PropertyCondition]
+        self, ref_ids: Sequence[int] | None, conditions: Sequence[PropertyCondition]
     ) -> list[int]:
-        """The refs among ``ref_ids`` that meet every condition (the property index)."""
+        """The refs among ``ref_ids`` (None: all of them) that meet every condition (the
+        property index), sorted."""
         ...
 
     def conversation_properties(self, conversation: str) -> dict[int, list[tuple[str, str]]]:

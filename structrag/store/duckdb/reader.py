@@ -377,9 +377,9 @@ class DuckDBReader:
         )
 
     def refs_meeting(
-        self, ref_ids: Sequence[int], conditions: Sequence[PropertyCondition]
+        self, ref_ids: Sequence[int] | None, conditions: Sequence[PropertyCondition]
     ) -> list[int]:
-        if not len(ref_ids) or not conditions:
+        if (ref_ids is not None and not len(ref_ids)) or not conditions:
             return []
         # One SELECT per condition (the refs with a row that meets it), kept when every
         # condition found the ref. The range lets DuckDB skip row groups by their min/max
@@ -394,13 +394,15 @@ class DuckDBReader:
                 )
             else:
                 test = "value IN (SELECT unnest(?::VARCHAR[]))"
+            among = ""
+            if ref_ids is not None:
+                among = "ref_id BETWEEN ? AND ? AND ref_id IN (SELECT unnest(?::BIGINT[])) AND "
+                params += [min(ref_ids), max(ref_ids), list(ref_ids)]
             parts.append(
                 f"SELECT DISTINCT ref_id, {number} AS c FROM properties "
-                "WHERE ref_id BETWEEN ? AND ? AND ref_id IN (SELECT unnest(?::BIGINT[])) "
-                f"AND name = ? AND {test}"
+                f"WHERE {among}name = ? AND {test}"
             )
-            params += [min(ref_ids), max(ref_ids), list(ref_ids), condition.name]
-            params.append(list(condition.values))
+            params += [condition.name, list(condition.values)]
         rows = self.sql(
             f"SELECT ref_id FROM ({' UNION ALL '.join(parts)}) GROUP BY ref_id "
             f"HAVING count(*) = {len(conditions)} ORDER BY ref_id",
