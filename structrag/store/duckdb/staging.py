@@ -16,21 +16,22 @@ from pathlib import Path
 
 import duckdb
 
-from structrag.models import Conversation, SemanticRef
+from structrag.models import Conversation
 from structrag.store.duckdb.writer import (
     STAGED_CHANGES,
     TABLE_COLUMNS,
     DuckDBTransaction,
     Owner,
+    RowsTransaction,
     RowWriter,
     utc_now,
 )
-from structrag.store.protocols import ExtractionRecord, SourceRecord, StoredMessage
+from structrag.store.protocols import SourceRecord
 
 _STAGED_DELETES = "staged_deletes"
 
 
-class StagedTransaction:
+class StagedTransaction(RowsTransaction):
     """One ingest's writes: chunks go into the staging file; :meth:`commit` merges them
     into the store (and only then takes its file)."""
 
@@ -57,21 +58,6 @@ class StagedTransaction:
                 self._con.execute(f"CREATE TABLE {table} (mkey BIGINT)")
             self._con.execute("BEGIN TRANSACTION")
             self.rows = RowWriter(self._con, None, utc_now(), staged=True)
-        except BaseException:
-            self.rollback()
-            raise
-
-    def add(
-        self,
-        new: Sequence[StoredMessage],
-        changed: Sequence[StoredMessage],
-        refs: Sequence[tuple[int, int, SemanticRef]],
-        aliases: Sequence[tuple[str, str, str, str]] = (),
-        embeddings: Sequence[tuple[int, str, list[float]]] = (),
-        extractions: Sequence[ExtractionRecord] = (),
-    ) -> None:
-        try:
-            self.rows.add(new, changed, refs, aliases, embeddings, extractions)
         except BaseException:
             self.rollback()
             raise

@@ -452,7 +452,32 @@ STAGED_TABLES = (
 STAGED_CHANGES = "staged_changes"
 
 
-class DuckDBTransaction:
+class RowsTransaction:
+    """What a transaction that writes through a :class:`RowWriter` shares: rows added
+    in the transaction, which rolls back when adding them fails."""
+
+    rows: RowWriter
+
+    def rollback(self) -> None:
+        raise NotImplementedError
+
+    def add(
+        self,
+        new: Sequence[StoredMessage],
+        changed: Sequence[StoredMessage],
+        refs: Sequence[tuple[int, int, SemanticRef]],
+        aliases: Sequence[tuple[str, str, str, str]] = (),
+        embeddings: Sequence[tuple[int, str, list[float]]] = (),
+        extractions: Sequence[ExtractionRecord] = (),
+    ) -> None:
+        try:
+            self.rows.add(new, changed, refs, aliases, embeddings, extractions)
+        except BaseException:
+            self.rollback()
+            raise
+
+
+class DuckDBTransaction(RowsTransaction):
     """A write straight into the store, visible at commit: a live write (a memory) or
     the merge of a staged ingest. The store's connection is held, by this thread, from
     the first statement to the commit or rollback."""
@@ -509,21 +534,6 @@ class DuckDBTransaction:
                 to_json(source.warnings),
             ],
         )
-
-    def add(
-        self,
-        new: Sequence[StoredMessage],
-        changed: Sequence[StoredMessage],
-        refs: Sequence[tuple[int, int, SemanticRef]],
-        aliases: Sequence[tuple[str, str, str, str]] = (),
-        embeddings: Sequence[tuple[int, str, list[float]]] = (),
-        extractions: Sequence[ExtractionRecord] = (),
-    ) -> None:
-        try:
-            self.rows.add(new, changed, refs, aliases, embeddings, extractions)
-        except BaseException:
-            self.rollback()
-            raise
 
     def delete(self, mkeys: Sequence[int]) -> None:
         """Delete messages and everything that belongs to them."""
