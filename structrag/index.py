@@ -44,6 +44,8 @@ if TYPE_CHECKING:
     from structrag.memory.api import Memory, MemorySettings, RoomCounts
 
 EXTRACTORS = ("spacy", "llm", "hybrid")
+#: Where extraction runs (``IngestOptions.engine``).
+ENGINES = ("local", "ray")
 #: What ``ask`` can draw on, and the memory table each is.
 SOURCES = {"conversations": "messages", "knowledge": "knowledge"}
 
@@ -64,8 +66,13 @@ class IngestOptions:
     date_order: DateOrder | None = None
     #: ``spacy`` (offline default), ``llm``, ``hybrid``, or an extractor.
     extractor: str | Extractor = "spacy"
-    #: Extraction processes.
+    #: Extraction processes (``engine="ray"``: Ray actors; None: the cluster's CPUs).
     workers: int | None = 1
+    #: Where extraction runs: ``local`` worker processes, or actors on a Ray cluster
+    #: (:mod:`structrag.extract.ray_engine`; the index is still written here).
+    engine: str = "local"
+    #: With ``engine="ray"``: the cluster (``auto`` or ``HOST:PORT``); None: a local Ray.
+    address: str | None = None
     #: Also run spaCy's named-entity recognizer (slower).
     ner: bool = False
     #: Message embeddings, fixed at an index's first ingest (None: keep, or ``static``).
@@ -313,7 +320,7 @@ class Index:
         the cache cost nothing). Sends no request and writes nothing."""
         options = IngestOptions.of(options, changes)
         offline = _offline(options.llm) if options.extractor in ("llm", "hybrid") else None
-        with self._extractor(replace(options, workers=1), llm=offline) as chosen:
+        with self._extractor(replace(options, workers=1, engine="local"), llm=offline) as chosen:
             ingestor = Ingestor(
                 self.store, self.text_index, chosen, memory=_as_memory(options.agent)
             )
@@ -329,6 +336,14 @@ class Index:
         self, options: IngestOptions, *, llm: LLMConfig | StructuredLLM | None
     ) -> Iterator[Extractor]:
         """The extractor the options name (or give), with LLM answers cached in the index."""
+        if options.engine not in ENGINES:
+            raise ConfigError(
+                f"unknown engine {options.engine!r}", hint=f"choose one of: {', '.join(ENGINES)}"
+            )
+        if options.engine == "ray":
+            with self._ray_extractor(options) as chosen:
+                yield chosen
+            return
         if not isinstance(options.extractor, str):
             yield options.extractor
             return
@@ -339,6 +354,32 @@ class Index:
             )
         finally:
             cache.close()
+
+    @contextmanager
+    def _ray_extractor(self, options: IngestOptions) -> Iterator[Extractor]:
+        """spaCy extraction on Ray actors, its shards kept in the index until it is done."""
+        if options.extractor != "spacy":
+            raise ConfigError(
+                "--engine ray runs the spaCy extractor",
+                hint="drop --engine ray for the LLM extractor (its requests are already "
+                "concurrent), or use --extractor spacy",
+            )
+        from structrag.extract.ray_engine import SHARDS, RayExtractor, import_ray
+        from structrag.extract.spacy_extractor import SpacyExtractor
+
+        import_ray()  # not installed: say how, before reading anything
+
+        extractor = RayExtractor(
+            SpacyExtractor(ner=options.ner, workers=1),
+            address=options.address,
+            workers=options.workers,
+            shards=self.directory / SHARDS,
+        )
+        try:
+            yield extractor
+            extractor.discard_shards()  # all written: nothing left to resume
+        finally:
+            extractor.close()
 
     def _ingest_embedder(self, requested: str | None) -> tuple[str, Embedder | None]:
         """The index's embedding model: fixed by its first ingest (default ``static``).

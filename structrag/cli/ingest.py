@@ -36,6 +36,8 @@ _OPTION_NAMES = (
     "ner",
     "embeddings",
     "workers",
+    "engine",
+    "address",
     "force",
     "agent",
 )
@@ -80,10 +82,23 @@ def ingest_options(func: F) -> F:
         ),
         click.option(
             "--workers",
-            type=click.IntRange(1, 64),
-            default=min(2, os.cpu_count() or 1),
+            type=click.IntRange(1, 4096),
+            default=None,
+            help=f"Extraction processes (with --engine ray: Ray actors).  [default: "
+            f"{min(2, os.cpu_count() or 1)}; with --engine ray, the cluster's CPUs]",
+        ),
+        click.option(
+            "--engine",
+            type=click.Choice(["local", "ray"]),
+            default="local",
             show_default=True,
-            help="Extraction processes.",
+            help="Where extraction runs: worker processes on this machine, or actors on a "
+            'Ray cluster (pip install "structrag[ray]"; the index is written here).',
+        ),
+        click.option(
+            "--address",
+            help="With --engine ray: the cluster to join (auto, or HOST:PORT of the head "
+            "node); default: a local Ray on this machine's cores.",
         ),
         click.option(
             "--force",
@@ -169,8 +184,15 @@ def ingest(
         )
     if retry_failed and options.extractor == "spacy":
         raise click.UsageError("--retry-failed redoes failed LLM extractions: pass --extractor llm")
+    if options.address is not None and options.engine != "ray":
+        raise click.UsageError("--address names a Ray cluster: pass it with --engine ray")
     server = via.server(db) if is_dir(db) else None
     if server is not None:
+        if options.engine != "local":
+            raise click.UsageError(
+                "a server owns this index and extracts with its own workers: drop --engine "
+                "(or stop the server to ingest on Ray)"
+            )
         if retry_failed or any(v is not None for v in llm_settings.values()):
             raise click.UsageError(
                 "a server owns this index: ingest through it extracts with the server's LLM "

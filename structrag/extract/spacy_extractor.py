@@ -264,7 +264,7 @@ class SpacyExtractor:
             ) as pool:
                 for batch, packed in zip(batches, pool.map(_worker_extract, batches), strict=True):
                     for message, rows in zip(batch, packed, strict=True):
-                        yield [_unpack(message, r) for r in rows]
+                        yield unpack_refs(message, rows)
                     done += len(batch)
                     if progress:
                         progress(len(batch))
@@ -323,7 +323,17 @@ def _worker_init(config: tuple[str, bool, int]) -> None:
 
 def _worker_extract(messages: list[Message]) -> list[list[tuple[Any, ...]]]:
     assert _WORKER is not None
-    return [[_pack(r) for r in refs] for refs in _WORKER._extract_local(messages)]
+    return [pack_refs(refs) for refs in _WORKER._extract_local(messages)]
+
+
+def pack_refs(refs: Sequence[SemanticRef]) -> list[tuple[Any, ...]]:
+    """A message's refs as plain tuples, to send to another process (see below)."""
+    return [_pack(r) for r in refs]
+
+
+def unpack_refs(message: Message, rows: Sequence[tuple[Any, ...]]) -> list[SemanticRef]:
+    """The refs :func:`pack_refs` packed, for ``message``."""
+    return [_unpack(message, r) for r in rows]
 
 
 # Refs cross the process boundary as plain tuples: unpickling pydantic models costs
