@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from structrag.embedders import get_embedder
 from structrag.embeddings import EMBEDDERS, Embedder, message_text
 from structrag.errors import ConfigError, IndexStateError, NotFoundError, shown_path
-from structrag.extract.base import Extractor
+from structrag.extract.base import Extractor, close_extractor
 from structrag.importers import LoadOptions
 from structrag.ingest import Ingestor, IngestReport, ProgressSink, indexed_message
 from structrag.llm.base import OfflineLLM, StructuredLLM
@@ -170,6 +170,8 @@ class Index:
         self._engine: QueryEngine | None = None
         self._live: tuple[Extractor, Ingestor, RoomCounts] | None = None  # for memories
         self._knowledge: KnowledgeBase | None = None
+        #: Extractors kept for the index's life (their worker processes stop at close).
+        self._extractors: list[Extractor] = []
         self._llm_client: StructuredLLM | None = None
         self._llm_key: tuple[str, str, str] | None = None
         if _parts is None and self.directory.exists() and not self.directory.is_dir():
@@ -243,6 +245,9 @@ class Index:
     # -- context manager ------------------------------------------------------------------
 
     def close(self) -> None:
+        for extractor in self._extractors:
+            close_extractor(extractor)
+        self._extractors.clear()
         self.text_index.close()
         self.store.close()
 
@@ -349,9 +354,13 @@ class Index:
             return
         cache = TableAnswerCache(self.store.answer_table())
         try:
-            yield make_extractor(
+            chosen = make_extractor(
                 options.extractor, ner=options.ner, workers=options.workers, llm=llm, cache=cache
             )
+            try:
+                yield chosen
+            finally:
+                close_extractor(chosen)  # its worker processes
         finally:
             cache.close()
 
@@ -624,6 +633,7 @@ class Index:
         from structrag.tokens import get_counter
 
         extractor = SpacyExtractor(workers=workers)
+        self._extractors.append(extractor)
 
         def ingestor(memory: MemoryInfo) -> Ingestor:
             if self.read_only:

@@ -111,6 +111,14 @@ class Estimates(Protocol):
     def estimate(self, messages: Sequence[Message]) -> dict[str, Any]: ...
 
 
+def close_extractor(extractor: Extractor) -> None:
+    """Stop what an extractor keeps running between calls (worker processes), if it has
+    anything to stop (a ``close()`` method)."""
+    close = getattr(extractor, "close", None)
+    if callable(close):
+        close()
+
+
 def metadata_knowledge(message: Message) -> list[SemanticRef]:
     """Speaker and recipients as person entities, and "speaker say (to) recipient" actions.
 

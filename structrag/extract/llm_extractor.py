@@ -40,6 +40,7 @@ from structrag.extract.base import (
     ExtractionOutcome,
     Extractor,
     Progress,
+    close_extractor,
     metadata_knowledge,
     outcome_of,
 )
@@ -279,6 +280,10 @@ class HybridExtractor:
 
     def estimate(self, messages: Sequence[Message]) -> dict[str, Any]:
         return {**self.llm.estimate(messages), "extractor": self.name}
+
+    def close(self) -> None:
+        """Stop the base extractor's worker processes, if it has any."""
+        close_extractor(self.base)
 
     def extract(
         self, messages: Sequence[Message], progress: Progress | None = None

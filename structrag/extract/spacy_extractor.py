@@ -30,13 +30,15 @@ import ctypes
 import multiprocessing
 import os
 import re
+import select
 import signal
 import sys
 import threading
 import time
 import warnings
+from collections import deque
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING, Any
 
@@ -76,6 +78,9 @@ EXTRACTOR_VERSION = "2"
 MAX_PIECE_CHARS = 20_000
 #: Below this many messages, extraction runs in-process (worker start-up costs ~1 s).
 PARALLEL_MIN_MESSAGES = 400
+
+#: Batches queued or running per worker process.
+IN_FLIGHT_PER_WORKER = 3
 
 _NER_TYPES = {
     "PERSON": "person",
@@ -186,6 +191,7 @@ class SpacyExtractor:
         self.batch_size = batch_size
         self.metadata = metadata
         self._nlp: Language | None = None
+        self._pool: ProcessPoolExecutor | None = None
 
     def settings(self) -> dict[str, object]:
         return {
@@ -237,9 +243,7 @@ class SpacyExtractor:
     def _extract_parallel(
         self, messages: Sequence[Message], progress: Progress | None
     ) -> Iterator[list[SemanticRef]]:
-        """Spread batches over worker processes: forked on Linux, spawned elsewhere (where
-        the caller's script must guard its entry point with ``if __name__ == "__main__":``,
-        as for any multiprocessing)."""
+        """Spread batches over worker processes (see :meth:`_workers`)."""
         # Small batches first, so results (and the caller's writing) start early.
         batches: list[list[Message]] = []
         start = 0
@@ -247,28 +251,27 @@ class SpacyExtractor:
             size = 64 if len(batches) < self.workers * 2 else 256
             batches.append(list(messages[start : start + size]))
             start += size
-        config = (self.model, self.ner, self.batch_size)
         done = 0
-        # Where fork is safe (Linux), load the pipeline once here and fork: workers start
-        # at once and share the model's memory. Elsewhere, spawn (workers load it).
-        method = "fork" if sys.platform.startswith("linux") else "spawn"
-        if method == "fork":
-            _ = self.nlp
-            lemma_tables()
+        # A window of batches in flight, not all of them: results the writer has not
+        # taken yet are held here, so a writer slower than the workers would otherwise
+        # gather the whole input's knowledge in memory.
+        window = IN_FLIGHT_PER_WORKER * self.workers
+        in_flight: deque[Future[list[list[tuple[Any, ...]]]]] = deque()
         try:
-            with ProcessPoolExecutor(
-                self.workers,
-                mp_context=multiprocessing.get_context(method),
-                initializer=_worker_init,
-                initargs=(config,),
-            ) as pool:
-                for batch, packed in zip(batches, pool.map(_worker_extract, batches), strict=True):
-                    for message, rows in zip(batch, packed, strict=True):
-                        yield unpack_refs(message, rows)
-                    done += len(batch)
-                    if progress:
-                        progress(len(batch))
+            pool = self._workers()
+            sent = 0
+            for batch in batches:
+                while sent < len(batches) and len(in_flight) < window:
+                    in_flight.append(pool.submit(_worker_extract, batches[sent]))
+                    sent += 1
+                packed = in_flight.popleft().result()
+                for message, rows in zip(batch, packed, strict=True):
+                    yield unpack_refs(message, rows)
+                done += len(batch)
+                if progress:
+                    progress(len(batch))
         except BrokenProcessPool:
+            self.close()
             warnings.warn(
                 "parallel extraction failed to start worker processes (a script that calls "
                 "structrag must guard its entry point with `if __name__ == '__main__':`); "
@@ -280,6 +283,34 @@ class SpacyExtractor:
                 yield local
                 if progress:
                     progress(1)
+        finally:
+            for future in in_flight:  # stopped early: drop what is queued
+                future.cancel()
+
+    def _workers(self) -> ProcessPoolExecutor:
+        """The worker processes, started on first use and kept until :meth:`close` (an
+        ingest of many files starts them once). Each loads its own pipeline. They are
+        started from a fork server, a small process of its own, never forked from this
+        one: a worker forked from a writer holding a large input would carry (and, as its
+        garbage collector touches the pages, copy) all of the writer's memory. Where
+        there is no fork server, they are spawned (and the caller's script must guard its
+        entry point with ``if __name__ == "__main__":``, as for any multiprocessing)."""
+        if self._pool is None:
+            methods = multiprocessing.get_all_start_methods()
+            method = "forkserver" if "forkserver" in methods else "spawn"
+            self._pool = ProcessPoolExecutor(
+                self.workers,
+                mp_context=multiprocessing.get_context(method),
+                initializer=_worker_init,
+                initargs=((self.model, self.ner, self.batch_size), os.getpid()),
+            )
+        return self._pool
+
+    def close(self) -> None:
+        """Stop the worker processes, if any were started."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
 
 
 # -- worker processes --------------------------------------------------------------------
@@ -287,30 +318,50 @@ class SpacyExtractor:
 _WORKER: SpacyExtractor | None = None
 
 
-def _exit_with_parent() -> None:
-    """End this worker when the process that started it dies (a ``kill -9`` of an
-    ingest must not leave workers holding hundreds of MB each): on Linux the kernel sends
-    SIGTERM at the parent's death; elsewhere a thread watches for the parent to change."""
-    parent = os.getppid()
-    if sys.platform.startswith("linux"):
+def _exit_with(owner: int) -> None:
+    """End this worker when ``owner``, the process it extracts for, dies: a ``kill -9`` of
+    an ingest must not leave workers holding hundreds of MB each. Workers started by the
+    fork server are its children, not the owner's, so the kernel's parent-death signal
+    would not reach them: a thread waits on the owner itself (a pidfd on Linux; elsewhere
+    it polls)."""
+    if os.getppid() == owner and sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):
             libc = ctypes.CDLL("libc.so.6", use_errno=True)
             if libc.prctl(1, signal.SIGTERM, 0, 0, 0) == 0:  # PR_SET_PDEATHSIG
-                if os.getppid() != parent:  # the parent died before the call took effect
+                if os.getppid() != owner:  # it died before the call took effect
                     os._exit(1)
                 return
+    try:
+        handle: int | None = os.pidfd_open(owner)
+    except ProcessLookupError:
+        os._exit(1)
+    except (OSError, AttributeError):  # no pidfd here: poll
+        handle = None
 
     def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(1.0)
+        if handle is not None:
+            select.select([handle], [], [])  # readable once the owner has exited
+        else:
+            while _alive(owner):
+                time.sleep(1.0)
         os._exit(1)
 
-    threading.Thread(target=watch, daemon=True, name="structrag-parent-watch").start()
+    threading.Thread(target=watch, daemon=True, name="structrag-owner-watch").start()
 
 
-def _worker_init(config: tuple[str, bool, int]) -> None:
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def _worker_init(config: tuple[str, bool, int], owner: int) -> None:
     global _WORKER
-    _exit_with_parent()
+    _exit_with(owner)
     # One BLAS thread per worker: the workers already use every core between them.
     with contextlib.suppress(ImportError):
         from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
