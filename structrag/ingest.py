@@ -193,6 +193,17 @@ class Pending:
 
 
 @dataclass
+class _Plan:
+    """An input that needs work, as its check found it (its messages are not kept)."""
+
+    path: Path
+    digest: str
+    fingerprint: str
+    report: IngestReport
+    messages: int
+
+
+@dataclass
 class _Chunk:
     new: list[StoredMessage] = field(default_factory=list)
     changed: list[StoredMessage] = field(default_factory=list)  # edited or same
@@ -257,13 +268,24 @@ class Ingestor:
         progress: ProgressSink | None = None,
         force: bool = False,
     ) -> list[IngestReport]:
-        reports, plans = self._sources(paths, format, options or LoadOptions(), force)
-        total = sum(len(p[3].messages) for p in plans)
+        options = options or LoadOptions()
+        reports, plans = self._sources(paths, format, options, force)
+        total = sum(p.messages for p in plans)
         if progress and total:
             progress.start(total, "extracting")
         try:
-            for path, digest, fingerprint, source, report in plans:
-                self._ingest_one(path, digest, fingerprint, source, report, progress, force)
+            for plan in plans:
+                source = self._reload(plan, format, options, force)
+                if source is not None:
+                    self._ingest_one(
+                        plan.path,
+                        source.sha256,
+                        plan.fingerprint,
+                        source,
+                        plan.report,
+                        progress,
+                        force,
+                    )
         finally:
             if progress and total:
                 progress.finish()
@@ -271,22 +293,21 @@ class Ingestor:
 
     def _sources(
         self, paths: Sequence[str | Path], format: str | None, options: LoadOptions, force: bool
-    ) -> tuple[list[IngestReport], list[tuple[Path, str, str, ParsedSource, IngestReport]]]:
-        """Parse and check every input; the reports, and the sources that need work."""
+    ) -> tuple[list[IngestReport], list[_Plan]]:
+        """Parse and check every input; the reports, and the sources that need work.
+
+        Only what the check found is kept, not the messages: each source is read again
+        when its turn comes (see :meth:`_reload`), so an ingest of many files holds one
+        file's messages at a time."""
         if not paths:
             raise InputError("(no input)", "no input files given", hint="pass one or more files")
         # 1. Read and check every input before writing anything. A folder stands for the
-        #    inputs inside it. Each source's hash is that of the bytes it was parsed from
-        #    (read once): hashing the file again could pair this version's messages with
-        #    a newer version's hash, and the newer version would then never be read.
+        #    inputs inside it.
         inputs = expand_inputs(paths)
-        parsed: list[tuple[Path, str, ParsedSource]] = []
-        for path in inputs.paths:
-            source = load_source(path, format=format, options=options)
-            parsed.append((path, source.sha256, source))
         reports: list[IngestReport] = []
         plans = []
-        for path, digest, source in parsed:
+        for path in inputs.paths:
+            source = load_source(path, format=format, options=options)
             fingerprint = self.fingerprint(source.format, options)
             report = IngestReport(
                 path=str(path),
@@ -295,16 +316,36 @@ class Ingestor:
                 warnings=list(source.warnings),
             )
             reports.append(report)
-            if not force and self.store.source_seen(digest, fingerprint):
+            if not force and self.store.source_seen(source.sha256, fingerprint):
                 report.skipped = "already ingested (same file contents and settings)"
                 report.messages_unchanged = len(source.messages)
                 continue
-            plans.append((path, digest, fingerprint, source, report))
+            plans.append(_Plan(path, source.sha256, fingerprint, report, len(source.messages)))
         reports.extend(
             IngestReport(path=folder, format="folder", conversations=[], skipped=note)
             for folder, note in inputs.skipped
         )
         return reports, plans
+
+    def _reload(
+        self, plan: _Plan, format: str | None, options: LoadOptions, force: bool
+    ) -> ParsedSource | None:
+        """A checked input, read again for its turn. Its hash is always that of the bytes
+        parsed (read once): a file that changed since it was checked is ingested as it is
+        now, with a warning, never stored under a hash it does not have (the next ingest
+        would then take the new version for one already ingested). None: that version is
+        in the index already."""
+        source = load_source(plan.path, format=format, options=options)
+        if source.sha256 != plan.digest:
+            plan.report.warnings.append(
+                "the file changed while the ingest ran: ingested as it is now"
+            )
+            plan.report.conversations = [c.id for c in source.conversations]
+            if not force and self.store.source_seen(source.sha256, plan.fingerprint):
+                plan.report.skipped = "already ingested (same file contents and settings)"
+                plan.report.messages_unchanged = len(source.messages)
+                return None
+        return source
 
     def estimate(
         self,
@@ -317,9 +358,13 @@ class Ingestor:
         """What an ingest of ``paths`` would extract and, for an extractor that can say,
         what it would cost (calls, tokens). Reads the store; writes nothing, calls nothing.
         """
-        reports, plans = self._sources(paths, format, options or LoadOptions(), force)
+        options = options or LoadOptions()
+        reports, plans = self._sources(paths, format, options, force)
         messages: list[Message] = []
-        for _, _, _, source, report in plans:
+        for plan in plans:
+            source, report = self._reload(plan, format, options, force), plan.report
+            if source is None:
+                continue
             todo = self._pending(source, report, None, force)
             report.messages_added = sum(1 for p in todo if p.status == "new")
             report.messages_updated = sum(1 for p in todo if p.status == "edited")
