@@ -201,7 +201,7 @@ class WhooshWriter:
         self._owner = owner
         owner._write_lock.acquire()
         try:
-            self._writer = owner._ix.writer(limitmb=256)
+            self._writer = owner._ix.writer(limitmb=64)
         except BaseException:
             owner._write_lock.release()
             raise
@@ -247,7 +247,7 @@ class StagedWhooshWriter:
         self._path = folder / INDEX_DIRNAME
         self._path.mkdir()
         self._ix = index.create_in(str(self._path), _schema())
-        self._writer: Any = self._ix.writer(limitmb=256)
+        self._writer: Any = self._ix.writer(limitmb=64)
         self._deleted: list[str] = []
         self._segments: list[Any] = []
 
@@ -268,7 +268,7 @@ class StagedWhooshWriter:
         owner = self._owner
         assert owner._ix is not None
         with owner._write_lock:
-            writer = owner._ix.writer(limitmb=256)
+            writer = owner._ix.writer(limitmb=64)
             try:
                 for key in self._deleted:
                     writer.delete_by_term("key", key)
@@ -383,7 +383,7 @@ class WhooshTextIndex:
         try:
             fresh.chmod(_DIR_MODE)  # mkdtemp makes it 0700; readers of the index need it
             ix = index.create_in(str(fresh), _schema())
-            writer = ix.writer(limitmb=256)
+            writer = ix.writer(limitmb=64)
             for message in messages:
                 writer.add_document(**_document(message))
                 count += 1

@@ -96,6 +96,11 @@ def others_waiting(directory: Path) -> float | None:
     return longest
 
 
+#: DuckDB's settings for the store. Its buffer pool may otherwise grow to 80% of the
+#: machine's memory: a merge of a large ingest kept hundreds of MB it never gave back.
+CONFIG: dict[str, str | bool | int | float | list[str]] = {"memory_limit": "1GB"}
+
+
 def connect(path: Path, *, read_only: bool) -> duckdb.DuckDBPyConnection:
     """Open the DuckDB file; when another process holds it, say so in ``.waiting/`` and
     wait (up to :func:`lock_timeout`), then give up with a one-line error."""
@@ -104,7 +109,7 @@ def connect(path: Path, *, read_only: bool) -> duckdb.DuckDBPyConnection:
     with Waiting(path.parent) as waiting:
         while True:
             try:
-                return duckdb.connect(str(path), read_only=read_only)
+                return duckdb.connect(str(path), read_only=read_only, config=CONFIG)
             except duckdb.IOException as exc:
                 text = str(exc)
                 if "lock" not in text.lower():

@@ -49,14 +49,15 @@ class StagedTransaction(RowsTransaction):
         self.source = source
         self.conversations = conversations
         self.settings = dict(settings or {})
-        self._con: duckdb.DuckDBPyConnection | None = duckdb.connect(str(self.path))
+        self._con: duckdb.DuckDBPyConnection | None = duckdb.connect(
+            str(self.path), config={"memory_limit": "256MB"}
+        )
         try:
             for table, columns in TABLE_COLUMNS.items():
                 body = ", ".join(f"{name} {sql_type}" for name, sql_type in columns)
                 self._con.execute(f"CREATE TABLE {table} ({body})")
             for table in (STAGED_CHANGES, _STAGED_DELETES):
                 self._con.execute(f"CREATE TABLE {table} (mkey BIGINT)")
-            self._con.execute("BEGIN TRANSACTION")
             self.rows = RowWriter(self._con, None, utc_now(), staged=True)
         except BaseException:
             self.rollback()
@@ -77,7 +78,6 @@ class StagedTransaction(RowsTransaction):
         else belongs to it, once the rows are in); returns the new store generation."""
         assert self._con is not None
         try:
-            self._con.execute("COMMIT")
             deletes = [
                 int(r[0])
                 for r in self._con.execute(f"SELECT mkey FROM {_STAGED_DELETES}").fetchall()
