@@ -77,6 +77,80 @@ def peak_rss_mb() -> dict[str, float]:
     return {"process": round(own / 1e6, 1), "workers": round(children / 1e6, 1)}
 
 
+class TreePeak:
+    """Samples the resident memory of this process and of all its descendants (the
+    extraction workers are the fork server's children, so ``RUSAGE_CHILDREN`` never sees
+    them) every ``interval`` seconds, on a thread; Linux only (``/proc``), elsewhere it
+    records nothing. ``peak()``: MB of the process, of the workers together, and of both
+    together, each at its own peak."""
+
+    def __init__(self, interval: float = 0.2) -> None:
+        import threading
+
+        self.interval = interval
+        self.process = self.workers = self.together = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="rss-sampler")
+
+    def __enter__(self) -> TreePeak:
+        if Path("/proc/self/status").exists():
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        """Stop sampling (the peaks stay)."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _run(self) -> None:
+        import os
+
+        me = os.getpid()
+        while not self._stop.wait(self.interval):
+            own, others = _rss_kb(me), sum(_rss_kb(p) for p in _descendants(me))
+            self.process = max(self.process, own / 1024)
+            self.workers = max(self.workers, others / 1024)
+            self.together = max(self.together, (own + others) / 1024)
+
+    def peak(self) -> dict[str, float]:
+        own = peak_rss_mb()["process"]
+        return {
+            "process": round(max(own, self.process), 1),
+            "workers": round(self.workers, 1),
+            "together": round(max(self.together, own), 1),
+        }
+
+
+def _rss_kb(pid: int) -> int:
+    try:
+        with Path(f"/proc/{pid}/status").open(encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def _descendants(pid: int) -> list[int]:
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        current = todo.pop()
+        try:
+            children = Path(f"/proc/{current}/task/{current}/children").read_text().split()
+        except OSError:
+            continue
+        for child in map(int, children):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
 # -- ingest throughput ------------------------------------------------------------------
 
 _INGEST_CHILD = r"""
@@ -135,13 +209,15 @@ def ingest_throughput(
         progress.start(repeat, "ingest")
     runs = []
     for _ in range(repeat):
-        runs.append(_ingest_once(paths, workers))
+        run = _ingest_once(paths, workers)
+        run["parser-pipe"] = parser_throughput(paths, workers)  # the same run, interleaved
+        runs.append(run)
         if progress:
             progress.advance(1)
     if progress:
         progress.finish()
     summary: dict[str, dict[str, float]] = {}
-    for label in ("cli", "api-cold", "api-warm"):
+    for label in ("cli", "api-cold", "api-warm", "parser-pipe"):
         rates = [r[label][0] / r[label][1] for r in runs]
         seconds = [r[label][1] for r in runs]
         summary[label] = {
@@ -152,6 +228,83 @@ def ingest_throughput(
             "messages_per_second_median": round(statistics.median(rates), 1),
             "messages_per_second_min": round(min(rates), 1),
             "messages_per_second_max": round(max(rates), 1),
+        }
+    parser = summary["parser-pipe"]["messages_per_second_median"]
+    summary["ratio_to_parser"] = {
+        label: round(summary[label]["messages_per_second_median"] / parser, 3)
+        for label in ("cli", "api-cold", "api-warm")
+    }
+    return summary
+
+
+_PARSER_CHILD = r"""
+import json, sys, time
+from structrag.importers import load_source
+from structrag.nlp.pipeline import DEFAULT_MODEL, load_pipeline
+paths, workers = json.loads(sys.argv[1]), int(sys.argv[2])
+texts = [m.text for p in paths for m in load_source(p).messages]
+nlp = load_pipeline(DEFAULT_MODEL, ner=False)
+start = time.perf_counter()
+count = sum(1 for _ in nlp.pipe(texts, n_process=workers, batch_size=256))
+print(json.dumps([count, time.perf_counter() - start]))
+"""
+
+
+def parser_throughput(paths: Sequence[Path], workers: int) -> tuple[int, float]:
+    """spaCy's own ``nlp.pipe(texts, n_process=workers)`` over the messages, with the
+    components the extractor runs (NER off), in a fresh process: (messages, seconds), timed
+    from the first text to the last doc (the model is loaded before). The ceiling an ingest
+    is compared with."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _PARSER_CHILD, json.dumps([str(p) for p in paths]), str(workers)],
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode != 0:
+        raise ConfigError(f"the parser benchmark failed: {proc.stderr.strip()[-500:]}")
+    count, seconds = json.loads(proc.stdout)
+    return int(count), float(seconds)
+
+
+_RAY_CHILD = r"""
+import json, sys, tempfile, time
+from pathlib import Path
+import ray
+from structrag import Index
+paths, workers = json.loads(sys.argv[1]), int(sys.argv[2])
+ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False,
+         logging_level="warning")
+with tempfile.TemporaryDirectory() as tmp, Index(Path(tmp) / "idx") as index:
+    start = time.perf_counter()
+    reports = index.ingest(paths, engine="ray", workers=workers)
+    print(json.dumps([sum(r.messages_added for r in reports), time.perf_counter() - start]))
+"""
+
+
+def ray_throughput(
+    paths: Sequence[Path], *, workers: Sequence[int] = (1, 2), repeat: int = 1
+) -> dict[str, dict[str, float]]:
+    """``Index.ingest(engine="ray")`` on a local Ray cluster of ``n`` CPUs, for each ``n``
+    in ``workers``, in a fresh process each time: messages per second (median), timed from
+    the call (actors starting and loading spaCy included; Ray's own start is not)."""
+    summary: dict[str, dict[str, float]] = {}
+    for n in workers:
+        runs = []
+        for _ in range(repeat):
+            proc = subprocess.run(
+                [sys.executable, "-c", _RAY_CHILD, json.dumps([str(p) for p in paths]), str(n)],
+                capture_output=True,
+                text=True,
+            )
+            if proc.returncode != 0:
+                raise ConfigError(f"the Ray ingest benchmark failed: {proc.stderr.strip()[-500:]}")
+            count, seconds = json.loads(proc.stdout.strip().splitlines()[-1])
+            runs.append((int(count), float(seconds)))
+        summary[str(n)] = {
+            "messages": runs[0][0],
+            "runs": repeat,
+            "seconds_median": round(statistics.median(s for _, s in runs), 2),
+            "messages_per_second_median": round(statistics.median(c / s for c, s in runs), 1),
         }
     return summary
 
@@ -285,10 +438,11 @@ def measure_corpus(
     chosen = (
         all_questions if questions is None else sample_questions(all_questions, questions, seed)
     )
-    with Index(directory) as index:
+    with Index(directory) as index, TreePeak() as sampler:
         start = time.perf_counter()
         reports = index.ingest(list(paths), workers=workers, progress=progress)
         seconds = time.perf_counter() - start
+        sampler.stop()  # the ingest's peak: writer and workers
         stats = index.stats()
         messages = int(stats["messages"])
         embedder = index.embedder
@@ -322,7 +476,7 @@ def measure_corpus(
             "float32_store_bytes": vector_store_bytes(messages),
             "float32_store_bytes_per_message": {str(d): d * 4 for d in VECTOR_DIMS},
         },
-        "peak_rss_mb": peak_rss_mb(),
+        "peak_rss_mb": sampler.peak(),
     }
 
 
@@ -483,6 +637,7 @@ def run_perf(
     progress: ProgressSink | None = None,
     command: str | None = None,
     log: Any = None,
+    engine: str = "local",
 ) -> dict[str, Any]:
     """Throughput, latency and size on the data, then the scaling sizes; writes
     ``perf.json`` in ``out`` (rewritten after every step, so a long run can be watched)."""
@@ -501,6 +656,7 @@ def run_perf(
             "workers": workers,
             "questions_per_size": questions,
             "budget": budget,
+            "engine": engine,
         }
     }
 
@@ -515,6 +671,11 @@ def run_perf(
         result["throughput"] = ingest_throughput(
             data, repeat=repeat, workers=workers, progress=progress
         )
+        save()
+    if engine == "ray":
+        counts = sorted({1, workers})
+        say(f"ingest on a local Ray cluster of {' and '.join(map(str, counts))} CPU(s)")
+        result["ray"] = ray_throughput(data, workers=counts, repeat=max(1, repeat))
         save()
     say("the data itself: ingest, latency over all its questions, size")
     result["locomo"] = _measure(data, work / "index-data", workers, None, budget, keep)

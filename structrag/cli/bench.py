@@ -508,6 +508,14 @@ def bench_memory(
     "--budget", type=click.IntRange(1), default=1000, show_default=True, help="ask budget."
 )
 @click.option("--keep", is_flag=True, help="Keep the indexes under OUT/work.")
+@click.option(
+    "--engine",
+    type=click.Choice(["local", "ray"]),
+    default="local",
+    show_default=True,
+    help="ray: also ingest the data with --engine ray on a local Ray cluster of 1 and "
+    '--workers CPUs (pip install "structrag[ray]").',
+)
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 def bench_perf(
     data: tuple[Path, ...],
@@ -519,6 +527,7 @@ def bench_perf(
     questions: int,
     budget: int,
     keep: bool,
+    engine: str,
     quiet: bool,
 ) -> None:
     """Ingest throughput, ask/query latency, size on disk and peak memory, and how they
@@ -549,7 +558,19 @@ def bench_perf(
         progress=progress_bar(quiet),
         command=command_line(),
         log=note,
+        engine=engine,
     )
+    throughput = result.get("throughput", {})
+    if throughput:
+        ratio = throughput["ratio_to_parser"]
+        click.echo(
+            f"ingest {throughput['cli']['messages_per_second_median']:.0f} msg/s (cli), "
+            f"{throughput['api-warm']['messages_per_second_median']:.0f} (api-warm); spaCy's "
+            f"nlp.pipe alone {throughput['parser-pipe']['messages_per_second_median']:.0f}: "
+            f"ratio {ratio['cli']:.2f} (cli), {ratio['api-warm']:.2f} (api-warm)"
+        )
+    for n, ray in result.get("ray", {}).items():
+        click.echo(f"ray, {n} worker(s): {ray['messages_per_second_median']:.0f} msg/s")
     for item in [result["locomo"], *result["scaling"]]:
         lat = item["latency"]
         guess = " (extrapolated)" if item.get("extrapolated") else ""

@@ -280,7 +280,7 @@ def _ingest_remote(
         "extractor": options.extractor,
         "ner": options.ner,
         "embeddings": options.embeddings,
-        "workers": options.workers,
+        "workers": options.workers or min(2, os.cpu_count() or 1),
         "force": options.force,
     }
     if dry_run:
