@@ -39,6 +39,7 @@ ADAPTER_LIBRARIES = (
     "starlette",
     "mcp",
     "ray",
+    "pyarrow",
     "pypdf",
     "docx",
 )
@@ -48,6 +49,7 @@ ADAPTERS = (
     "structrag.store.whoosh_index",
     "structrag.nlp",
     "structrag.extract.spacy_extractor",
+    "structrag.extract.ray_engine",
     "structrag.memory.statement_rules",
     "structrag.llm",
     "structrag.extract.llm_extractor",

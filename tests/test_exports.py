@@ -673,29 +673,38 @@ def test_source_hash_is_of_the_bytes_parsed(tmp_path: Path) -> None:
 def test_a_file_appended_during_ingest_is_read_again_next_time(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A file appended to after each read (while it is checked, and again while it is
+    written) is stored as the version that was parsed, under that version's hash; the next
+    ingest reads what was appended."""
     import structrag.importers
     import structrag.ingest
 
     path = tmp_path / "chat.jsonl"
-    original = b'{"id": "1", "speaker": "Ana", "text": "I planted garlic today."}\n'
-    path.write_bytes(original)
+    path.write_bytes(b'{"id": "1", "speaker": "Ana", "text": "I planted garlic today."}\n')
     real_load = structrag.importers.load_source
+    versions: list[bytes] = []
 
     def load_then_append(*args: Any, **kwargs: Any) -> ParsedSource:
+        versions.append(path.read_bytes())
         source = real_load(*args, **kwargs)
         with path.open("ab") as handle:
-            handle.write(b'{"id": "2", "speaker": "Bo", "text": "The garlic needs water."}\n')
+            n = len(versions) + 1
+            handle.write(f'{{"id": "{n}", "speaker": "Bo", "text": "Water {n}."}}\n'.encode())
         return source
 
     monkeypatch.setattr(structrag.ingest, "load_source", load_then_append)
     with Index(tmp_path / "idx") as index:
-        index.ingest([path])
+        (report,) = index.ingest([path])
+        # Checked as version 1, read again as version 2 at its turn: version 2 is stored.
+        assert len(versions) == 2
+        assert "changed while the ingest ran" in " ".join(report.warnings)
         rows = index.store.sql("SELECT sha256 FROM sources")
-        assert rows == [(hashlib.sha256(original).hexdigest(),)]
+        assert rows == [(hashlib.sha256(versions[1]).hexdigest(),)]
+        assert [s.message.id for s in index.messages()] == ["1", "2"]
         monkeypatch.setattr(structrag.ingest, "load_source", real_load)
         (report,) = index.ingest([path])
         assert report.skipped is None and report.messages_added == 1
-        assert [s.message.id for s in index.messages()] == ["1", "2"]
+        assert [s.message.id for s in index.messages()] == ["1", "2", "3"]
 
 
 def test_text_that_merely_starts_with_a_bracket_is_a_transcript(tmp_path: Path) -> None:
