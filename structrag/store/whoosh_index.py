@@ -547,9 +547,13 @@ class WhooshTextIndex:
 
         deleted = reader.has_deletions()
         if docs is not None and reader.doc_frequency(field, term) <= 4 * len(docs):
-            # Short postings: read them straight through and keep the scope's documents.
+            # Short postings: read them through from the scope's first document to its
+            # last (sorted), keeping the scope's documents.
             wanted = set(docs.tolist())
-            while matcher.is_active():
+            if len(docs) and matcher.is_active():
+                matcher.skip_to(int(docs[0]))
+            last = int(docs[-1]) if len(docs) else -1
+            while matcher.is_active() and matcher.id() <= last:
                 doc = matcher.id()
                 if doc in wanted:
                     take(doc)
