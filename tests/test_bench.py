@@ -31,7 +31,15 @@ from structrag.bench.loo import (
     parse_grid,
 )
 from structrag.bench.machine import environment
-from structrag.bench.perf import extrapolate, measure_corpus, percentiles
+from structrag.bench.perf import (
+    _cli_summary,
+    _spread,
+    extrapolate,
+    help_seconds,
+    measure_corpus,
+    percentiles,
+    process_cold_asks,
+)
 from structrag.bench.recall import read_records, record_recall, rescore, score_records
 from structrag.bench.report import recall_targets, write_report
 from structrag.bench.synth import WEEKS_PER_COPY, synthetic_samples, write_corpus
@@ -273,17 +281,67 @@ def test_extrapolate_grows_latency_but_never_shrinks_it() -> None:
     assert falling["latency"]["ask"]["p50"] == pytest.approx(20.0)
 
 
-def test_measure_corpus_reports_speed_size_and_memory(qa_file: Path, tmp_path: Path) -> None:
-    result = measure_corpus([qa_file], tmp_path / "idx", workers=1, questions=3)
-    assert result["messages"] == 8
+def test_measure_corpus_reports_speed_size_and_memory(tmp_path: Path) -> None:
+    two = tmp_path / "two.json"
+    two.write_text(json.dumps([qa_sample("conv-a"), qa_sample("conv-b")]), encoding="utf-8")
+    result = measure_corpus([two], tmp_path / "idx", workers=1, questions=None, cold_runs=1)
+    assert result["messages"] == 16
     assert result["ingest"]["messages_per_second"] > 0
-    assert result["latency"]["ask"]["n"] == 3 and result["latency"]["query"]["n"] == 3
-    assert result["latency"]["ask_first"]["n"] == 1
+    lat = result["latency"]
+    assert lat["ask"]["n"] == 10 and lat["query"]["n"] == 10
+    # The process's first ask is apart; the other conversation's first ask is ask_first.
+    assert lat["ask_first_in_process"] > 0 and lat["ask_first"]["n"] == 1
+    assert lat["ask_process_cold"]["n"] == 1 and lat["open_process_cold"]["n"] == 1
+    assert len(result["cli"]["ask_cold_runs"]) == 1 and result["cli"]["ask_cold_seconds"] > 0
     size = result["size"]
     assert size["total_bytes"] == size["duckdb_bytes"] + size["whoosh_bytes"] > 0
     assert 0 <= size["vectors_bytes"] <= size["total_bytes"]
     assert size["float32_store_bytes_per_message"] == {"384": 1536, "1536": 6144}
     assert result["peak_rss_mb"]["process"] > 0
+
+
+def test_cold_questions_spread_over_conversations() -> None:
+    def q(qid: str, conversation: str) -> Question:
+        return Question(
+            qid=qid, conversation=conversation, question=qid, answer="", category=1, evidence=()
+        )
+
+    questions = [q("a1", "a"), q("a2", "a"), q("b1", "b"), q("c1", "c")]
+    assert [x.qid for x in _spread(questions, 2)] == ["a1", "b1"]
+    assert [x.qid for x in _spread(questions, 4)] == ["a1", "b1", "c1", "a2"]
+    assert [x.qid for x in _spread(questions, 9)] == ["a1", "b1", "c1", "a2"]
+
+
+def test_help_and_cold_process_timings(qa_file: Path, tmp_path: Path) -> None:
+    """Each run is a new process timed from outside; the summary keeps every run."""
+    timed = help_seconds(runs=2)
+    assert len(timed["help_runs"]) == 2 and timed["help_seconds"] > 0
+    with Index(tmp_path / "idx") as index:
+        index.ingest([qa_file])
+    questions = load_questions([qa_file])
+    cold = process_cold_asks(tmp_path / "idx", questions, runs=2)
+    assert cold["ask"]["n"] == 2 and cold["open"]["n"] == 2 and cold["ask"]["p50"] > 0
+
+
+def test_the_cli_summary_follows_the_largest_measured_index() -> None:
+    result: dict[str, Any] = {"cli": {"help_seconds": 0.2}}
+    small = {"messages": 10, "cli": {"ask_cold_seconds": 1.0}}
+    large = {"messages": 100, "cli": {"ask_cold_seconds": 2.0}}
+    _cli_summary(result, [small, large, {"messages": 1000}])
+    assert result["cli"] == {
+        "help_seconds": 0.2,
+        "ask_cold_seconds": 2.0,
+        "ask_index_messages": 100,
+    }
+
+
+def test_extrapolate_carries_first_asks_when_measured() -> None:
+    measured = [_measured(10_000, 10.0, 100.0), _measured(100_000, 20.0, 80.0)]
+    for m in measured:
+        m["latency"]["ask_first"] = dict(m["latency"]["ask"], n=5)
+    assert extrapolate(measured, 10**6)["latency"]["ask_first"]["p50"] == pytest.approx(40.0)
+    measured[0]["latency"]["ask_first"] = {"n": 0}
+    assert "ask_first" not in extrapolate(measured, 10**6)["latency"]
 
 
 # -- the end-to-end recall run --------------------------------------------------------------

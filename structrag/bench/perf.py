@@ -9,9 +9,17 @@ peak memory, on LoCoMo and on synthetic corpora grown from it.
   long-running service).
 * **Latency** (:func:`latency`): wall time of ``Index.ask`` (budget 1,000) and of
   ``Index.query`` on the expression ``ask`` translated the question into, each scoped to
-  the question's conversation. Two passes over the questions: the first call on each
-  conversation builds its caches and is reported apart (``ask_first``); ``ask`` and
-  ``query`` are the second pass, the steady state of a service.
+  the question's conversation. Three figures, measured apart:
+
+  - ``ask_process_cold`` (:func:`process_cold_asks`): the first ask of a fresh process
+    (loading the question parser, the embedding model, the token counter ...), timed from
+    the call, in several new processes; how long opening the index took is beside it.
+  - ``ask_first``: the first ask on each conversation in a process that has already
+    answered a question (on another conversation): what that conversation's caches cost.
+  - ``ask`` and ``query``: a second pass over the questions, the steady state of a
+    service.
+* **Command line** (:func:`cli_seconds`): ``structrag --help``, and ``structrag ask`` on a
+  measured index, each in a new process, timed from outside (interpreter start included).
 * **Size** (:func:`index_size`): the DuckDB file plus the Whoosh directory. The default
   index stores a 64-dimensional static embedding per message; its share is measured by
   dropping the table and counting DuckDB's freed blocks, which gives the size "vectors
@@ -29,6 +37,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import random
 import resource
 import statistics
@@ -319,12 +328,17 @@ def latency(
     budget: int = 1000,
     progress: ProgressSink | None = None,
 ) -> dict[str, Any]:
-    """``ask`` and ``query`` latency over two passes of the questions (see the module)."""
+    """``ask`` and ``query`` latency over two passes of the questions (see the module).
+
+    The first ask of the pass is the process's first: it is reported alone
+    (``ask_first_in_process``, one figure), and its conversation is not in ``ask_first``,
+    which holds the first ask on each other conversation."""
     first: list[float] = []
     asks: list[float] = []
     queries: list[float] = []
     failed = 0
     seen: set[str] = set()
+    warmup: float | None = None
     if progress:
         progress.start(2 * len(questions), "latency")
     for second_pass in (False, True):
@@ -334,6 +348,9 @@ def latency(
             elapsed = time.perf_counter() - start
             if second_pass:
                 asks.append(elapsed)
+            elif warmup is None:
+                warmup = elapsed
+                seen.add(q.conversation)
             elif q.conversation not in seen:
                 first.append(elapsed)
                 seen.add(q.conversation)
@@ -355,7 +372,102 @@ def latency(
         "ask": percentiles(asks),
         "query": percentiles(queries),
         "ask_first": percentiles(first),
+        "ask_first_in_process": None if warmup is None else round(warmup * 1000.0, 2),
         "query_failures": failed,
+    }
+
+
+# -- fresh processes -----------------------------------------------------------------------
+
+_COLD_CHILD = r"""
+import json, sys, time
+started = time.perf_counter()
+from structrag import Index
+directory, question, conversation, budget = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+with Index(directory, read_only=True) as index:
+    opened = time.perf_counter()
+    index.ask(question, conversation=conversation or None, budget=budget)
+    asked = time.perf_counter()
+print(json.dumps({"open": opened - started, "ask": asked - opened}))
+"""
+
+
+def _spread(questions: Sequence[Question], count: int) -> list[Question]:
+    """Up to ``count`` questions, one per conversation first (in order), then the rest."""
+    firsts: dict[str, Question] = {}
+    for q in questions:
+        firsts.setdefault(q.conversation, q)
+    chosen = list(firsts.values())[:count]
+    rest = [q for q in questions if q not in chosen]
+    return chosen + rest[: max(0, count - len(chosen))]
+
+
+def process_cold_asks(
+    directory: Path, questions: Sequence[Question], *, runs: int = 5, budget: int = 1000
+) -> dict[str, Any]:
+    """The first ``Index.ask`` of a fresh process, in ``runs`` new processes (a question
+    from a different conversation each, where there are enough): ``ask`` percentiles
+    timed from the call, and ``open`` (imports and opening the index) apart."""
+    opens: list[float] = []
+    asks: list[float] = []
+    for q in _spread(questions, runs):
+        proc = subprocess.run(
+            [
+                *(sys.executable, "-c", _COLD_CHILD, str(directory)),
+                *(q.question, q.conversation, str(budget)),
+            ],
+            capture_output=True,
+            text=True,
+        )
+        if proc.returncode != 0:
+            raise ConfigError(f"a cold ask failed: {proc.stderr.strip()[-500:]}")
+        timed = json.loads(proc.stdout.strip().splitlines()[-1])
+        opens.append(float(timed["open"]))
+        asks.append(float(timed["ask"]))
+    return {"ask": percentiles(asks), "open": percentiles(opens)}
+
+
+def _timed_runs(args: Sequence[str], runs: int) -> list[float]:
+    seconds: list[float] = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        proc = subprocess.run(
+            [sys.executable, "-m", "structrag", *args],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "STRUCTRAG_NO_SERVER": "1"},
+        )
+        seconds.append(time.perf_counter() - start)
+        if proc.returncode != 0:
+            raise ConfigError(f"structrag {args[0]} failed: {proc.stderr.strip()[-500:]}")
+    return seconds
+
+
+def help_seconds(runs: int = 5) -> dict[str, Any]:
+    """Wall time of ``structrag --help`` in ``runs`` new processes (interpreter start
+    included): the median and every run, in seconds."""
+    seconds = _timed_runs(["--help"], runs)
+    return {
+        "help_seconds": round(statistics.median(seconds), 3),
+        "help_runs": [round(t, 3) for t in seconds],
+    }
+
+
+def ask_cold_seconds(
+    directory: Path, question: Question, *, runs: int = 5, budget: int = 1000
+) -> dict[str, Any]:
+    """Wall time of a plain ``structrag ask`` (no server) on the index at ``directory``,
+    in ``runs`` new processes: the median and every run, in seconds."""
+    seconds = _timed_runs(
+        [
+            *("ask", question.question, "--db", str(directory)),
+            *("--conversation", question.conversation, "--budget", str(budget)),
+        ],
+        runs,
+    )
+    return {
+        "ask_cold_seconds": round(statistics.median(seconds), 3),
+        "ask_cold_runs": [round(t, 3) for t in seconds],
     }
 
 
@@ -426,9 +538,12 @@ def measure_corpus(
     questions: int | None = 300,
     budget: int = 1000,
     seed: int = 0,
+    cold_runs: int = 5,
     progress: ProgressSink | None = None,
 ) -> dict[str, Any]:
-    """Ingest ``paths`` into a fresh index at ``directory`` and measure it.
+    """Ingest ``paths`` into a fresh index at ``directory`` and measure it; with
+    ``cold_runs``, also the first ask of fresh processes and a cold ``structrag ask``
+    (:func:`process_cold_asks`, :func:`ask_cold_seconds`).
 
     Run it in a fresh process (:func:`measure_in_subprocess`) so peak memory is its own.
     """
@@ -448,6 +563,12 @@ def measure_corpus(
         embedder = index.embedder
         lat = latency(index, chosen, budget=budget, progress=progress)
         texts = text_bytes(index)
+    cli: dict[str, Any] = {}
+    if cold_runs and chosen:  # fresh processes, once this one has closed the index
+        cold = process_cold_asks(directory, chosen, runs=cold_runs, budget=budget)
+        lat["ask_process_cold"] = cold["ask"]
+        lat["open_process_cold"] = cold["open"]
+        cli = ask_cold_seconds(directory, chosen[0], runs=cold_runs, budget=budget)
     size = index_size(directory)
     vectors = drop_vectors(directory)
     no_vectors = size["total_bytes"] - vectors
@@ -477,6 +598,7 @@ def measure_corpus(
             "float32_store_bytes_per_message": {str(d): d * 4 for d in VECTOR_DIMS},
         },
         "peak_rss_mb": sampler.peak(),
+        **({"cli": cli} if cli else {}),
     }
 
 
@@ -488,6 +610,7 @@ def measure_in_subprocess(
     questions: int | None = 300,
     budget: int = 1000,
     seed: int = 0,
+    cold_runs: int = 5,
 ) -> dict[str, Any]:
     """:func:`measure_corpus` in a fresh Python process (progress lines on stderr)."""
     spec = {
@@ -497,6 +620,7 @@ def measure_in_subprocess(
         "questions": questions,
         "budget": budget,
         "seed": seed,
+        "cold_runs": cold_runs,
     }
     proc = subprocess.run(
         [sys.executable, "-m", "structrag.bench.perf", json.dumps(spec)],
@@ -540,6 +664,7 @@ def _child(argv: list[str]) -> int:
         questions=spec["questions"],
         budget=int(spec["budget"]),
         seed=int(spec["seed"]),
+        cold_runs=int(spec.get("cold_runs", 5)),
         progress=_LineProgress(),
     )
     print(json.dumps(result))
@@ -589,10 +714,10 @@ def extrapolate(measured: Sequence[dict[str, Any]], size: int) -> dict[str, Any]
         ),
         "ingest": {"seconds": round(size / rate, 1), "messages_per_second": rate},
         "latency": {
-            "ask": {k: fit(lambda m, k=k: m["latency"]["ask"][k]) for k in ("p50", "p95", "p99")},
-            "query": {
-                k: fit(lambda m, k=k: m["latency"]["query"][k]) for k in ("p50", "p95", "p99")
-            },
+            op: {k: fit(lambda m, k=k, op=op: m["latency"][op][k]) for k in ("p50", "p95", "p99")}
+            for op in ("ask", "query", "ask_first", "ask_process_cold")
+            if all(m["latency"].get(op, {}).get("n") != 0 for m in measured)
+            and all(op in m["latency"] for m in measured)
         },
         "size": {
             "bytes_per_message": per_message,
@@ -634,13 +759,18 @@ def run_perf(
     questions: int = 300,
     budget: int = 1000,
     keep: bool = False,
+    cold_runs: int = 5,
     progress: ProgressSink | None = None,
     command: str | None = None,
     log: Any = None,
     engine: str = "local",
 ) -> dict[str, Any]:
     """Throughput, latency and size on the data, then the scaling sizes; writes
-    ``perf.json`` in ``out`` (rewritten after every step, so a long run can be watched)."""
+    ``perf.json`` in ``out`` (rewritten after every step, so a long run can be watched).
+
+    ``cli`` holds ``structrag --help`` and a cold ``structrag ask`` on the largest index
+    measured (``cold_runs`` new processes each; 0 skips them and the process-cold asks).
+    """
     if not data:
         raise ConfigError("no data files", hint="pass LoCoMo files with --data")
     out.mkdir(parents=True, exist_ok=True)
@@ -657,6 +787,7 @@ def run_perf(
             "questions_per_size": questions,
             "budget": budget,
             "engine": engine,
+            "cold_runs": cold_runs,
         }
     }
 
@@ -677,10 +808,15 @@ def run_perf(
         say(f"ingest on a local Ray cluster of {' and '.join(map(str, counts))} CPU(s)")
         result["ray"] = ray_throughput(data, workers=counts, repeat=max(1, repeat))
         save()
+    if cold_runs:
+        say(f"command line: {cold_runs} run(s) of structrag --help")
+        result["cli"] = help_seconds(cold_runs)
+        save()
     say("the data itself: ingest, latency over all its questions, size")
-    result["locomo"] = _measure(data, work / "index-data", workers, None, budget, keep)
-    save()
+    result["locomo"] = _measure(data, work / "index-data", workers, None, budget, keep, cold_runs)
     measured: list[dict[str, Any]] = [result["locomo"]]
+    _cli_summary(result, measured)
+    save()
     result["scaling"] = []
     for size in sorted(sizes):
         reference = max(measured, key=lambda m: m["messages"])
@@ -699,12 +835,26 @@ def run_perf(
             continue
         say(f"{size:,} messages: writing the corpus, then ingest (~{estimate / 60:.0f} min)")
         shards = write_corpus(data, size, work / f"corpus-{size}")
-        entry = _measure(shards, work / f"index-{size}", workers, questions, budget, keep)
+        entry = _measure(
+            shards, work / f"index-{size}", workers, questions, budget, keep, cold_runs
+        )
         entry["extrapolated"] = False
         result["scaling"].append(entry)
         measured.append(entry)
+        _cli_summary(result, measured)
         save()
     return result
+
+
+def _cli_summary(result: dict[str, Any], measured: Sequence[dict[str, Any]]) -> None:
+    """``result["cli"]``: the ``--help`` runs, and the cold ``ask`` of the largest index
+    measured so far."""
+    with_cli = [m for m in measured if "cli" in m]
+    if "cli" not in result or not with_cli:
+        return
+    largest = max(with_cli, key=lambda m: m["messages"])
+    result["cli"].update(largest["cli"])
+    result["cli"]["ask_index_messages"] = largest["messages"]
 
 
 def _measure(
@@ -714,6 +864,7 @@ def _measure(
     questions: int | None,
     budget: int,
     keep: bool,
+    cold_runs: int = 5,
 ) -> dict[str, Any]:
     import shutil
 
@@ -721,7 +872,12 @@ def _measure(
         shutil.rmtree(directory)
     try:
         return measure_in_subprocess(
-            paths, directory, workers=workers, questions=questions, budget=budget
+            paths,
+            directory,
+            workers=workers,
+            questions=questions,
+            budget=budget,
+            cold_runs=cold_runs,
         )
     finally:
         if not keep:

@@ -533,8 +533,13 @@ def perf_targets(perf: dict[str, Any], series: Sequence[dict[str, Any]]) -> list
     largest = max((m for m in series if not m.get("extrapolated")), key=lambda m: m["messages"])
     p50 = at["latency"]["ask"]["p50"] if at else None
     p95 = at["latency"]["ask"]["p95"] if at else None
+    first = at["latency"].get("ask_first", {}) if at else {}
+    first50, first95 = first.get("p50"), first.get("p95")
     note = " (extrapolated)" if at and at.get("extrapolated") else ""
     size = largest["size"]["bytes_per_message_without_vectors"]
+    cli = perf.get("cli", {})
+    help_s, ask_s = cli.get("help_seconds"), cli.get("ask_cold_seconds")
+    at_cli = f" (at {cli['ask_index_messages']:,})" if ask_s is not None else ""
     return [
         "| speed and size target | measured | met |",
         "|---|---:|---:|",
@@ -544,6 +549,14 @@ def perf_targets(perf: dict[str, Any], series: Sequence[dict[str, Any]]) -> list
         f"{_mark(None if p50 is None else p50 <= 20)} |",
         f"| `ask` p95 <= 100 ms at 100k messages | {_fmt(p95, 1)}{note} | "
         f"{_mark(None if p95 is None else p95 <= 100)} |",
+        f"| first `ask` on a conversation p50 <= 30 ms at 100k messages | "
+        f"{_fmt(first50, 1)}{note} | {_mark(None if first50 is None else first50 <= 30)} |",
+        f"| first `ask` on a conversation p95 <= 100 ms at 100k messages | "
+        f"{_fmt(first95, 1)}{note} | {_mark(None if first95 is None else first95 <= 100)} |",
+        f"| `structrag --help` <= 0.3 s | {_fmt(help_s, 2)} | "
+        f"{_mark(None if help_s is None else help_s <= 0.3)} |",
+        f"| cold `structrag ask` <= 1.5 s{at_cli} | {_fmt(ask_s, 2)} | "
+        f"{_mark(None if ask_s is None else ask_s <= 1.5)} |",
         f"| index <= 1 KB per message, vectors excluded (at {largest['messages']:,}) | "
         f"{size:,.0f} B | {_mark(size <= 1024)} |",
         "",

@@ -507,6 +507,14 @@ def bench_memory(
 @click.option(
     "--budget", type=click.IntRange(1), default=1000, show_default=True, help="ask budget."
 )
+@click.option(
+    "--cold-runs",
+    type=click.IntRange(0),
+    default=5,
+    show_default=True,
+    help="New processes timed for a first ask, `structrag --help` and a cold `structrag "
+    "ask` (0: skip them).",
+)
 @click.option("--keep", is_flag=True, help="Keep the indexes under OUT/work.")
 @click.option(
     "--engine",
@@ -526,6 +534,7 @@ def bench_perf(
     workers: int,
     questions: int,
     budget: int,
+    cold_runs: int,
     keep: bool,
     engine: str,
     quiet: bool,
@@ -555,6 +564,7 @@ def bench_perf(
         questions=questions,
         budget=budget,
         keep=keep,
+        cold_runs=cold_runs,
         progress=progress_bar(quiet),
         command=command_line(),
         log=note,
@@ -582,6 +592,26 @@ def bench_perf(
             + percentiles(lat["query"], "/")
             + f" ms, {item['size']['bytes_per_message']:.0f} B/msg "
             f"({item['size']['bytes_per_message_without_vectors']:.0f} without vectors)"
+        )
+        if lat.get("ask_first", {}).get("n") and not item.get("extrapolated"):
+            cold = lat.get("ask_process_cold")
+            click.echo(
+                f"{'':>9}  first ask on a conversation p50/p95/p99 "
+                + percentiles(lat["ask_first"], "/")
+                + " ms"
+                + ("" if not cold else ", first ask of a process " + percentiles(cold, "/"))
+                + (" ms" if cold else "")
+            )
+    cli = result.get("cli", {})
+    if cli:
+        cold_ask = cli.get("ask_cold_seconds")
+        click.echo(
+            f"command line: --help {cli['help_seconds']:.2f} s"
+            + (
+                ""
+                if cold_ask is None
+                else f", cold ask {cold_ask:.2f} s at {cli['ask_index_messages']:,} messages"
+            )
         )
     note(f"wrote {out / 'perf.json'}")
 

@@ -8,9 +8,12 @@ from the word and its tag, several times faster on chat-length messages.
 
 from __future__ import annotations
 
+import importlib.abc
+import sys
 from collections import Counter, OrderedDict
 from collections.abc import Iterator, Sequence
 from functools import lru_cache
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import numpy
@@ -83,9 +86,39 @@ TAG_TO_POS = {
 }
 
 
+class _NoTorchForThinc(importlib.abc.MetaPathFinder):
+    """Refuses ``import torch`` to thinc's compatibility module only.
+
+    thinc imports torch, when it is installed, to offer its PyTorch layers; the English
+    pipeline runs on numpy and never uses them, and importing torch takes about a second
+    (it is installed with the bench extra). Any other importer gets torch as usual."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+        if name == "torch" or name.startswith("torch."):
+            frame: FrameType | None = sys._getframe(1)
+            while frame is not None:
+                if frame.f_globals.get("__name__") == "thinc.compat":
+                    raise ImportError("torch is not needed by the spaCy pipeline")
+                frame = frame.f_back
+        return
+
+
+def _import_spacy() -> None:
+    """Import spaCy (see :class:`_NoTorchForThinc`)."""
+    if "thinc.compat" in sys.modules:
+        return
+    finder = _NoTorchForThinc()
+    sys.meta_path.insert(0, finder)
+    try:
+        import spacy  # noqa: F401
+    finally:
+        sys.meta_path.remove(finder)
+
+
 @lru_cache(maxsize=2)
 def load_pipeline(model: str, *, ner: bool) -> Language:
     """Load the spaCy pipeline with only the components extraction needs."""
+    _import_spacy()
     import spacy
 
     # The lemmatizer stays loaded (disabled) so lemma() can call its rules on demand.

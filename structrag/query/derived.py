@@ -31,6 +31,7 @@ from structrag.store.protocols import (
     PropertyCondition,
     RefTable,
     Scope,
+    StoredMessage,
     TextIndexReader,
 )
 
@@ -39,6 +40,15 @@ from structrag.store.protocols import (
 #: ``MEETING_CACHE_REFS`` ref ids).
 MEETING_DIRECT_REFS = 5_000
 MEETING_CACHE_REFS = 5_000_000
+
+#: Word embeddings kept for fuzzy matches (all conversations together).
+WORD_VECTORS = 500_000
+
+#: Messages read ahead for rendering, kept until rendered (or this many are waiting).
+STORED_AHEAD = 10_000
+
+#: Knowledge texts a view keeps (ref ids, found or not) before it starts again.
+KNOWN_TEXTS = 200_000
 
 #: Suffixes that derive one word from another (in their stemmed form).
 DERIVATIONAL_SUFFIXES = frozenset(
@@ -73,8 +83,8 @@ class ConversationView:
         self._vocab: tuple[list[str], np.ndarray] | bool | None = False
         self._graph: EntityGraph | None = None
         self._vectors: np.ndarray | bool | None = False
-        self._properties: dict[int, dict[str, list[str]]] | None = None
-        self._texts: dict[int, tuple[str, str, list[str]]] | None = None
+        #: Knowledge texts read so far (None: the ref has none, or is not the view's).
+        self._texts: dict[int, tuple[str, str, list[str]] | None] = {}
 
     @property
     def settings(self) -> RankingSettings:
@@ -88,39 +98,41 @@ class ConversationView:
             self._refs = self.owner.store.ref_table(self.conversation)
         return self._refs
 
-    def _whole_tables(self) -> bool:
-        """Whether to load the conversation's property index and knowledge texts at once
-        (one query) rather than per lookup: for a conversation, not the whole index."""
-        return self.conversation is not None
+    def _conversation_refs(self, ref_ids: Sequence[int]) -> list[int]:
+        """The refs among ``ref_ids`` that belong to the view's conversation (all of them
+        for a wider scope)."""
+        if self.conversation is None or not len(ref_ids):
+            return list(ref_ids)
+        ids = np.asarray(ref_ids, dtype=np.int64)
+        _, found = self.refs.locate(ids)
+        return [int(r) for r in ids[found].tolist()]
 
     def refs_meeting(
         self, ref_ids: Sequence[int], conditions: Sequence[PropertyCondition]
     ) -> list[int]:
-        """The refs among ``ref_ids`` that meet every condition: checked here against the
-        conversation's property table (loaded once), or by the store for a wider scope
-        (whose candidates can be many: the store checks them where the rows are)."""
-        if not self._whole_tables():
-            return self.owner.refs_meeting(ref_ids, conditions)
-        if self._properties is None:
-            assert self.conversation is not None
-            self._properties = _by_name(self.owner.store.conversation_properties(self.conversation))
-        table = self._properties
-        return [
-            ref
-            for ref in ref_ids
-            if ref in table
-            and all(any(c.accepts(v) for v in table[ref].get(c.name, ())) for c in conditions)
-        ]
+        """The refs among ``ref_ids`` that meet every condition, checked by the store
+        where the rows are (see :meth:`Derived.refs_meeting`); a conversation's view keeps
+        its own refs only. Nothing is loaded up front: a first question on a conversation
+        reads only the candidates it has."""
+        return self.owner.refs_meeting(self._conversation_refs(ref_ids), conditions)
 
     def knowledge_texts(self, ref_ids: Sequence[int]) -> dict[int, tuple[str, str, list[str]]]:
-        """``ref_id -> (kind, name or text, types)`` for entity, topic and tag refs."""
-        if self._whole_tables():
-            if self._texts is None:
-                assert self.conversation is not None
-                self._texts = self.owner.store.conversation_knowledge_texts(self.conversation)
-            table = self._texts
-            return {r: table[r] for r in ref_ids if r in table}
-        return self.owner.store.knowledge_texts(ref_ids)
+        """``ref_id -> (kind, name or text, types)`` for entity, topic and tag refs (a
+        conversation's view: its own refs only), read from the store as asked and kept."""
+        known = self._texts
+        missing = [r for r in dict.fromkeys(ref_ids) if r not in known]
+        if missing:
+            found = self.owner.store.knowledge_texts(self._conversation_refs(missing))
+            if len(known) + len(missing) > KNOWN_TEXTS:
+                known.clear()
+            for ref in missing:
+                known[ref] = found.get(ref)
+        out: dict[int, tuple[str, str, list[str]]] = {}
+        for ref in ref_ids:
+            text = known[ref]
+            if text is not None:
+                out[ref] = text
+        return out
 
     # -- names and terms (CompileContext) --------------------------------------------------
 
@@ -242,7 +254,7 @@ class ConversationView:
                     if len(w) > 3 and w.isalpha()
                 }
             )
-            self._vocab = (words, embedder.encode(words)) if words else None
+            self._vocab = (words, self.owner.word_vectors(embedder, words)) if words else None
         if not isinstance(self._vocab, tuple):
             return []
         words, vectors = self._vocab
@@ -366,9 +378,17 @@ class Derived:
             for word, synonyms in settings.term_synonyms.items()
         }
         self._views: dict[Scope, ConversationView] = {}
+        #: The ids of the index's conversations (a view's conversation must be one).
+        self._conversations: set[str] | None = None
         self._lines: dict[tuple[str, int], Line] = {}
+        #: Messages read ahead for :meth:`lines`, not rendered yet.
+        self._stored: dict[int, StoredMessage] = {}
         #: The refs of the whole index meeting one property condition, sorted.
         self._meeting: dict[PropertyCondition, np.ndarray] = {}
+        #: Word embeddings for fuzzy matches: the model, word -> row, the rows.
+        self._words_model = ""
+        self._words: dict[str, int] = {}
+        self._word_matrix = np.zeros((0, 0), dtype=np.float32)
 
     @property
     def lexicon(self) -> Lexicon | None:
@@ -386,10 +406,34 @@ class Derived:
         if generation != self._generation:
             self._generation = generation
             self._views.clear()
+            self._conversations = None
             self._lines.clear()
+            self._stored.clear()
             self._meeting.clear()
             source = self._embedder_source
             self.embedder = source() if callable(source) else source
+
+    def word_vectors(self, embedder: Embedder, words: Sequence[str]) -> np.ndarray:
+        """The embeddings of single words, one row each, encoding only the words no
+        conversation asked about before (a word's vector does not depend on the index, so
+        these are kept across conversations and generations, up to ``WORD_VECTORS``)."""
+        if self._words_model != embedder.name or len(self._words) + len(words) > WORD_VECTORS:
+            self._words_model, self._words = embedder.name, {}
+            self._word_matrix = np.zeros((0, embedder.dim), dtype=np.float32)
+        rows = self._words
+        missing = [w for w in dict.fromkeys(words) if w not in rows]
+        if missing:
+            vectors = np.asarray(embedder.encode(missing), dtype=np.float32)
+            start, end = len(rows), len(rows) + len(missing)
+            if end > len(self._word_matrix):  # grown by doubling: appends stay cheap
+                size = max(end, 2 * len(self._word_matrix))
+                grown = np.zeros((size, vectors.shape[1]), dtype=np.float32)
+                grown[:start] = self._word_matrix[:start]
+                self._word_matrix = grown
+            self._word_matrix[start:end] = vectors
+            rows.update((w, start + i) for i, w in enumerate(missing))
+        at = np.fromiter((rows[w] for w in words), dtype=np.int64, count=len(words))
+        return self._word_matrix[at]
 
     def refs_meeting(
         self, ref_ids: Sequence[int], conditions: Sequence[PropertyCondition]
@@ -417,9 +461,9 @@ class Derived:
         self.refresh()
         if scope not in self._views:
             conversation = scope.conversation
-            if conversation is not None and conversation not in {
-                c.id for c in self.store.conversations()
-            }:
+            if self._conversations is None:
+                self._conversations = {c.id for c in self.store.conversations()}
+            if conversation is not None and conversation not in self._conversations:
                 raise NotFoundError(
                     f"no conversation {conversation!r} in the index",
                     hint="list them with `structrag conversations`",
@@ -427,17 +471,33 @@ class Derived:
             self._views[scope] = ConversationView(self, scope)
         return self._views[scope]
 
-    def lines(self, mkeys: Sequence[int], counter: TokenCounter) -> dict[int, Line]:
-        """Messages rendered for a context, with token counts (cached per generation)."""
+    def lines(
+        self, mkeys: Sequence[int], counter: TokenCounter, ahead: Sequence[int] = ()
+    ) -> dict[int, Line]:
+        """Messages rendered for a context, with token counts (cached per generation).
+
+        ``ahead``: messages likely to be asked for next (the rest of a ranking being
+        packed); read from the store in the same query when some of ``mkeys`` must be
+        read, and rendered only when asked for."""
         self.refresh()
         name = counter.name
         missing = [k for k in mkeys if (name, k) not in self._lines]
         if missing:
-            for mkey, stored in self.store.messages_by_keys(missing).items():
-                text = render_message(stored)
+            stored = self._stored
+            wanted = [k for k in missing if k not in stored]
+            if wanted:
+                extra = [k for k in ahead if (name, k) not in self._lines and k not in stored]
+                if len(stored) + len(wanted) + len(extra) > STORED_AHEAD:
+                    stored.clear()
+                stored.update(self.store.messages_by_keys(list(dict.fromkeys(wanted + extra))))
+            for mkey in missing:
+                found = stored.pop(mkey, None)
+                if found is None:
+                    continue
+                text = render_message(found)
                 self._lines[(name, mkey)] = Line(
-                    stored.message.conversation,
-                    stored.message.id,
+                    found.message.conversation,
+                    found.message.id,
                     text,
                     counter.count(text + "\n"),
                 )

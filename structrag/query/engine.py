@@ -40,6 +40,9 @@ from structrag.query.question import Translation, Translator, question_query, wi
 from structrag.query.settings import DEFAULT_SETTINGS, RankingSettings
 from structrag.store.protocols import KnowledgeStore, Scope, TextIndexReader, consistent_reads
 
+#: Messages rendered at a time while packing an answer context.
+PACK_BATCH = 64
+
 #: Questions longer than this are refused (the parser's cost grows with length).
 MAX_QUESTION_CHARS = 2_000
 
@@ -279,15 +282,22 @@ class QueryEngine:
             question, conversation=conversation, translator=translator, scope=scope
         )
         ranked = found.ranked
+        fill = self.nearest(question, conversation, set(ranked.mkeys.tolist()), budget, scope)
+        # What packing usually reads (in batches of PACK_BATCH): the first two batches of
+        # the ranking and one of the fill, looking for messages that still fit once the
+        # budget is nearly spent. Read in one query rather than one per batch.
+        ahead = ranked.mkeys[: 2 * PACK_BATCH].tolist()
+        ahead += [m.mkey for m in fill[: 3 * PACK_BATCH - len(ahead)]]
         context = build_context(
-            lambda keys: self.derived.lines(keys, counter),
+            lambda keys: self.derived.lines(keys, counter, ahead),
             counter,
             ranked,
-            self.nearest(question, conversation, set(ranked.mkeys.tolist()), budget, scope),
+            fill,
             budget,
             knowledge=self._knowledge_lines(found.view, found.refs),
             knowledge_share=self.settings.knowledge_share,
             max_misses=self.settings.pack_max_misses,
+            batch=PACK_BATCH,
         )
         return Answer(
             question=question,

@@ -13,15 +13,19 @@ communities over the same graph (:func:`entity_graph`).
 from __future__ import annotations
 
 from collections.abc import Iterable
-
-import networkx as nx
+from typing import TYPE_CHECKING
 
 from structrag.analysis import term_key
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 
 def entity_graph(edges: Iterable[tuple[str, str, str]]) -> nx.MultiDiGraph:
     """A directed multigraph of ``(subject, verb, object)`` edges between normalised
     names; each node's ``name`` attribute is the first way it was written."""
+    import networkx as nx  # on first use: importing it costs ~90 ms of a cold start
+
     graph = nx.MultiDiGraph()
     for subject, verb, obj in edges:
         a, b = term_key(subject), term_key(obj)
@@ -46,6 +50,8 @@ class EntityGraph:
 
     def neighbours(self, name: str, hops: int = 2) -> dict[str, int]:
         """Entities within ``hops`` of a named one: normalised name -> distance."""
+        import networkx as nx
+
         start = term_key(name)
         if start not in self.graph:
             return {}

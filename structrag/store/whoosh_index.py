@@ -454,7 +454,7 @@ class WhooshTextIndex:
                 columns = self._segment_columns.get(key)
                 if columns is None:
                     columns = tuple(
-                        np.array(list(leaf.column_reader(name)), dtype=np.int64)
+                        _int_column(leaf, name)
                         for name in ("mkey", "first_ref", "length", "content")
                     )
                 live[key] = columns
@@ -547,9 +547,13 @@ class WhooshTextIndex:
 
         deleted = reader.has_deletions()
         if docs is not None and reader.doc_frequency(field, term) <= 4 * len(docs):
-            # Short postings: read them straight through and keep the scope's documents.
+            # Short postings: read them through from the scope's first document to its
+            # last (sorted), keeping the scope's documents.
             wanted = set(docs.tolist())
-            while matcher.is_active():
+            if len(docs) and matcher.is_active():
+                matcher.skip_to(int(docs[0]))
+            last = int(docs[-1]) if len(docs) else -1
+            while matcher.is_active() and matcher.id() <= last:
                 doc = matcher.id()
                 if doc in wanted:
                     take(doc)
@@ -571,3 +575,17 @@ class WhooshTextIndex:
                 if matcher.id() == doc:
                     take(doc)
         return np.array(ids, dtype=np.int64), np.array(vals, dtype=np.int64)
+
+
+def _int_column(leaf: Any, name: str) -> np.ndarray:
+    """A segment's numeric column as int64, read as one block of big-endian numbers (a
+    value at a time through whoosh takes ~40 ms per 100,000 documents and column)."""
+    reader = leaf.column_reader(name, translate=False)
+    kind = {"Q": ">u8", "q": ">i8", "I": ">u4", "i": ">i4"}.get(getattr(reader, "_typecode", ""))
+    if type(reader) is not columns.NumericColumn.Reader or kind is None:
+        return np.array(list(leaf.column_reader(name)), dtype=np.int64)
+    stored = min(reader._count, reader._doccount)
+    raw = reader._dbfile.get(reader._basepos, stored * reader._fixedlen)
+    out = np.full(reader._doccount, reader._default, dtype=np.int64)
+    out[:stored] = np.frombuffer(raw, dtype=kind).astype(np.int64)
+    return out
