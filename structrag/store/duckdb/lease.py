@@ -96,9 +96,9 @@ def others_waiting(directory: Path) -> float | None:
     return longest
 
 
-#: DuckDB's settings for the store. Its buffer pool may otherwise grow to 80% of the
+#: DuckDB's memory limit for the store. Its buffer pool may otherwise grow to 80% of the
 #: machine's memory: a merge of a large ingest kept hundreds of MB it never gave back.
-CONFIG: dict[str, str | bool | int | float | list[str]] = {"memory_limit": "1GB"}
+MEMORY_LIMIT = "1GB"
 
 
 def connect(path: Path, *, read_only: bool) -> duckdb.DuckDBPyConnection:
@@ -109,7 +109,12 @@ def connect(path: Path, *, read_only: bool) -> duckdb.DuckDBPyConnection:
     with Waiting(path.parent) as waiting:
         while True:
             try:
-                return duckdb.connect(str(path), read_only=read_only, config=CONFIG)
+                con = duckdb.connect(str(path), read_only=read_only)
+                # Set, not passed to connect(): a connection opened with a configuration
+                # of its own would shut out a user's plain duckdb.connect() of the file
+                # in the same process (a notebook beside an Index).
+                con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
+                return con
             except duckdb.IOException as exc:
                 text = str(exc)
                 if "lock" not in text.lower():
