@@ -39,6 +39,7 @@ def test_tree_peak_counts_the_memory_of_grandchildren() -> None:
     assert peak["workers"] >= 300
     assert peak["together"] >= peak["workers"] + 1
     assert 0 < peak["process"] < peak["together"]
+    assert peak["process_run"] >= peak["process"]
 
 
 def test_parser_throughput_parses_every_message(qa_file: Path) -> None:

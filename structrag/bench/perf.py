@@ -89,9 +89,9 @@ def peak_rss_mb() -> dict[str, float]:
 class TreePeak:
     """Samples the resident memory of this process and of all its descendants (the
     extraction workers are the fork server's children, so ``RUSAGE_CHILDREN`` never sees
-    them) every ``interval`` seconds, on a thread; Linux only (``/proc``), elsewhere it
-    records nothing. ``peak()``: MB of the process, of the workers together, and of both
-    together, each at its own peak."""
+    them) every ``interval`` seconds, on a thread, while it runs; Linux only (``/proc``),
+    elsewhere it records nothing. ``peak()``: MB of the process, of the workers together,
+    and of both together, each at its own peak."""
 
     def __init__(self, interval: float = 0.2) -> None:
         import threading
@@ -126,11 +126,14 @@ class TreePeak:
             self.together = max(self.together, (own + others) / 1024)
 
     def peak(self) -> dict[str, float]:
-        own = peak_rss_mb()["process"]
+        """The sampled peaks, and ``process_run``: the process's own peak over its whole
+        life (``ru_maxrss``; for ``measure_corpus``, the latency pass after the ingest
+        too)."""
         return {
-            "process": round(max(own, self.process), 1),
+            "process": round(self.process, 1),
             "workers": round(self.workers, 1),
-            "together": round(max(self.together, own), 1),
+            "together": round(self.together, 1),
+            "process_run": peak_rss_mb()["process"],
         }
 
 

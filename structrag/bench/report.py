@@ -489,7 +489,7 @@ def perf_section(perf: dict[str, Any]) -> list[str]:
             "",
             "| messages | | ingest s | msg/s | ask p50 / p95 / p99 ms | query p50 / p95 / p99"
             " ms | ask first p50 ms | B/msg | B/msg w/o vectors | float32 384 / 1536 B/msg"
-            " | peak RSS MB |",
+            " | peak RSS MB: writer (+workers) [together] |",
             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for m in series:
@@ -498,6 +498,8 @@ def perf_section(perf: dict[str, Any]) -> list[str]:
             f32 = m["size"]["float32_store_bytes_per_message"]
             rss = m.get("peak_rss_mb", {})
             workers = f" (+{rss['workers']:.0f})" if rss.get("workers") else ""
+            if rss.get("together"):
+                workers += f" [{rss['together']:,.0f}]"
             lines.append(
                 f"| {m['messages']:,} | {'extrapolated' if m.get('extrapolated') else 'measured'}"
                 f" | {m['ingest']['seconds']:,.0f} | {m['ingest']['messages_per_second']:.0f} | "
