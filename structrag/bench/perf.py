@@ -197,16 +197,22 @@ def _ingest_once(paths: Sequence[Path], workers: int) -> dict[str, tuple[int, fl
             raise ConfigError(f"structrag ingest failed: {proc.stderr.strip()[-500:]}")
         reports = json.loads(proc.stdout)
         results["cli"] = (sum(r["messages_added"] for r in reports), elapsed)
+    for label, (count, seconds) in _run_script(_INGEST_CHILD, paths, workers, "ingest").items():
+        results[label] = (int(count), float(seconds))
+    return results
+
+
+def _run_script(code: str, paths: Sequence[Path], workers: int, what: str) -> Any:
+    """Run a benchmark script in a fresh interpreter (``argv``: the paths as JSON, the
+    worker count); what its last line of output says, as JSON."""
     proc = subprocess.run(
-        [sys.executable, "-c", _INGEST_CHILD, json.dumps([str(p) for p in paths]), str(workers)],
+        [sys.executable, "-c", code, json.dumps([str(p) for p in paths]), str(workers)],
         capture_output=True,
         text=True,
     )
     if proc.returncode != 0:
-        raise ConfigError(f"the ingest benchmark failed: {proc.stderr.strip()[-500:]}")
-    for label, (count, seconds) in json.loads(proc.stdout).items():
-        results[label] = (int(count), float(seconds))
-    return results
+        raise ConfigError(f"the {what} benchmark failed: {proc.stderr.strip()[-500:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def ingest_throughput(
@@ -267,14 +273,7 @@ def parser_throughput(paths: Sequence[Path], workers: int) -> tuple[int, float]:
     components the extractor runs (NER off), in a fresh process: (messages, seconds), timed
     from the first text to the last doc (the model is loaded before). The ceiling an ingest
     is compared with."""
-    proc = subprocess.run(
-        [sys.executable, "-c", _PARSER_CHILD, json.dumps([str(p) for p in paths]), str(workers)],
-        capture_output=True,
-        text=True,
-    )
-    if proc.returncode != 0:
-        raise ConfigError(f"the parser benchmark failed: {proc.stderr.strip()[-500:]}")
-    count, seconds = json.loads(proc.stdout)
+    count, seconds = _run_script(_PARSER_CHILD, paths, workers, "parser")
     return int(count), float(seconds)
 
 
@@ -303,14 +302,7 @@ def ray_throughput(
     for n in workers:
         runs = []
         for _ in range(repeat):
-            proc = subprocess.run(
-                [sys.executable, "-c", _RAY_CHILD, json.dumps([str(p) for p in paths]), str(n)],
-                capture_output=True,
-                text=True,
-            )
-            if proc.returncode != 0:
-                raise ConfigError(f"the Ray ingest benchmark failed: {proc.stderr.strip()[-500:]}")
-            count, seconds = json.loads(proc.stdout.strip().splitlines()[-1])
+            count, seconds = _run_script(_RAY_CHILD, paths, n, "Ray ingest")
             runs.append((int(count), float(seconds)))
         summary[str(n)] = {
             "messages": runs[0][0],
