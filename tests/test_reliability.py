@@ -100,3 +100,29 @@ def test_a_20_mb_message_is_stored_whole_and_extracted_in_part(tmp_path: Path) -
         assert 0 < count < 20_000 and last <= MAX_EXTRACT_CHARS
         found = index.query("zanzibarfinalword")  # the tail is searchable as text
         assert found.messages[0].id == "big"
+
+
+def test_a_script_without_a_main_guard_ingests_with_workers(tmp_path: Path) -> None:
+    """On Linux the workers are forked: a script that calls structrag without an
+    ``if __name__ == "__main__":`` guard is not run again in them (a fork server or
+    spawned workers would run it again, here wiping the index being written)."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("workers are spawned elsewhere, which needs the guard")
+    chat = tmp_path / "chat.jsonl"
+    rows = [{"id": str(i), "speaker": "Ann", "text": f"Day {i}: I walked."} for i in range(450)]
+    chat.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        "import shutil\n"
+        "from structrag import Index\n"
+        f"shutil.rmtree({str(tmp_path / 'idx')!r}, ignore_errors=True)\n"
+        f"with Index({str(tmp_path / 'idx')!r}) as ix:\n"
+        f"    print(ix.ingest([{str(chat)!r}], workers=2)[0].messages_added)\n",
+        encoding="utf-8",
+    )
+    result = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip().splitlines()[-1] == "450"
+    assert "RuntimeWarning" not in result.stderr

@@ -289,15 +289,19 @@ class SpacyExtractor:
 
     def _workers(self) -> ProcessPoolExecutor:
         """The worker processes, started on first use and kept until :meth:`close` (an
-        ingest of many files starts them once). Each loads its own pipeline. They are
-        started from a fork server, a small process of its own, never forked from this
-        one: a worker forked from a writer holding a large input would carry (and, as its
-        garbage collector touches the pages, copy) all of the writer's memory. Where
-        there is no fork server, they are spawned (and the caller's script must guard its
-        entry point with ``if __name__ == "__main__":``, as for any multiprocessing)."""
+        ingest of many files starts them once, while it holds one file's messages).
+
+        On Linux they are forked from this process with the pipeline loaded, so they
+        start at once and share the model's memory, and a script that calls structrag
+        needs no ``if __name__ == "__main__":`` guard. Elsewhere they are spawned (each
+        loads the pipeline) and the caller's script must guard its entry point, as for
+        any multiprocessing. A fork server would keep workers smaller still, but it runs
+        the caller's script again in each worker, as spawning does."""
         if self._pool is None:
-            methods = multiprocessing.get_all_start_methods()
-            method = "forkserver" if "forkserver" in methods else "spawn"
+            method = "fork" if sys.platform.startswith("linux") else "spawn"
+            if method == "fork":
+                _ = self.nlp
+                lemma_tables()
             self._pool = ProcessPoolExecutor(
                 self.workers,
                 mp_context=multiprocessing.get_context(method),
