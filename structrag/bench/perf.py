@@ -110,20 +110,25 @@ class TreePeak:
         self.stop()
 
     def stop(self) -> None:
-        """Stop sampling (the peaks stay)."""
-        self._stop.set()
+        """Stop sampling, with one last sample (the peaks stay)."""
         if self._thread.is_alive():
+            self._stop.set()
             self._thread.join()
+            self._sample()
 
     def _run(self) -> None:
+        self._sample()  # at once: work shorter than one interval is still seen
+        while not self._stop.wait(self.interval):
+            self._sample()
+
+    def _sample(self) -> None:
         import os
 
         me = os.getpid()
-        while not self._stop.wait(self.interval):
-            own, others = _rss_kb(me), sum(_rss_kb(p) for p in _descendants(me))
-            self.process = max(self.process, own / 1024)
-            self.workers = max(self.workers, others / 1024)
-            self.together = max(self.together, (own + others) / 1024)
+        own, others = _rss_kb(me), sum(_rss_kb(p) for p in _descendants(me))
+        self.process = max(self.process, own / 1024)
+        self.workers = max(self.workers, others / 1024)
+        self.together = max(self.together, (own + others) / 1024)
 
     def peak(self) -> dict[str, float]:
         """The sampled peaks, and ``process_run``: the process's own peak over its whole
