@@ -24,6 +24,7 @@ from structrag.index import estimate_ingest
 from structrag.llm import LLMEndpointError
 from tests.llm_helpers import CHAT, config, write_chat
 from tests.openai_server import FakeOpenAIServer, Reply, serve
+from tests.sinks import Interrupt
 
 
 @pytest.fixture
@@ -241,25 +242,6 @@ def test_500s_are_recorded_and_retry_failed_picks_them_up(
         assert index.text_index.generation() == index.store.generation()
 
 
-class _Interrupt:
-    """A progress sink that stops the ingest after some messages, like Ctrl-C."""
-
-    def __init__(self, after: int) -> None:
-        self.after = after
-        self.seen = 0
-
-    def start(self, total: int, label: str) -> None:
-        pass
-
-    def advance(self, n: int) -> None:
-        self.seen += n
-        if self.seen >= self.after:
-            raise KeyboardInterrupt
-
-    def finish(self) -> None:
-        pass
-
-
 def test_an_interrupted_ingest_keeps_what_it_paid_for(
     tmp_path: Path, server: FakeOpenAIServer
 ) -> None:
@@ -267,7 +249,7 @@ def test_an_interrupted_ingest_keeps_what_it_paid_for(
     chat = write_chat(tmp_path / "long.jsonl", rows)
     with Index(tmp_path / "ix") as index:
         with pytest.raises(KeyboardInterrupt):
-            index.ingest([chat], extractor="llm", llm=config(server), progress=_Interrupt(3))
+            index.ingest([chat], extractor="llm", llm=config(server), progress=Interrupt(3))
         assert index.stats()["messages"] == 0  # the source's transaction was rolled back
         paid = server.calls
         cached = index.store.sql("SELECT count(*) FROM llm_cache")[0][0]

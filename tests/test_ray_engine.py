@@ -22,6 +22,7 @@ from structrag.errors import ConfigError
 from structrag.extract import ray_engine
 from structrag.extract.ray_engine import SHARDS, RayExtractor
 from structrag.extract.spacy_extractor import SpacyExtractor
+from tests.sinks import Interrupt
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "friends_chat.jsonl"
 
@@ -116,32 +117,13 @@ def test_a_ray_ingest_builds_the_same_index_as_a_local_one(
     assert not (tmp_path / "index" / SHARDS).exists()  # done: nothing kept to resume
 
 
-class _DiesAfter:
-    """A progress sink that stops the ingest (as a crash would) after ``n`` messages."""
-
-    def __init__(self, n: int) -> None:
-        self.n = n
-        self.seen = 0
-
-    def start(self, total: int, label: str) -> None:
-        pass
-
-    def advance(self, n: int) -> None:
-        self.seen += n
-        if self.seen >= self.n:
-            raise KeyboardInterrupt("stopped")
-
-    def finish(self) -> None:
-        pass
-
-
 def test_an_ingest_that_dies_resumes_from_its_shards(
     cluster: str, chats: list[Path], local: dict[str, Any], tmp_path: Path
 ) -> None:
     directory, shards = tmp_path / "index", tmp_path / "index" / SHARDS
     first = RayExtractor(SpacyExtractor(workers=1), workers=2, shards=shards, batch_messages=40)
     with Index(directory) as index, pytest.raises(KeyboardInterrupt):
-        index.ingest(chats, extractor=first, progress=_DiesAfter(400))
+        index.ingest(chats, extractor=first, progress=Interrupt(400))
     first.close()
     first_file, second_file = (len(c.read_text().splitlines()) for c in chats)
     with Index(directory, read_only=True) as index:
