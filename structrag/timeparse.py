@@ -273,31 +273,53 @@ class DateOrderChoice:
         return out
 
 
+class DateOrderVotes:
+    """What a file's values say about day/month order, gathered one value at a time (a
+    file read as a stream); :meth:`choice` decides as :func:`infer_date_order` does."""
+
+    def __init__(self) -> None:
+        self.first: dict[str, str] = {}
+        self.votes = {"dmy": 0, "mdy": 0}
+        self.ambiguous = 0
+
+    def add(self, value: object) -> DateOrder | Literal["either"] | None:
+        """Count one value; what it says (see :func:`date_order_of`)."""
+        said = date_order_of(value)
+        if said == "either":
+            self.ambiguous += 1
+        elif said is not None:
+            self.votes[said] += 1
+            self.first.setdefault(said, str(value).strip())
+        return said
+
+    def choice(self, forced: DateOrder | None = None) -> DateOrderChoice:
+        if forced is not None:
+            return DateOrderChoice(
+                order=forced, evidence="date_order option", ambiguous=self.ambiguous
+            )
+        votes = self.votes
+        if not votes["dmy"] and not votes["mdy"]:
+            return DateOrderChoice(order=DEFAULT_DATE_ORDER, ambiguous=self.ambiguous)
+        order: DateOrder = "mdy" if votes["mdy"] > votes["dmy"] else "dmy"
+        other = "dmy" if order == "mdy" else "mdy"
+        return DateOrderChoice(
+            order=order,
+            evidence=self.first[order],
+            ambiguous=self.ambiguous,
+            conflict=self.first.get(other),
+        )
+
+
 def infer_date_order(
     values: Iterable[object], *, forced: DateOrder | None = None
 ) -> DateOrderChoice:
     """Decide one day/month order for all of a file's values: the order the unambiguous
     values vote for (the majority, if they disagree), else :data:`DEFAULT_DATE_ORDER`.
     ``forced`` (the caller knows) wins over the values."""
-    first: dict[str, str] = {}
-    votes = {"dmy": 0, "mdy": 0}
-    ambiguous = 0
+    votes = DateOrderVotes()
     for value in values:
-        said = date_order_of(value)
-        if said == "either":
-            ambiguous += 1
-        elif said is not None:
-            votes[said] += 1
-            first.setdefault(said, str(value).strip())
-    if forced is not None:
-        return DateOrderChoice(order=forced, evidence="date_order option", ambiguous=ambiguous)
-    if not votes["dmy"] and not votes["mdy"]:
-        return DateOrderChoice(order=DEFAULT_DATE_ORDER, ambiguous=ambiguous)
-    order: DateOrder = "mdy" if votes["mdy"] > votes["dmy"] else "dmy"
-    other = "dmy" if order == "mdy" else "mdy"
-    return DateOrderChoice(
-        order=order, evidence=first[order], ambiguous=ambiguous, conflict=first.get(other)
-    )
+        votes.add(value)
+    return votes.choice(forced)
 
 
 def format_date(value: datetime | None) -> str:

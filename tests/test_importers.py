@@ -322,3 +322,60 @@ def test_typeagent_shapes_are_checked(tmp_path: Path) -> None:
     with pytest.raises(InputError) as info:
         load_source(path, format="typeagent")
     assert "fileHeader" in str(info.value)
+
+
+# -- JSON Lines are checked and read as a stream ---------------------------------------
+
+
+def _streamed_lines() -> list[dict[str, object]]:
+    return [
+        {"id": "a1", "conversation": "a", "speaker": "Ana", "text": "Hi Bo", "time": "03/04/2023"},
+        {"id": "b1", "conversation": "b", "speaker": "Cy", "text": "Hello", "time": "25/04/2023"},
+        {"id": "a2", "conversation": "a", "speaker": "Bo", "text": "", "time": "someday"},
+        {"id": "a1", "conversation": "a", "speaker": "Ana", "text": "Hi Bo", "time": "03/04/2023"},
+        {"conversation": "b", "speaker": "Dee", "text": "Hey Cy", "role": "user"},
+        {"id": "a3", "conversation": "a", "speaker": "system", "text": "Be brief."},
+    ]
+
+
+def test_a_streamed_jsonl_file_reads_as_the_same_messages_and_warnings(tmp_path: Path) -> None:
+    """`scan_source` checks a JSON Lines file without keeping its messages and reads them
+    again when asked; they and the warnings are what `load_source` gives (ids, ordinals,
+    default recipients, day/month order, repeated copies left out, times not read)."""
+    from structrag.importers import StreamedSource, scan_source
+
+    path = tmp_path / "chats.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in _streamed_lines()) + "\n")
+    whole = load_source(path)
+    streamed = scan_source(path)
+    assert isinstance(streamed, StreamedSource)
+    assert streamed.sha256 == whole.sha256 and streamed.count == whole.count == 5
+    assert streamed.conversations == whole.conversations
+    assert streamed.warnings == whole.warnings
+    assert any("repeats line 1" in w for w in whole.warnings)
+    assert any("not understood" in w for w in whole.warnings)
+    read = list(streamed.iter_messages())
+    key = lambda m: (m.conversation, m.ordinal)  # noqa: E731
+    assert sorted(read, key=key) == sorted(whole.messages, key=key)
+    assert [m.id for m in read] == ["a1", "b1", "a2", "2", "a3"]  # file order
+    first = next(m for m in read if m.id == "a1")
+    assert first.recipients == ("Bo",) and first.timestamp == datetime(2023, 4, 3)
+
+
+def test_a_streamed_jsonl_file_names_the_bad_line_at_its_check(tmp_path: Path) -> None:
+    from structrag.importers import scan_source
+
+    path = tmp_path / "chats.jsonl"
+    lines = [json.dumps(line) for line in _streamed_lines()]
+    path.write_text("\n".join([*lines[:2], '{"speaker": "Ana", "text": 5}', *lines[2:]]))
+    with pytest.raises(InputError, match="line 3") as info:
+        scan_source(path)
+    assert "must be a string" in str(info.value)
+    path.write_text("\n".join([*lines, '{"speaker": "Ana", "text": "hi"']))
+    with pytest.raises(InputError, match="truncated"):
+        scan_source(path)
+    changed = {**_streamed_lines()[0], "text": "Bye Bo"}
+    path.write_text("\n".join([*lines, json.dumps(changed)]))
+    with pytest.raises(InputError, match="used twice") as info:
+        scan_source(path)
+    assert "line 7" in str(info.value) and "first at line 1" in str(info.value)

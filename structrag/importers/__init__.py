@@ -21,6 +21,8 @@ from structrag.errors import InputError, UnknownFormatError
 from structrag.importers.base import (
     LoadOptions,
     ParsedSource,
+    SourceChanged,
+    StreamedSource,
     check_name,
     decode_text,
     parse_json,
@@ -31,7 +33,7 @@ from structrag.importers.chatgpt import load_chatgpt, looks_like_chatgpt
 from structrag.importers.discord import load_discord, looks_like_discord
 from structrag.importers.locomo import load_locomo, looks_like_locomo
 from structrag.importers.mail import load_email, load_email_folder, looks_like_email
-from structrag.importers.messages_json import load_json, load_jsonl
+from structrag.importers.messages_json import load_json, load_jsonl, stream_jsonl
 from structrag.importers.slack import is_slack_folder, load_slack, looks_like_slack_day
 from structrag.importers.transcript import load_transcript, looks_timed
 from structrag.importers.typeagent import load_typeagent, looks_like_typeagent
@@ -85,9 +87,12 @@ __all__ = [
     "Inputs",
     "LoadOptions",
     "ParsedSource",
+    "SourceChanged",
+    "StreamedSource",
     "detect_format",
     "expand_inputs",
     "load_source",
+    "scan_source",
 ]
 
 
@@ -225,6 +230,23 @@ def load_source(
     if not source.sha256:
         source.sha256 = digest
     return source
+
+
+def scan_source(
+    path: str | Path, *, format: str | None = None, options: LoadOptions | None = None
+) -> ParsedSource | StreamedSource:
+    """Check one input for an ingest. A JSON Lines file (``.jsonl``/``.ndjson``, or
+    ``--format jsonl``) is checked line by line and comes back as a
+    :class:`StreamedSource` that reads its messages again when they are written, so its
+    size is not bounded by memory; any other input is loaded whole
+    (:func:`load_source`). Raises :class:`~structrag.errors.InputError`."""
+    path = Path(path)
+    options = options or LoadOptions()
+    fmt = _canonical(format, path) if format else None
+    streamed = fmt == "jsonl" or (fmt is None and path.suffix.lower() in (".jsonl", ".ndjson"))
+    if streamed and not path.is_dir():
+        return stream_jsonl(path, options)
+    return load_source(path, format=format, options=options)
 
 
 def _load_text(

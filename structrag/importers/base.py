@@ -10,9 +10,10 @@ from, so the ingest log never pairs one version's messages with another version'
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,99 @@ class ParsedSource:
     #: SHA-256 of the bytes parsed (for a folder, of its files' names and bytes); set by
     #: :func:`structrag.importers.load_source`.
     sha256: str = ""
+
+    @property
+    def count(self) -> int:
+        return len(self.messages)
+
+    def iter_messages(self) -> Iterator[Message]:
+        return iter(self.messages)
+
+
+class SourceChanged(Exception):
+    """A streamed input's bytes changed between its check and its reading."""
+
+
+@dataclass
+class StreamedSource:
+    """A checked input whose messages are read again from the file, one at a time, when
+    they are written (a file of millions of messages is never held in memory). Made by
+    :func:`structrag.importers.scan_source`; :meth:`iter_messages` raises
+    :class:`SourceChanged` at its end when the bytes it read are not the ones checked."""
+
+    path: str
+    format: str
+    conversations: list[Conversation]
+    count: int
+    sha256: str
+    read: Callable[[], Iterator[Message]]
+    warnings: list[str] = field(default_factory=list)
+    knowledge: list[SemanticRef] = field(default_factory=list)
+
+    def iter_messages(self) -> Iterator[Message]:
+        return self.read()
+
+
+class HashedLines:
+    """A text file's lines, numbered from 1 and split at ``\n``, ``\r\n`` or ``\r`` as
+    :func:`file_lines` splits them, read in pieces while the SHA-256 of its bytes is
+    taken (:attr:`sha256`, once every line was read). Bad bytes raise the error
+    :func:`decode_text` gives for them."""
+
+    def __init__(self, path: Path, encoding: str = "utf-8") -> None:
+        self.path = path
+        self.encoding = encoding
+        self.sha256 = ""
+
+    def __iter__(self) -> Iterator[tuple[int, str]]:
+        codec = (
+            "utf-8-sig"
+            if self.encoding.lower().replace("_", "-") in ("utf-8", "utf8")
+            else self.encoding
+        )
+        try:
+            handle = self.path.open("rb")
+        except OSError:
+            read_bytes(self.path)  # raises the error for it
+            raise
+        digest = hashlib.sha256()
+        with handle:
+            raw = _HashingReader(handle, digest)
+            try:
+                text = io.TextIOWrapper(io.BufferedReader(raw), encoding=codec, newline=None)
+            except LookupError:
+                raise InputError(
+                    self.path, f"unknown encoding {self.encoding!r}", hint="use e.g. utf-8"
+                ) from None
+            try:
+                for lineno, line in enumerate(text, start=1):
+                    if "\x00" in line:
+                        raise InputError(
+                            self.path,
+                            "file contains NUL bytes; it looks binary or UTF-16 encoded",
+                            line=lineno,
+                            hint="convert it to UTF-8 text, or pass --encoding utf-16",
+                        )
+                    yield lineno, line[:-1] if line.endswith("\n") else line
+            except UnicodeDecodeError:
+                decode_text(self.path, read_bytes(self.path), self.encoding)
+                raise  # pragma: no cover - the whole file decoded after all (it changed)
+        self.sha256 = digest.hexdigest()
+
+
+class _HashingReader(io.RawIOBase):
+    def __init__(self, handle: io.BufferedReader, digest: Any) -> None:
+        self.handle = handle
+        self.digest = digest
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        n = self.handle.readinto(buffer)
+        if n:
+            self.digest.update(memoryview(buffer)[:n])
+        return n or 0
 
 
 @dataclass
@@ -337,6 +431,127 @@ def clean_text(text: str) -> str:
     return _WS_RE.sub("\n", text).strip()
 
 
+class ConversationBuilder:
+    """Turns one conversation's raw messages, in order, into :class:`Message` objects:
+    ids (``1``, ``2`` ... where the input has none), ordinals, default recipients (the
+    conversation's other addressable ``speakers``) and parsed times."""
+
+    def __init__(
+        self,
+        conversation: str,
+        speakers: Iterable[str],
+        *,
+        parse_time: Callable[[Any], Any] = parse_datetime,
+        default_recipients: bool = True,
+    ) -> None:
+        self.conversation = conversation
+        self.speakers = sorted(speakers)
+        self.parse_time = parse_time
+        self.default_recipients = default_recipients
+        #: Messages kept so far (the next one's ordinal).
+        self.count = 0
+        self.notes = MessageNotes()
+
+    def next_id(self, raw: RawMessage) -> str:
+        return raw.id if raw.id is not None else str(self.count + 1)
+
+    def message(self, raw: RawMessage) -> Message:
+        """The next message (call :meth:`keep` when it is kept). A time it cannot read is
+        kept as metadata ``time_text`` and noted."""
+        recipients = raw.recipients
+        if (
+            not recipients
+            and self.default_recipients
+            and raw.addressable
+            and raw.speaker
+            and len(self.speakers) > 1
+        ):
+            recipients = tuple(s for s in self.speakers if s != raw.speaker)
+        timestamp = self.parse_time(raw.timestamp)
+        if raw.timestamp not in (None, "") and timestamp is None:
+            self.notes.unparsed(raw.location)
+            raw.metadata.setdefault("time_text", str(raw.timestamp))
+        return Message(
+            conversation=self.conversation,
+            id=self.next_id(raw),
+            ordinal=self.count,
+            speaker=raw.speaker,
+            recipients=recipients,
+            timestamp=timestamp,
+            text=raw.text,
+            tags=raw.tags,
+            metadata=raw.metadata,
+        )
+
+    def keep(self) -> None:
+        self.count += 1
+
+
+@dataclass
+class MessageNotes:
+    """What the check of a conversation's messages found worth a warning: empty messages,
+    huge ones, times not understood, repeated copies. Counts and the first few, so a
+    check of millions of messages holds little."""
+
+    empty: list[str] = field(default_factory=list)
+    empty_count: int = 0
+    unparsed_first: str | None = None
+    unparsed_count: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def look(self, path: Path, raw: RawMessage, msg_id: str) -> None:
+        """Note an empty or huge message."""
+        if not raw.text.strip():
+            self.empty_count += 1
+            if len(self.empty) < 6:
+                self.empty.append(msg_id)
+        elif len(raw.text) > HUGE_MESSAGE_CHARS:
+            self.notes.append(
+                f"{path}: {raw.location}: message {msg_id!r} has {len(raw.text):,} "
+                f"characters; it is stored whole and searchable; knowledge is extracted from "
+                f"its first {HUGE_MESSAGE_CHARS:,} characters"
+            )
+
+    def unparsed(self, location: str) -> None:
+        self.unparsed_count += 1
+        if self.unparsed_first is None:
+            self.unparsed_first = location
+
+    def repeated(
+        self, path: Path, raw: RawMessage, msg_id: str, conversation: str, first: str, same: bool
+    ) -> None:
+        """A message id seen before (first at ``first``): a copy with the same content is
+        noted (and left out by the caller); different content is an error."""
+        if same:
+            self.notes.append(
+                f"{path}: {raw.location}: message id {msg_id!r} repeats {first} "
+                "with the same content; the copy was skipped"
+            )
+            return
+        raise InputError(
+            path,
+            f"at {raw.location}: message id {msg_id!r} is used twice in conversation "
+            f"{conversation!r} with different content (first at {first})",
+            hint="message ids must be unique within a conversation; give one of them "
+            "another id, or put them in different conversations",
+        )
+
+    def warnings(self, path: Path) -> list[str]:
+        out = list(self.notes)
+        if self.empty_count:
+            shown = ", ".join(repr(i) for i in self.empty[:5])
+            more = " ..." if self.empty_count > 5 else ""
+            out.append(
+                f"{path}: {self.empty_count} empty message(s) kept without knowledge: {shown}{more}"
+            )
+        if self.unparsed_count:
+            out.append(
+                f"{path}: {self.unparsed_count} timestamp(s) not understood (first at "
+                f"{self.unparsed_first}); kept as metadata 'time_text', messages left undated"
+            )
+        return out
+
+
 def finish(
     path: Path,
     fmt: str,
@@ -354,80 +569,36 @@ def finish(
     messages. A message with no recipients of its own is addressed to the conversation's
     other speakers, leaving out the ones that are not addressable (system prompts, tools).
     """
-    warnings = list(warnings or [])
-    speakers = sorted({r.speaker for r in raws if r.speaker and r.addressable})
+    builder = ConversationBuilder(
+        conversation.id,
+        {r.speaker for r in raws if r.speaker and r.addressable},
+        parse_time=parse_time,
+        default_recipients=default_recipients,
+    )
+    notes = builder.notes
     messages: list[Message] = []
     locations: list[str] = []
     seen: dict[str, int] = {}
-    empty: list[str] = []
-    unparsed_times: list[str] = []
     for raw in raws:
-        msg_id = raw.id if raw.id is not None else str(len(messages) + 1)
-        recipients = raw.recipients
-        if (
-            not recipients
-            and default_recipients
-            and raw.addressable
-            and raw.speaker
-            and len(speakers) > 1
-        ):
-            recipients = tuple(s for s in speakers if s != raw.speaker)
-        timestamp = parse_time(raw.timestamp)
-        if raw.timestamp not in (None, "") and timestamp is None:
-            unparsed_times.append(raw.location)
-            raw.metadata.setdefault("time_text", str(raw.timestamp))
-        message = Message(
-            conversation=conversation.id,
-            id=msg_id,
-            ordinal=len(messages),
-            speaker=raw.speaker,
-            recipients=recipients,
-            timestamp=timestamp,
-            text=raw.text,
-            tags=raw.tags,
-            metadata=raw.metadata,
-        )
+        message = builder.message(raw)
+        msg_id = message.id
         if msg_id in seen:
             first = seen[msg_id]
-            if messages[first].content_hash() == message.content_hash():
-                warnings.append(
-                    f"{path}: {raw.location}: message id {msg_id!r} repeats {locations[first]} "
-                    "with the same content; the copy was skipped"
-                )
-                continue
-            raise InputError(
-                path,
-                f"at {raw.location}: message id {msg_id!r} is used twice in conversation "
-                f"{conversation.id!r} with different content (first at {locations[first]})",
-                hint="message ids must be unique within a conversation; give one of them "
-                "another id, or put them in different conversations",
-            )
+            same = messages[first].content_hash() == message.content_hash()
+            notes.repeated(path, raw, msg_id, conversation.id, locations[first], same)
+            continue
         seen[msg_id] = len(messages)
-        if not raw.text.strip():
-            empty.append(msg_id)
-        elif len(raw.text) > HUGE_MESSAGE_CHARS:
-            warnings.append(
-                f"{path}: {raw.location}: message {msg_id!r} has {len(raw.text):,} characters; "
-                f"it is stored whole and searchable; knowledge is extracted from its first "
-                f"{HUGE_MESSAGE_CHARS:,} characters"
-            )
+        notes.look(path, raw, msg_id)
+        builder.keep()
         messages.append(message)
         locations.append(raw.location)
-    if empty:
-        shown = ", ".join(repr(i) for i in empty[:5]) + (" ..." if len(empty) > 5 else "")
-        warnings.append(f"{path}: {len(empty)} empty message(s) kept without knowledge: {shown}")
-    if unparsed_times:
-        warnings.append(
-            f"{path}: {len(unparsed_times)} timestamp(s) not understood (first at "
-            f"{unparsed_times[0]}); kept as metadata 'time_text', messages left undated"
-        )
     return ParsedSource(
         path=str(path),
         format=fmt,
         conversations=[conversation],
         messages=messages,
         locations=locations,
-        warnings=warnings,
+        warnings=[*(warnings or []), *notes.warnings(path)],
     )
 
 

@@ -21,17 +21,24 @@ file holds one message per line; a ``conversation`` key splits it into conversat
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from structrag.errors import InputError
 from structrag.importers.base import (
+    ConversationBuilder,
+    HashedLines,
     LoadOptions,
+    MessageNotes,
     ParsedSource,
     RawMessage,
+    SourceChanged,
+    StreamedSource,
     check_surrogates,
     clean_text,
     expect,
@@ -43,8 +50,8 @@ from structrag.importers.base import (
     str_list,
     too_deep,
 )
-from structrag.models import Conversation
-from structrag.timeparse import infer_date_order, parse_datetime
+from structrag.models import Conversation, Message
+from structrag.timeparse import DateOrder, DateOrderVotes, infer_date_order, parse_datetime
 
 _TEXT_KEYS = ("text", "content", "message", "body")
 _SPEAKER_KEYS = ("speaker", "role", "author", "sender", "from", "name")
@@ -54,6 +61,7 @@ _KNOWN = {"id", "tags", "metadata", "conversation", *_TEXT_KEYS, *_SPEAKER_KEYS}
 _KNOWN.update(_RECIPIENT_KEYS, _TIME_KEYS)
 #: Roles whose messages are not addressed to, nor by, the people in the conversation.
 NOT_ADDRESSABLE_ROLES = frozenset({"system", "developer", "tool", "function"})
+_ORDERS: tuple[DateOrder, DateOrder] = ("dmy", "mdy")
 _NAME_KEYS = ("display_name", "nickname", "name", "real_name", "username", "full_name")
 
 
@@ -206,19 +214,189 @@ def _group(
 
 
 def load_jsonl(path: Path, text: str, options: LoadOptions) -> ParsedSource:
-    items: list[tuple[str | None, RawMessage]] = []
-    lines = file_lines(text)
-    last = max((i for i, line in enumerate(lines, start=1) if line.strip()), default=0)
-    for lineno, line in enumerate(lines, start=1):
+    lines = list(enumerate(file_lines(text), start=1))
+    check = check_jsonl(path, lines, options)
+    order = {c.id: i for i, c in enumerate(check.conversations)}
+    found = sorted(  # conversation by conversation, each in file order
+        jsonl_messages(path, lines, options, check), key=lambda m: order[m[1].conversation]
+    )
+    return ParsedSource(
+        path=str(path),
+        format="jsonl",
+        conversations=check.conversations,
+        messages=[m for _, m in found],
+        locations=[f"line {lineno}" for lineno, _ in found],
+        warnings=check.warnings,
+    )
+
+
+def stream_jsonl(path: Path, options: LoadOptions) -> StreamedSource:
+    """A JSON Lines file checked in one pass that holds no message, and read again, one
+    line at a time, when its messages are written."""
+    lines = HashedLines(path, options.encoding)
+    check = check_jsonl(path, lines, options)
+    digest = lines.sha256
+
+    def read() -> Iterator[Message]:
+        again = HashedLines(path, options.encoding)
+        try:
+            for _, message in jsonl_messages(path, again, options, check):
+                yield message
+        except (InputError, SourceChanged):
+            for _ in again:  # read to the end, to tell a changed file from a bad one
+                pass
+            if again.sha256 != digest:
+                raise SourceChanged(str(path)) from None
+            raise
+        if again.sha256 != digest:
+            raise SourceChanged(str(path))
+
+    return StreamedSource(
+        path=str(path),
+        format="jsonl",
+        conversations=check.conversations,
+        count=check.count,
+        sha256=digest,
+        read=read,
+        warnings=check.warnings,
+    )
+
+
+@dataclass
+class JsonlCheck:
+    """What the check of a JSON Lines file found, all that is needed to read its messages
+    again: the conversations in order, their addressable speakers, the lines that repeat
+    an earlier message, the day/month order, the warnings."""
+
+    conversations: list[Conversation]
+    speakers: dict[str, set[str]]
+    skip: set[int]
+    order: DateOrder
+    count: int
+    warnings: list[str]
+
+
+@dataclass
+class _Seen:
+    """One conversation as the check found it."""
+
+    speakers: set[str] = field(default_factory=set)
+    #: Message id -> the fingerprint of its first copy << 32 | that copy's line.
+    ids: dict[str, int] = field(default_factory=dict)
+    count: int = 0
+    notes: MessageNotes = field(default_factory=MessageNotes)
+    #: Per day/month order: the times it could not read (how many, the first).
+    unparsed: dict[DateOrder, list[Any]] = field(
+        default_factory=lambda: {"dmy": [0, None], "mdy": [0, None]}
+    )
+
+
+def check_jsonl(path: Path, lines: Iterable[tuple[int, str]], options: LoadOptions) -> JsonlCheck:
+    """Check every line of a JSON Lines file (bad JSON, bad fields and conflicting ids are
+    :class:`InputError` naming the line) without keeping its messages."""
+    default = options.conversation or path.stem
+    seen: dict[str, _Seen] = {}
+    skip: set[int] = set()
+    votes = DateOrderVotes()
+    numbered = iter(lines)
+    for lineno, line in numbered:
         if not line.strip():
             continue
-        obj = _parse_line(path, line, lineno, is_last=lineno == last)
+        try:
+            obj = _parse_line(path, line, lineno, is_last=False)
+        except InputError:
+            if not any(rest.strip() for _, rest in numbered):
+                _parse_line(path, line, lineno, is_last=True)
+            raise
         raw = raw_message(path, obj, f"line {lineno}")
-        conv = obj.get("conversation")
-        if conv is not None and not isinstance(conv, str | int):
-            raise InputError(path, "'conversation' must be a string", line=lineno)
-        items.append((options.conversation or (str(conv) if conv is not None else None), raw))
-    return _group(path, "jsonl", options.conversation or path.stem, items, options)
+        cid = _line_conversation(path, obj, lineno, options) or default
+        conv = seen.setdefault(cid, _Seen())
+        said = votes.add(raw.timestamp)
+        if raw.timestamp not in (None, ""):
+            # Which day/month order applies is known at the end: note misses under each.
+            if said is None:  # no day/month question: read the same either way
+                missed = parse_datetime(raw.timestamp) is None
+                misses = {"dmy": missed, "mdy": missed}
+            else:
+                misses = {o: parse_datetime(raw.timestamp, order=o) is None for o in _ORDERS}
+            for order in _ORDERS:
+                if misses[order]:
+                    tally = conv.unparsed[order]
+                    tally[0] += 1
+                    tally[1] = tally[1] or raw.location
+        msg_id = raw.id if raw.id is not None else str(conv.count + 1)
+        fingerprint = _fingerprint(raw)
+        first = conv.ids.get(msg_id)
+        if first is not None:
+            same = first >> 32 == fingerprint
+            conv.notes.repeated(path, raw, msg_id, cid, f"line {first & 0xFFFFFFFF}", same)
+            skip.add(lineno)
+            continue
+        conv.ids[msg_id] = fingerprint << 32 | lineno
+        conv.notes.look(path, raw, msg_id)
+        conv.count += 1
+        if raw.speaker and raw.addressable:
+            conv.speakers.add(raw.speaker)
+    if not seen:
+        raise InputError(path, "no messages found", hint="see the JSON schema in the README")
+    dates = votes.choice(options.date_order)
+    metadata: dict[str, Any] = {"source": str(path)}
+    if dates.evidence is not None or dates.ambiguous:
+        metadata["date_order"] = dates.basis
+    warnings: list[str] = []
+    for conv in seen.values():
+        conv.notes.unparsed_count, conv.notes.unparsed_first = conv.unparsed[dates.order]
+        warnings.extend(conv.notes.warnings(path))
+    warnings.extend(dates.notes(path))
+    return JsonlCheck(
+        conversations=[Conversation(id=cid, metadata=metadata) for cid in seen],
+        speakers={cid: conv.speakers for cid, conv in seen.items()},
+        skip=skip,
+        order=dates.order,
+        count=sum(conv.count for conv in seen.values()),
+        warnings=warnings,
+    )
+
+
+def jsonl_messages(
+    path: Path, lines: Iterable[tuple[int, str]], options: LoadOptions, check: JsonlCheck
+) -> Iterator[tuple[int, Message]]:
+    """The messages of a checked JSON Lines file, in file order, with their lines."""
+    parse_time = partial(parse_datetime, order=check.order)
+    builders = {
+        cid: ConversationBuilder(cid, speakers, parse_time=parse_time)
+        for cid, speakers in check.speakers.items()
+    }
+    default = options.conversation or path.stem
+    for lineno, line in lines:
+        if not line.strip() or lineno in check.skip:
+            continue
+        obj = _parse_line(path, line, lineno, is_last=False)
+        raw = raw_message(path, obj, f"line {lineno}")
+        builder = builders.get(_line_conversation(path, obj, lineno, options) or default)
+        if builder is None:
+            raise SourceChanged(str(path))
+        message = builder.message(raw)
+        builder.keep()
+        yield lineno, message
+
+
+def _line_conversation(path: Path, obj: Any, lineno: int, options: LoadOptions) -> str | None:
+    conv = obj.get("conversation")
+    if conv is not None and not isinstance(conv, str | int):
+        raise InputError(path, "'conversation' must be a string", line=lineno)
+    return options.conversation or (str(conv) if conv is not None else None)
+
+
+def _fingerprint(raw: RawMessage) -> int:
+    """A 64-bit fingerprint of what a message is made from (two copies of a message with
+    the same fingerprint are taken for the same message)."""
+    payload = json.dumps(
+        [raw.text, raw.speaker, raw.recipients, raw.timestamp, raw.tags, raw.metadata],
+        sort_keys=True,
+        default=str,
+    )
+    return int.from_bytes(hashlib.blake2b(payload.encode(), digest_size=8).digest())
 
 
 def _parse_line(path: Path, line: str, lineno: int, *, is_last: bool) -> Any:
