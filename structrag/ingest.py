@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -39,7 +39,14 @@ from structrag.extract.base import (
     RetriesFailures,
     outcome_of,
 )
-from structrag.importers import LoadOptions, ParsedSource, expand_inputs, load_source
+from structrag.importers import (
+    LoadOptions,
+    ParsedSource,
+    SourceChanged,
+    StreamedSource,
+    expand_inputs,
+    scan_source,
+)
 from structrag.models import Action, Conversation, Entity, Message, SemanticRef, Tag, Topic
 from structrag.store.protocols import (
     ExtractionRecord,
@@ -83,6 +90,11 @@ class IngestReport:
     warnings: list[str] = field(default_factory=list)
     seconds: float = 0.0
     llm: dict[str, int | float] | None = None  # LLM work: calls, tokens, failures ...
+
+    def reset_counts(self) -> None:
+        """Forget the counts of a write that was given up (the file changed under it)."""
+        self.messages_added = self.messages_updated = self.messages_unchanged = 0
+        self.refs_added = self.messages_failed = self.messages_reextracted = 0
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -179,6 +191,14 @@ def gather_aliases(
 
 #: Messages per store insert while extraction runs (inserts overlap with extraction).
 CHUNK_MESSAGES = 500
+#: Messages read, compared with the index and handed to the extractor at a time: an
+#: ingest holds one window of a source's messages, however large the file.
+WINDOW_MESSAGES = 10_000
+#: Times a streamed file that changed while it was written is checked and written again.
+CHANGED_RETRIES = 3
+
+Source = ParsedSource | StreamedSource
+Paired = Iterator[tuple["Pending", list[SemanticRef]]]
 
 
 @dataclass(frozen=True)
@@ -194,13 +214,15 @@ class Pending:
 
 @dataclass
 class _Plan:
-    """An input that needs work, as its check found it (its messages are not kept)."""
+    """An input that needs work, as its check found it (its messages are not kept; a
+    streamed source reads them again itself)."""
 
     path: Path
     digest: str
     fingerprint: str
     report: IngestReport
     messages: int
+    streamed: StreamedSource | None = None
 
 
 @dataclass
@@ -275,21 +297,47 @@ class Ingestor:
             progress.start(total, "extracting")
         try:
             for plan in plans:
-                source = self._reload(plan, format, options, force)
-                if source is not None:
-                    self._ingest_one(
-                        plan.path,
-                        source.sha256,
-                        plan.fingerprint,
-                        source,
-                        plan.report,
-                        progress,
-                        force,
-                    )
+                self._ingest_plan(plan, format, options, progress, force)
         finally:
             if progress and total:
                 progress.finish()
         return reports
+
+    def _ingest_plan(
+        self,
+        plan: _Plan,
+        format: str | None,
+        options: LoadOptions,
+        progress: ProgressSink | None,
+        force: bool,
+    ) -> None:
+        """Write one checked input. A streamed file found changed when its reading ends
+        is given up (nothing of it is written) and checked and written again as it is
+        now."""
+        for _ in range(CHANGED_RETRIES):
+            source = self._reload(plan, format, options, force)
+            if source is None:
+                return
+            try:
+                self._ingest_one(
+                    plan.path,
+                    source.sha256,
+                    plan.fingerprint,
+                    source,
+                    plan.report,
+                    progress,
+                    force,
+                )
+                return
+            except SourceChanged:
+                plan.streamed = None  # check it again
+                plan.report.reset_counts()
+        raise InputError(
+            plan.path,
+            f"the file changed each time it was read ({CHANGED_RETRIES} times) while it "
+            "was ingested; nothing of it was written",
+            hint="ingest it again when nothing is writing to it",
+        )
 
     def _sources(
         self, paths: Sequence[str | Path], format: str | None, options: LoadOptions, force: bool
@@ -307,7 +355,7 @@ class Ingestor:
         reports: list[IngestReport] = []
         plans = []
         for path in inputs.paths:
-            source = load_source(path, format=format, options=options)
+            source = scan_source(path, format=format, options=options)
             fingerprint = self.fingerprint(source.format, options)
             report = IngestReport(
                 path=str(path),
@@ -318,9 +366,10 @@ class Ingestor:
             reports.append(report)
             if not force and self.store.source_seen(source.sha256, fingerprint):
                 report.skipped = "already ingested (same file contents and settings)"
-                report.messages_unchanged = len(source.messages)
+                report.messages_unchanged = source.count
                 continue
-            plans.append(_Plan(path, source.sha256, fingerprint, report, len(source.messages)))
+            streamed = source if isinstance(source, StreamedSource) else None
+            plans.append(_Plan(path, source.sha256, fingerprint, report, source.count, streamed))
         reports.extend(
             IngestReport(path=folder, format="folder", conversations=[], skipped=note)
             for folder, note in inputs.skipped
@@ -329,13 +378,16 @@ class Ingestor:
 
     def _reload(
         self, plan: _Plan, format: str | None, options: LoadOptions, force: bool
-    ) -> ParsedSource | None:
+    ) -> Source | None:
         """A checked input, read again for its turn. Its hash is always that of the bytes
         parsed (read once): a file that changed since it was checked is ingested as it is
         now, with a warning, never stored under a hash it does not have (the next ingest
         would then take the new version for one already ingested). None: that version is
-        in the index already."""
-        source = load_source(plan.path, format=format, options=options)
+        in the index already. A streamed source is not read here: its own reading tells
+        a change (:class:`SourceChanged`), and :meth:`_ingest_plan` then comes back."""
+        if plan.streamed is not None:
+            return plan.streamed
+        source = scan_source(plan.path, format=format, options=options)
         if source.sha256 != plan.digest:
             plan.report.warnings.append(
                 "the file changed while the ingest ran: ingested as it is now"
@@ -343,8 +395,9 @@ class Ingestor:
             plan.report.conversations = [c.id for c in source.conversations]
             if not force and self.store.source_seen(source.sha256, plan.fingerprint):
                 plan.report.skipped = "already ingested (same file contents and settings)"
-                plan.report.messages_unchanged = len(source.messages)
+                plan.report.messages_unchanged = source.count
                 return None
+            plan.digest = source.sha256
         return source
 
     def estimate(
@@ -365,7 +418,7 @@ class Ingestor:
             source, report = self._reload(plan, format, options, force), plan.report
             if source is None:
                 continue
-            todo = self._pending(source, report, None, force)
+            todo = [p for window in self._pending(source, report, None, force) for p in window]
             report.messages_added = sum(1 for p in todo if p.status == "new")
             report.messages_updated = sum(1 for p in todo if p.status == "edited")
             report.messages_reextracted = sum(1 for p in todo if p.status == "same")
@@ -386,7 +439,7 @@ class Ingestor:
         path: Path,
         digest: str,
         fingerprint: str,
-        source: ParsedSource,
+        source: Source,
         report: IngestReport,
         progress: ProgressSink | None,
         force: bool = False,
@@ -395,24 +448,14 @@ class Ingestor:
     ) -> None:
         started = time.perf_counter()
         usage_before = self._usage()
-        todo = self._pending(source, report, progress, force)
+        windows = self._pending(source, report, progress, force)
         # 2. Knowledge (imported with the file, or extracted), streamed into the text
-        #    index writer as it arrives; nothing is visible until both commits.
+        #    index writer as it arrives, one window of messages at a time; nothing is
+        #    visible until both commits.
         if source.knowledge:
-            imported: dict[tuple[str, str], list[SemanticRef]] = {}
-            for ref in source.knowledge:
-                imported.setdefault((ref.conversation, ref.message_id), []).append(ref)
-            knowledge: Iterable[list[SemanticRef]] = [
-                imported.get((p.message.conversation, p.message.id), []) for p in todo
-            ]
-            if progress:
-                progress.advance(len(todo))
-        elif todo:
-            knowledge = self.extractor.extract(
-                [p.message for p in todo], progress.advance if progress else None
-            )
+            pairs = _imported(windows, source.knowledge, progress)
         else:
-            knowledge = []
+            pairs = self._extracted(windows, progress)
         record = SourceRecord(
             path=str(path.resolve()),
             sha256=digest,
@@ -421,10 +464,9 @@ class Ingestor:
             extractor="import" if source.knowledge else self.extractor.name,
             settings=self.extractor.settings(),
             started_at=datetime.now(UTC).replace(tzinfo=None),
-            messages_unchanged=report.messages_unchanged,
             warnings=report.warnings,
         )
-        self._write(todo, knowledge, record, source.conversations, report, delete, before_commit)
+        self._write(pairs, record, source.conversations, report, delete, before_commit)
         report.seconds = time.perf_counter() - started
         if not source.knowledge:
             report.llm = self._usage_since(usage_before, report.seconds)
@@ -448,7 +490,7 @@ class Ingestor:
             warnings=list(source.warnings),
         )
         fingerprint = self.fingerprint(source.format, LoadOptions())
-        total = len(source.messages)
+        total = source.count
         if progress and total:
             progress.start(total, "extracting")
         try:
@@ -490,9 +532,6 @@ class Ingestor:
             progress.start(len(failed), "retrying")
         try:
             todo = [Pending(s.mkey, s.message, "edited") for s in failed]
-            knowledge = self.extractor.extract(
-                [s.message for s in failed], progress.advance if progress else None
-            )
             record = SourceRecord(
                 path="(retry-failed)",
                 sha256="",
@@ -502,7 +541,7 @@ class Ingestor:
                 settings=self.extractor.settings(),
                 started_at=datetime.now(UTC).replace(tzinfo=None),
             )
-            self._write(todo, knowledge, record, [], report)
+            self._write(self._extracted(iter([todo]), progress), record, [], report)
         finally:
             if progress:
                 progress.finish()
@@ -525,22 +564,36 @@ class Ingestor:
         spent["seconds"] = round(seconds, 3)
         return spent
 
+    def _extracted(self, windows: Iterable[list[Pending]], progress: ProgressSink | None) -> Paired:
+        """Each message with the knowledge the extractor finds in it, a window at a time
+        (the extractor's workers stop when this generator is closed)."""
+        for window in windows:
+            refs = self.extractor.extract(
+                [p.message for p in window], progress.advance if progress else None
+            )
+            try:
+                yield from zip(window, refs, strict=True)
+            finally:
+                close = getattr(refs, "close", None)
+                if callable(close):
+                    close()
+
     def _pending(
         self,
-        source: ParsedSource,
+        source: Source,
         report: IngestReport,
         progress: ProgressSink | None,
         force: bool = False,
-    ) -> list[Pending]:
-        """The messages of ``source`` to write: new and edited ones (and, with ``force``,
-        unchanged ones, extracted again); unchanged ones left alone are counted in
-        ``report``."""
+    ) -> Iterator[list[Pending]]:
+        """The messages of ``source`` to write, in windows of :data:`WINDOW_MESSAGES`: new
+        and edited ones (and, with ``force``, unchanged ones, extracted again); unchanged
+        ones left alone are counted in ``report``."""
         existing = self.store.message_hashes(c.id for c in source.conversations)
         max_ordinal: dict[str, int] = {}
         for (conv, _), (_, _, ordinal) in existing.items():
             max_ordinal[conv] = max(ordinal, max_ordinal.get(conv, -1))
         todo: list[Pending] = []
-        for message in source.messages:
+        for message in source.iter_messages():
             found = existing.get((message.conversation, message.id))
             if found is None:
                 if message.conversation in max_ordinal:
@@ -558,6 +611,14 @@ class Ingestor:
                 report.messages_unchanged += 1
                 if progress:
                     progress.advance(1)
+            if len(todo) >= WINDOW_MESSAGES:
+                yield self._numbered(todo)
+                todo = []
+        if todo:
+            yield self._numbered(todo)
+
+    def _numbered(self, todo: list[Pending]) -> list[Pending]:
+        """``todo`` with its new messages numbered (and made memories, for a memory)."""
         new = sum(1 for p in todo if p.status == "new")
         next_mkey = self.store.reserve_ids(new, 0)[0] if new else 0
         for i, pending in enumerate(todo):
@@ -584,29 +645,31 @@ class Ingestor:
         is all extracted before the store is touched (the store is held from the first
         row to the commit)."""
         report = IngestReport(path="(live)", format="live", conversations=[])
-        knowledge = list(knowledge)
-        self._write(todo, knowledge, None, conversations, report, delete, before_commit)
+        pairs = list(zip(todo, knowledge, strict=True))
+        reserve = sum(len(refs) for _, refs in pairs)
+        self._write(iter(pairs), None, conversations, report, delete, before_commit, reserve)
         return report
 
     def _write(
         self,
-        todo: list[Pending],
-        knowledge: Iterable[list[SemanticRef]],
+        pairs: Paired,
         record: SourceRecord | None,
         conversations: list[Conversation],
         report: IngestReport,
         delete: Sequence[int] = (),
         before_commit: Callable[[StoreTransaction], None] | None = None,
+        reserve: int | None = None,
     ) -> None:
         """Store the messages and their knowledge in one transaction, then the text index.
         An ingest (with a ``record``) is staged while its knowledge is extracted and merged
-        at the end; a live write goes straight in."""
+        at the end; a live write goes straight in, with ``reserve`` ref numbers taken at
+        once."""
         folder = new_staging_folder(self.workspace) if record and self.workspace else None
         transaction: StoreTransaction | None = None
         writer: TextIndexWriter | None = None
         numbers = _RefNumbers(self.store, live=folder is None)
-        if isinstance(knowledge, list):
-            numbers.reserve(sum(len(refs) for refs in knowledge))
+        if reserve is not None:
+            numbers.reserve(reserve)
         settings = self._unsaved_settings()
         chunk = _Chunk()
         try:
@@ -620,7 +683,7 @@ class Ingestor:
                 transaction.delete(delete)
                 for mkey in delete:
                     writer.delete(mkey)
-            for pending, refs in zip(todo, knowledge, strict=True):
+            for pending, refs in pairs:
                 mkey, message = pending.mkey, pending.message
                 stored = StoredMessage(mkey=mkey, message=message, memory=pending.memory)
                 first_ref = numbers.take(len(refs))
@@ -650,6 +713,7 @@ class Ingestor:
             if record is not None:
                 record.messages_added = report.messages_added
                 record.messages_updated = report.messages_updated
+                record.messages_unchanged = report.messages_unchanged - report.messages_reextracted
                 record.refs_added = report.refs_added
             writer.prepare()
             # 3. The store commits first; the text index then says which generation it has.
@@ -664,7 +728,7 @@ class Ingestor:
             if folder is not None:
                 remove_staging_folder(folder)
             # Stop the extractor now (its workers, its requests in flight), not at GC time.
-            close = getattr(knowledge, "close", None)
+            close = getattr(pairs, "close", None)
             if callable(close):
                 close()
             raise
@@ -724,3 +788,17 @@ class _RefNumbers:
         first = self.next
         self.next += count
         return first
+
+
+def _imported(
+    windows: Iterable[list[Pending]], knowledge: list[SemanticRef], progress: ProgressSink | None
+) -> Paired:
+    """Each message with the knowledge its file brought for it."""
+    imported: dict[tuple[str, str], list[SemanticRef]] = {}
+    for ref in knowledge:
+        imported.setdefault((ref.conversation, ref.message_id), []).append(ref)
+    for window in windows:
+        if progress:
+            progress.advance(len(window))
+        for p in window:
+            yield p, imported.get((p.message.conversation, p.message.id), [])

@@ -25,7 +25,6 @@ from structrag.cli import cli, main
 from structrag.errors import InputError, UnknownFormatError
 from structrag.importers import (
     LoadOptions,
-    ParsedSource,
     detect_format,
     expand_inputs,
     load_source,
@@ -679,20 +678,19 @@ def test_a_file_appended_during_ingest_is_read_again_next_time(
     import structrag.importers
     import structrag.ingest
 
-    path = tmp_path / "chat.jsonl"
-    path.write_bytes(b'{"id": "1", "speaker": "Ana", "text": "I planted garlic today."}\n')
-    real_load = structrag.importers.load_source
+    path = tmp_path / "chat.txt"
+    path.write_bytes(b"ANA: I planted garlic today.\n")
+    real_scan = structrag.importers.scan_source
     versions: list[bytes] = []
 
-    def load_then_append(*args: Any, **kwargs: Any) -> ParsedSource:
+    def scan_then_append(*args: Any, **kwargs: Any) -> Any:
         versions.append(path.read_bytes())
-        source = real_load(*args, **kwargs)
+        source = real_scan(*args, **kwargs)
         with path.open("ab") as handle:
-            n = len(versions) + 1
-            handle.write(f'{{"id": "{n}", "speaker": "Bo", "text": "Water {n}."}}\n'.encode())
+            handle.write(f"BO: Water {len(versions) + 1}.\n".encode())
         return source
 
-    monkeypatch.setattr(structrag.ingest, "load_source", load_then_append)
+    monkeypatch.setattr(structrag.ingest, "scan_source", scan_then_append)
     with Index(tmp_path / "idx") as index:
         (report,) = index.ingest([path])
         # Checked as version 1, read again as version 2 at its turn: version 2 is stored.
@@ -701,10 +699,72 @@ def test_a_file_appended_during_ingest_is_read_again_next_time(
         rows = index.store.sql("SELECT sha256 FROM sources")
         assert rows == [(hashlib.sha256(versions[1]).hexdigest(),)]
         assert [s.message.id for s in index.messages()] == ["1", "2"]
-        monkeypatch.setattr(structrag.ingest, "load_source", real_load)
+        monkeypatch.setattr(structrag.ingest, "scan_source", real_scan)
         (report,) = index.ingest([path])
         assert report.skipped is None and report.messages_added == 1
         assert [s.message.id for s in index.messages()] == ["1", "2", "3"]
+
+
+def _append_after_scans(monkeypatch: pytest.MonkeyPatch, path: Path, times: int) -> None:
+    """Make the first ``times`` checks of ``path`` append a line to it once they read it
+    (it changes between its check and its reading for the write)."""
+    import structrag.importers
+    import structrag.ingest
+
+    real_scan = structrag.importers.scan_source
+    left = [times]
+
+    def scan_then_append(*args: Any, **kwargs: Any) -> Any:
+        source = real_scan(*args, **kwargs)
+        if left[0]:
+            left[0] -= 1
+            with path.open("ab") as handle:
+                handle.write(b'{"speaker": "Bo", "text": "A line written late."}\n')
+        return source
+
+    monkeypatch.setattr(structrag.ingest, "scan_source", scan_then_append)
+
+
+def _chat_lines(path: Path, n: int) -> None:
+    path.write_text(
+        "".join(
+            json.dumps({"speaker": "Ana" if i % 2 else "Bo", "text": f"Note {i} about the boat."})
+            + "\n"
+            for i in range(n)
+        )
+    )
+
+
+def test_a_jsonl_file_that_changes_while_it_is_streamed_is_written_as_it_is_now(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A JSON Lines file is checked, then read again line by line while it is written; a
+    line added in between makes the ingest give that write up and check and write the
+    file as it is now, under the hash of those bytes."""
+    path = tmp_path / "chat.jsonl"
+    _chat_lines(path, 30)
+    _append_after_scans(monkeypatch, path, times=1)
+    with Index(tmp_path / "idx") as index:
+        (report,) = index.ingest([path])
+        assert "changed while the ingest ran" in " ".join(report.warnings)
+        assert report.messages_added == 31 and len(list(index.messages())) == 31
+        rows = index.store.sql("SELECT sha256, messages_added FROM sources")
+        assert rows == [(hashlib.sha256(path.read_bytes()).hexdigest(), 31)]
+        (again,) = index.ingest([path])
+        assert again.skipped is not None
+
+
+def test_a_jsonl_file_that_keeps_changing_is_refused_and_nothing_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "chat.jsonl"
+    _chat_lines(path, 30)
+    _append_after_scans(monkeypatch, path, times=10)
+    with Index(tmp_path / "idx") as index:
+        with pytest.raises(InputError, match="changed each time it was read"):
+            index.ingest([path])
+        assert list(index.messages()) == []
+        assert index.store.sql("SELECT count(*) FROM sources") == [(0,)]
 
 
 def test_text_that_merely_starts_with_a_bracket_is_a_transcript(tmp_path: Path) -> None:
