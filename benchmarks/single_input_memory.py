@@ -1,0 +1,130 @@
+"""Peak memory of ingesting ONE large input, a JSON Lines file of short chat messages.
+
+    python benchmarks/single_input_memory.py --messages 1000000 [--json OUT] [--keep DIR]
+
+It writes ``--messages`` one-to-five-word messages between two people (deterministic) to
+one ``.jsonl`` file, runs ``structrag ingest FILE --db DIR --quiet`` in a new process and
+samples, every 0.25 s, the resident memory of that process and of its extraction workers
+(Linux ``/proc``): RSS of the ingest process, RSS of the whole tree (which counts the
+pages the forked workers share with it once per process), and PSS of the whole tree (each
+shared page split between the processes that map it: the memory the ingest really
+takes). Short messages are the worst case per byte of input: the per-message costs
+dominate. The reliability target is a peak under 1.5 GB for any single input, the scale
+target 2 GB at 1,000,000 messages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+WORDS = [
+    *("yes", "no", "haha", "ok", "sure", "great", "thanks", "lol", "maybe", "tomorrow"),
+    *("dinner", "pizza", "movie", "park", "dog", "cat", "run", "gym", "work", "Paris"),
+    *("beach", "coffee"),
+]
+
+
+def write_chat(path: Path, messages: int) -> None:
+    rnd = random.Random(0)
+    with path.open("w", encoding="utf-8") as out:
+        for i in range(messages):
+            text = " ".join(rnd.choice(WORDS) for _ in range(rnd.randint(1, 5)))
+            day, second = 1 + (i // 10_000) % 28, i % 3600
+            line = {
+                "id": str(i),
+                "speaker": ("Ann", "Bob")[i % 2],
+                "text": text,
+                "timestamp": f"2024-01-{day:02d}T10:{second // 60:02d}:{second % 60:02d}",
+            }
+            out.write(json.dumps(line) + "\n")
+
+
+def _tree(pid: int) -> list[int]:
+    found, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        found.append(p)
+        try:
+            for task in Path(f"/proc/{p}/task").iterdir():
+                children = (task / "children").read_text(encoding="ascii")
+                todo.extend(int(c) for c in children.split())
+        except OSError:
+            continue
+    return found
+
+
+def _kb(pid: int, name: str, file: str) -> int:
+    try:
+        with Path(f"/proc/{pid}/{file}").open(encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith(name):
+                    return int(line.split()[1])
+    except OSError:
+        return 0
+    return 0
+
+
+def measure(path: Path, db: Path) -> dict[str, float]:
+    command = [sys.executable, "-m", "structrag", "ingest", str(path), "--db", str(db)]
+    started = time.perf_counter()
+    proc = subprocess.Popen([*command, "--quiet"])
+    peaks = {"ingest_rss_mb": 0.0, "tree_rss_mb": 0.0, "tree_pss_mb": 0.0}
+    while proc.poll() is None:
+        pids = _tree(proc.pid)
+        sample = {
+            "ingest_rss_mb": _kb(proc.pid, "VmRSS:", "status") / 1024,
+            "tree_rss_mb": sum(_kb(p, "VmRSS:", "status") for p in pids) / 1024,
+            "tree_pss_mb": sum(_kb(p, "Pss:", "smaps_rollup") for p in pids) / 1024,
+        }
+        peaks = {k: max(v, sample[k]) for k, v in peaks.items()}
+        time.sleep(0.25)
+    if proc.returncode:
+        raise SystemExit(f"the ingest failed with exit code {proc.returncode}")
+    seconds = time.perf_counter() - started
+    return {**{k: round(v) for k, v in peaks.items()}, "seconds": round(seconds, 1)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--messages", type=int, default=200_000)
+    parser.add_argument("--json", type=Path, help="write the figures here too")
+    parser.add_argument("--keep", type=Path, help="work in this folder and keep it")
+    args = parser.parse_args()
+    if not Path("/proc/self/smaps_rollup").exists():
+        raise SystemExit("this benchmark reads /proc (Linux only)")
+    work = args.keep or Path(tempfile.mkdtemp(prefix="structrag-single-input-"))
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        chat = work / f"chat-{args.messages}.jsonl"
+        if not chat.exists():
+            write_chat(chat, args.messages)
+        db = work / "index"
+        shutil.rmtree(db, ignore_errors=True)
+        figures = measure(chat, db)
+        result = {
+            "messages": args.messages,
+            "file_mb": round(chat.stat().st_size / 1e6, 1),
+            **figures,
+            "messages_per_second": round(args.messages / figures["seconds"]),
+            "load_average": os.getloadavg()[0],
+            "cpus": os.cpu_count(),
+        }
+    finally:
+        if args.keep is None:
+            shutil.rmtree(work, ignore_errors=True)
+    print(json.dumps(result, indent=2))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
