@@ -362,6 +362,86 @@ def test_a_streamed_jsonl_file_reads_as_the_same_messages_and_warnings(tmp_path:
     assert first.recipients == ("Bo",) and first.timestamp == datetime(2023, 4, 3)
 
 
+_TEXT_EXPORTS = Path(__file__).parent / "fixtures" / "exports"
+_ODD_TEXTS = {
+    # A header, a turn with a time, a multi-line turn with a blank line in it, a huge
+    # turn, CR line ends, no end of line at the end.
+    "labels.txt": "Episode 9\r\nANA: [00:00:01] hi\r\n\r\nmore of it\r\nBo: ok "
+    + "x" * 100_050
+    + "\r\nAna Souza: bye",
+    # Month-first dates, settled by the last line; a date that does not exist.
+    "month first.txt": "03/04/2023, 10:00 - Ana: hi\n"
+    "04/31/2023, 10:01 - Bo: when?\n"
+    "03/25/2023, 10:02 - Ana: then\nand a second line\n",
+}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "meetings/podcast episode 4.txt",
+        "meetings/zoom transcript.txt",
+        "meetings/garden committee otter.txt",
+        "meetings/zoom chat.txt",
+        "whatsapp/WhatsApp Chat with Allotment crew.txt",
+        "whatsapp/ambiguous dates.txt",
+        "whatsapp/WhatsApp Chat - Porto trip/_chat.txt",
+        *_ODD_TEXTS,
+    ],
+)
+def test_a_streamed_transcript_or_whatsapp_export_reads_as_when_loaded_whole(
+    tmp_path: Path, name: str
+) -> None:
+    """Transcripts and WhatsApp exports are checked and read line by line: the messages,
+    the conversation (header, events, day/month order) and the warnings are what loading
+    the file whole gives."""
+    from structrag.importers import StreamedSource, scan_source
+
+    if name in _ODD_TEXTS:
+        path = tmp_path / name
+        path.write_bytes(_ODD_TEXTS[name].encode())
+    else:
+        path = _TEXT_EXPORTS / name
+    whole = load_source(path)
+    streamed = scan_source(path)
+    assert isinstance(streamed, StreamedSource)
+    assert (streamed.format, streamed.sha256, streamed.count) == (
+        whole.format,
+        whole.sha256,
+        whole.count,
+    )
+    assert streamed.conversations == whole.conversations
+    assert streamed.warnings == whole.warnings
+    assert list(streamed.iter_messages()) == whole.messages
+    assert list(streamed.iter_messages()) == whole.messages  # read again, the same
+
+
+def test_a_streamed_text_export_says_what_is_wrong_at_its_check(tmp_path: Path) -> None:
+    from structrag.importers import scan_source
+
+    chat = tmp_path / "chat.txt"
+    chat.write_text("12/03/2023, 14:02 - Ana: hi\n", encoding="utf-8")
+    chat.write_bytes(b"hello there\n" + chat.read_bytes())
+    with pytest.raises(InputError, match="line 1"):
+        scan_source(chat, format="whatsapp")
+    chat.write_bytes(b"12/03/2023, 14:02 - Ana: caf\xe9\n")
+    with pytest.raises(InputError, match="line 1") as info:
+        scan_source(chat)
+    assert "not valid utf-8" in str(info.value)
+    chat.write_text("12/03/2023, 14:02 - Ana: <Media omitted>\n", encoding="utf-8")
+    with pytest.raises(InputError, match="only system lines"):
+        scan_source(chat)
+    notes = tmp_path / "notes.txt"
+    notes.write_text("just some notes\nwith no speakers\n", encoding="utf-8")
+    with pytest.raises(InputError, match="no 'SPEAKER: text' turns"):
+        scan_source(notes)
+    mail = tmp_path / "mail.txt"
+    mail.write_text("From: ana@example.org\nTo: bo@example.org\nSubject: hi\n\nBody\n")
+    with pytest.raises(InputError, match="this is an email"):
+        scan_source(mail, format="transcript")
+    assert scan_source(mail).format == "email"
+
+
 def test_a_streamed_jsonl_file_names_the_bad_line_at_its_check(tmp_path: Path) -> None:
     from structrag.importers import scan_source
 

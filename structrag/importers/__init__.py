@@ -35,10 +35,10 @@ from structrag.importers.locomo import load_locomo, looks_like_locomo
 from structrag.importers.mail import load_email, load_email_folder, looks_like_email
 from structrag.importers.messages_json import load_json, load_jsonl, stream_jsonl
 from structrag.importers.slack import is_slack_folder, load_slack, looks_like_slack_day
-from structrag.importers.transcript import load_transcript, looks_timed
+from structrag.importers.transcript import load_transcript, looks_timed, stream_transcript
 from structrag.importers.typeagent import load_typeagent, looks_like_typeagent
 from structrag.importers.webvtt import load_webvtt
-from structrag.importers.whatsapp import load_whatsapp, looks_like_whatsapp
+from structrag.importers.whatsapp import load_whatsapp, looks_like_whatsapp, stream_whatsapp
 
 FORMATS: tuple[str, ...] = (
     "json",
@@ -235,18 +235,50 @@ def load_source(
 def scan_source(
     path: str | Path, *, format: str | None = None, options: LoadOptions | None = None
 ) -> ParsedSource | StreamedSource:
-    """Check one input for an ingest. A JSON Lines file (``.jsonl``/``.ndjson``, or
-    ``--format jsonl``) is checked line by line and comes back as a
-    :class:`StreamedSource` that reads its messages again when they are written, so its
-    size is not bounded by memory; any other input is loaded whole
+    """Check one input for an ingest. JSON Lines, transcripts and WhatsApp exports are
+    checked line by line and come back as a :class:`StreamedSource` that reads their
+    messages again when they are written, so their size is not bounded by memory; any
+    other input (a JSON document, WebVTT, mail, a folder) is loaded whole
     (:func:`load_source`). Raises :class:`~structrag.errors.InputError`."""
     path = Path(path)
     options = options or LoadOptions()
     fmt = _canonical(format, path) if format else None
-    streamed = fmt == "jsonl" or (fmt is None and path.suffix.lower() in (".jsonl", ".ndjson"))
-    if streamed and not path.is_dir():
+    if path.is_dir():
+        return load_source(path, format=format, options=options)
+    if fmt is None:
+        fmt = _streamed_kind(path, options)
+    if fmt == "jsonl":
         return stream_jsonl(path, options)
+    if fmt == "transcript":
+        return stream_transcript(path, options)
+    if fmt == "whatsapp":
+        return stream_whatsapp(path, options)
     return load_source(path, format=format, options=options)
+
+
+def _streamed_kind(path: Path, options: LoadOptions) -> str | None:
+    """The format of a file read as a stream, told from its name and first 64 KB as
+    :func:`detect_format` tells it; None for anything else (JSON, an unreadable head)."""
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".ndjson"):
+        return "jsonl"
+    if suffix not in _TEXT_SUFFIXES:
+        return None
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(65536)
+        text = head.decode(
+            "utf-8-sig"
+            if options.encoding.lower().replace("_", "-") in ("utf-8", "utf8")
+            else options.encoding,
+            errors="ignore",  # a character cut at the end of the head
+        )
+    except (OSError, LookupError):
+        return None  # load_source says what is wrong
+    stripped = text.lstrip("\ufeff \t\r\n")
+    if stripped.startswith(("{", "[")) and not looks_timed(stripped.split("\n", 1)[0]):
+        return None
+    return detect_format(path, text)[0]
 
 
 def _load_text(

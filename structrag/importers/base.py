@@ -602,6 +602,109 @@ def finish(
     )
 
 
+Lines = Iterable[tuple[int, str]]
+
+
+@dataclass
+class TextReading:
+    """How to read the messages of a one-conversation text format (a transcript, a
+    WhatsApp export), as a first reading of its lines settled it (a layout, a day/month
+    order). :attr:`raws` may be called more than once, each call reading the lines it is
+    given from the start; :attr:`conversation` is built from what the latest complete call
+    of :attr:`raws` saw (a header, events) and the number of messages, and raises
+    :class:`InputError` when there are none. Messages of these formats have no ids of their
+    own: they are numbered in order."""
+
+    raws: Callable[[Lines], Iterator[RawMessage]]
+    conversation: Callable[[int], Conversation]
+    parse_time: Callable[[Any], Any] = parse_datetime
+    warnings: list[str] = field(default_factory=list)
+
+
+#: A format's first reading: (path, numbered lines, options) -> how to read its messages.
+TextPlanner = Callable[[Path, Lines, LoadOptions], TextReading]
+
+
+def load_text(
+    path: Path, fmt: str, text: str, options: LoadOptions, plan: TextPlanner
+) -> ParsedSource:
+    """A one-conversation text format read whole (see :func:`stream_text`)."""
+    lines = list(enumerate(file_lines(text), start=1))
+    reading = plan(path, lines, options)
+    raws = list(reading.raws(lines))
+    conversation = reading.conversation(len(raws))
+    return finish(
+        path, fmt, conversation, raws, parse_time=reading.parse_time, warnings=reading.warnings
+    )
+
+
+def stream_text(
+    path: Path, fmt: str, options: LoadOptions, plan: TextPlanner, *, tries: int = 3
+) -> StreamedSource:
+    """A one-conversation text format checked without keeping its messages: a first
+    reading plans (:data:`TextPlanner`), a second checks every message (speakers, count,
+    empty, huge, times not understood), and the messages are read a third time when they
+    are written. Both check readings hash the bytes they read; a file that changes between
+    them is read again (``tries`` times, then :class:`InputError`)."""
+    for _ in range(tries):
+        first = HashedLines(path, options.encoding)
+        reading = plan(path, first, options)
+        for _ in first:  # a planner may stop early; the hash needs every line
+            pass
+        second = HashedLines(path, options.encoding)
+        speakers: set[str] = set()
+        notes = MessageNotes()
+        count = 0
+        for raw in reading.raws(second):
+            count += 1
+            notes.look(path, raw, str(count))
+            if raw.timestamp not in (None, "") and reading.parse_time(raw.timestamp) is None:
+                notes.unparsed(raw.location)
+            if raw.speaker and raw.addressable:
+                speakers.add(raw.speaker)
+        for _ in second:
+            pass
+        if first.sha256 == second.sha256:
+            break
+    else:
+        raise InputError(
+            path,
+            f"the file changed each time it was read ({tries} times) while it was checked",
+            hint="ingest it again when nothing is writing to it",
+        )
+    digest = second.sha256
+    conversation = reading.conversation(count)
+
+    def read() -> Iterator[Message]:
+        again = HashedLines(path, options.encoding)
+        builder = ConversationBuilder(conversation.id, speakers, parse_time=reading.parse_time)
+        try:
+            for raw in reading.raws(again):
+                message = builder.message(raw)
+                builder.keep()
+                yield message
+        except InputError:
+            for _ in again:  # read to the end, to tell a changed file from a bad one
+                pass
+            if again.sha256 != digest:
+                raise SourceChanged(str(path)) from None
+            raise
+        for _ in again:
+            pass
+        if again.sha256 != digest or builder.count != count:
+            raise SourceChanged(str(path))
+
+    return StreamedSource(
+        path=str(path),
+        format=fmt,
+        conversations=[conversation],
+        count=count,
+        sha256=digest,
+        read=read,
+        warnings=[*reading.warnings, *notes.warnings(path)],
+    )
+
+
 def merge_sources(path: Path, fmt: str, parts: list[ParsedSource]) -> ParsedSource:
     """Join the per-conversation results of a file that holds several conversations."""
     ids = [c.id for p in parts for c in p.conversations]

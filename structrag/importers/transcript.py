@@ -25,16 +25,20 @@ with the right ``--format`` to use: their header lines must never become speaker
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from structrag.errors import InputError
 from structrag.importers.base import (
+    Lines,
     LoadOptions,
     ParsedSource,
     RawMessage,
+    StreamedSource,
+    TextReading,
     clean_text,
-    file_lines,
-    finish,
+    load_text,
+    stream_text,
 )
 from structrag.importers.mail import looks_like_email
 from structrag.importers.whatsapp import looks_like_whatsapp
@@ -149,7 +153,7 @@ def _headed_name(match: re.Match[str]) -> str | None:
     return name if len(name.split()) <= 8 else None
 
 
-def _layout(lines: list[str]) -> str:
+def _layout(lines: Iterable[str]) -> str:
     """The layout most of the file's lines fit (ties go to plain labels)."""
     counts = {"labels": 0, "timed": 0, "headed": 0}
     for line in lines:
@@ -186,51 +190,78 @@ def _refuse_other_formats(path: Path, text: str) -> None:
 
 
 def load_transcript(path: Path, text: str, options: LoadOptions) -> ParsedSource:
-    _refuse_other_formats(path, text)
-    lines = file_lines(text)
-    layout = _layout(lines)
-    header: list[str] = []
-    raws: list[RawMessage] = []
-    current: RawMessage | None = None
-    body: list[str] = []
+    return load_text(path, "transcript", text, options, plan_transcript)
 
-    def close() -> None:
+
+def stream_transcript(path: Path, options: LoadOptions) -> StreamedSource:
+    """A transcript checked and read line by line (see :func:`stream_text`)."""
+    return stream_text(path, "transcript", options, plan_transcript)
+
+
+def plan_transcript(path: Path, lines: Lines, options: LoadOptions) -> TextReading:
+    """Read a transcript's lines once to choose its layout; how to read its turns."""
+    head: list[str] = []
+    size = 0
+
+    def noted() -> Iterator[str]:
+        nonlocal size
+        for _, line in lines:
+            if size < 16384:
+                head.append(line)
+                size += len(line) + 1
+            yield line
+
+    layout = _layout(noted())
+    _refuse_other_formats(path, "\n".join(head))
+    header: list[str] = []
+
+    def raws(numbered: Lines) -> Iterator[RawMessage]:
+        header.clear()
+        current: RawMessage | None = None
+        body: list[str] = []
+        for lineno, line in numbered:
+            if _FOOTER_RE.match(line):
+                continue
+            if layout == "timed":
+                line = line.removeprefix("\t")  # Zoom indents a chat message's lines
+            turn = _turn(layout, line, lineno)
+            if turn is not None:
+                if current is not None:
+                    current.text = clean_text("\n".join(body))
+                    yield current
+                current, first = turn
+                body = [first]
+            elif current is None:
+                if line.strip():
+                    header.append(line.strip())
+            else:
+                body.append(line)
         if current is not None:
             current.text = clean_text("\n".join(body))
-            raws.append(current)
+            yield current
 
-    for lineno, line in enumerate(lines, start=1):
-        if _FOOTER_RE.match(line):
-            continue
-        if layout == "timed":
-            line = line.removeprefix("\t")  # Zoom indents a chat message's lines
-        turn = _turn(layout, line, lineno)
-        if turn is not None:
-            close()
-            current, first = turn
-            body = [first]
-        elif current is None:
-            if line.strip():
-                header.append(line.strip())
-        else:
-            body.append(line)
-    close()
-    if not raws:
-        raise InputError(
-            path,
-            "no 'SPEAKER: text' turns found",
-            hint="a transcript turn starts with the speaker's name and a colon, e.g. "
-            "'KEVIN SCOTT: Hello', or with a time ('00:00:01 Kevin Scott: Hello', "
-            "'Kevin Scott  0:01' above the text); for other layouts pass --format json or jsonl",
+    def conversation(count: int) -> Conversation:
+        if not count:
+            raise InputError(
+                path,
+                "no 'SPEAKER: text' turns found",
+                hint="a transcript turn starts with the speaker's name and a colon, e.g. "
+                "'KEVIN SCOTT: Hello', or with a time ('00:00:01 Kevin Scott: Hello', "
+                "'Kevin Scott  0:01' above the text); for other layouts pass --format json "
+                "or jsonl",
+            )
+        metadata: dict[str, object] = {"source": str(path), "format": "transcript"}
+        if layout != "labels":
+            metadata["layout"] = layout
+        if header:
+            metadata["header"] = "\n".join(header)
+        return Conversation(
+            id=options.conversation or path.stem,
+            name=header[0] if header else None,
+            metadata=metadata,
         )
-    conv_id = options.conversation or path.stem
-    metadata: dict[str, object] = {"source": str(path), "format": "transcript"}
-    if layout != "labels":
-        metadata["layout"] = layout
-    if header:
-        metadata["header"] = "\n".join(header)
-    conversation = Conversation(id=conv_id, name=header[0] if header else None, metadata=metadata)
-    return finish(path, "transcript", conversation, raws)
+
+    return TextReading(raws=raws, conversation=conversation)
 
 
 def _turn(layout: str, line: str, lineno: int) -> tuple[RawMessage, str] | None:

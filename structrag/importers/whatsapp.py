@@ -25,21 +25,26 @@ time, as written.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from structrag.errors import InputError
 from structrag.importers.base import (
+    Lines,
     LoadOptions,
     ParsedSource,
     RawMessage,
+    StreamedSource,
+    TextReading,
     clean_text,
     file_lines,
-    finish,
+    load_text,
+    stream_text,
 )
 from structrag.models import Conversation
-from structrag.timeparse import infer_date_order, parse_datetime
+from structrag.timeparse import DateOrderVotes, parse_datetime
 
 _SP = r"[ \u00a0\u202f]"
 _DATE = r"\d{1,4}[./-]\d{1,2}[./-]\d{2,4}\.?"
@@ -98,13 +103,22 @@ def _conversation_id(path: Path) -> str:
 
 
 def load_whatsapp(path: Path, text: str, options: LoadOptions) -> ParsedSource:
-    lines = file_lines(text)
-    entries: list[dict[str, Any]] = []  # in file order: messages and events
-    for lineno, line in enumerate(lines, start=1):
+    return load_text(path, "whatsapp", text, options, plan_whatsapp)
+
+
+def stream_whatsapp(path: Path, options: LoadOptions) -> StreamedSource:
+    """A WhatsApp export checked and read line by line (see :func:`stream_text`)."""
+    return stream_text(path, "whatsapp", options, plan_whatsapp)
+
+
+def _entries(path: Path, lines: Lines) -> Iterator[dict[str, Any]]:
+    """The dated lines of an export, each with the lines that continue it."""
+    entry: dict[str, Any] | None = None
+    for lineno, line in lines:
         match = _prefix(line)
         if match is None:
-            if entries:
-                entries[-1]["body"].append(line)
+            if entry is not None:
+                entry["body"].append(line)
             elif line.strip(_MARKS + " \t"):
                 raise InputError(
                     path,
@@ -115,55 +129,69 @@ def load_whatsapp(path: Path, text: str, options: LoadOptions) -> ParsedSource:
                     "text'; check the file, or pass another --format",
                 )
             continue
-        rest = match.group("rest")
-        entry: dict[str, Any] = {
+        if entry is not None:
+            yield entry
+        entry = {
             "line": lineno,
             "date": match.group("date"),
             "time": match.group("time"),
             "ios": line.lstrip(_MARKS).startswith("["),
-            "rest": rest,
+            "rest": match.group("rest"),
             "body": [],
         }
-        entries.append(entry)
-    if not entries:
+    if entry is not None:
+        yield entry
+
+
+def plan_whatsapp(path: Path, lines: Lines, options: LoadOptions) -> TextReading:
+    """Read an export's dates once to settle day/month order; how to read its messages."""
+    votes = DateOrderVotes()
+    found = 0
+    for entry in _entries(path, lines):
+        votes.add(entry["date"])
+        found += 1
+    if not found:
         raise InputError(path, "no WhatsApp messages found", hint="the file is empty")
-    dates = infer_date_order((e["date"] for e in entries), forced=options.date_order)
+    dates = votes.choice(options.date_order)
     parse = partial(parse_datetime, order=dates.order)
-    raws: list[RawMessage] = []
     events: list[dict[str, Any]] = []
-    for entry in entries:
-        when = f"{entry['date']} {entry['time']}"
-        raw, event = _entry(entry, when)
-        if raw is not None:
-            raws.append(raw)
-        if event is not None:
-            moment = parse(when)
-            event["time"] = moment.isoformat() if moment else when
-            events.append(event)
-    if not raws:
-        raise InputError(
-            path,
-            "the chat has no messages, only system lines, media and deleted messages",
-            hint="export the chat again with its messages",
-        )
-    metadata: dict[str, Any] = {
-        "source": str(path),
-        "format": "whatsapp",
-        "date_order": dates.basis,
-    }
-    if events:
-        metadata["events"] = events
-        counts: dict[str, int] = {}
-        for event in events:
-            counts[event["kind"]] = counts.get(event["kind"], 0) + 1
-        metadata["event_counts"] = counts
-    conv_id = options.conversation or _conversation_id(path)
-    conversation = Conversation(id=conv_id, name=_conversation_id(path), metadata=metadata)
-    return finish(
-        path,
-        "whatsapp",
-        conversation,
-        raws,
+
+    def raws(numbered: Lines) -> Iterator[RawMessage]:
+        events.clear()
+        for entry in _entries(path, numbered):
+            when = f"{entry['date']} {entry['time']}"
+            raw, event = _entry(entry, when)
+            if raw is not None:
+                yield raw
+            if event is not None:
+                moment = parse(when)
+                event["time"] = moment.isoformat() if moment else when
+                events.append(event)
+
+    def conversation(count: int) -> Conversation:
+        if not count:
+            raise InputError(
+                path,
+                "the chat has no messages, only system lines, media and deleted messages",
+                hint="export the chat again with its messages",
+            )
+        metadata: dict[str, Any] = {
+            "source": str(path),
+            "format": "whatsapp",
+            "date_order": dates.basis,
+        }
+        if events:
+            metadata["events"] = list(events)
+            counts: dict[str, int] = {}
+            for event in events:
+                counts[event["kind"]] = counts.get(event["kind"], 0) + 1
+            metadata["event_counts"] = counts
+        conv_id = options.conversation or _conversation_id(path)
+        return Conversation(id=conv_id, name=_conversation_id(path), metadata=metadata)
+
+    return TextReading(
+        raws=raws,
+        conversation=conversation,
         parse_time=lambda value: parse(value) if isinstance(value, str) else None,
         warnings=dates.notes(path),
     )
