@@ -1,16 +1,17 @@
-"""Peak memory of ingesting ONE large input, a JSON Lines file of short chat messages.
+"""Peak memory of ingesting ONE large input, a file of short chat messages.
 
-    python benchmarks/single_input_memory.py --messages 1000000 [--json OUT] [--keep DIR]
+    python benchmarks/single_input_memory.py --messages 1000000 [--format jsonl|whatsapp]
+        [--json OUT] [--keep DIR]
 
 It writes ``--messages`` one-to-five-word messages between two people (deterministic) to
-one ``.jsonl`` file, runs ``structrag ingest FILE --db DIR --quiet`` in a new process and
-samples, every 0.25 s, the resident memory of that process and of its extraction workers
-(Linux ``/proc``): RSS of the ingest process, RSS of the whole tree (which counts the
-pages the forked workers share with it once per process), and PSS of the whole tree (each
-shared page split between the processes that map it: the memory the ingest really
-takes). Short messages are the worst case per byte of input: the per-message costs
-dominate. The reliability target is a peak under 1.5 GB for any single input, the scale
-target 2 GB at 1,000,000 messages.
+one file, JSON Lines or a WhatsApp export (both are read as streams), runs ``structrag
+ingest FILE --db DIR --quiet`` in a new process and samples, every 0.25 s, the resident
+memory of that process and of its extraction workers (Linux ``/proc``): RSS of the
+ingest process, RSS of the whole tree (which counts the pages the forked workers share
+with it once per process), and PSS of the whole tree (each shared page split between the
+processes that map it: the memory the ingest really takes). Short messages are the worst
+case per byte of input: the per-message costs dominate. The reliability target is a peak
+under 1.5 GB for any single input, the scale target 2 GB at 1,000,000 messages.
 """
 
 from __future__ import annotations
@@ -33,15 +34,20 @@ WORDS = [
 ]
 
 
-def write_chat(path: Path, messages: int) -> None:
+def write_chat(path: Path, messages: int, fmt: str = "jsonl") -> None:
     rnd = random.Random(0)
     with path.open("w", encoding="utf-8") as out:
         for i in range(messages):
             text = " ".join(rnd.choice(WORDS) for _ in range(rnd.randint(1, 5)))
             day, second = 1 + (i // 10_000) % 28, i % 3600
+            speaker = ("Ann", "Bob")[i % 2]
+            if fmt == "whatsapp":
+                stamp = f"{day:02d}/01/2024, 10:{second // 60:02d}:{second % 60:02d}"
+                out.write(f"[{stamp}] {speaker}: {text}\n")
+                continue
             line = {
                 "id": str(i),
-                "speaker": ("Ann", "Bob")[i % 2],
+                "speaker": speaker,
                 "text": text,
                 "timestamp": f"2024-01-{day:02d}T10:{second // 60:02d}:{second % 60:02d}",
             }
@@ -96,6 +102,7 @@ def measure(path: Path, db: Path) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=200_000)
+    parser.add_argument("--format", choices=("jsonl", "whatsapp"), default="jsonl")
     parser.add_argument("--json", type=Path, help="write the figures here too")
     parser.add_argument("--keep", type=Path, help="work in this folder and keep it")
     args = parser.parse_args()
@@ -104,14 +111,16 @@ def main() -> None:
     work = args.keep or Path(tempfile.mkdtemp(prefix="structrag-single-input-"))
     work.mkdir(parents=True, exist_ok=True)
     try:
-        chat = work / f"chat-{args.messages}.jsonl"
+        suffix = ".jsonl" if args.format == "jsonl" else ".txt"
+        chat = work / f"chat-{args.messages}{suffix}"
         if not chat.exists():
-            write_chat(chat, args.messages)
+            write_chat(chat, args.messages, args.format)
         db = work / "index"
         shutil.rmtree(db, ignore_errors=True)
         figures = measure(chat, db)
         result = {
             "messages": args.messages,
+            "format": args.format,
             "file_mb": round(chat.stat().st_size / 1e6, 1),
             **figures,
             "messages_per_second": round(args.messages / figures["seconds"]),
