@@ -370,6 +370,9 @@ _ODD_TEXTS = {
     + "x" * 100_050
     + "\r\nAna Souza: bye",
     # Month-first dates, settled by the last line; a date that does not exist.
+    # An iOS export (it starts with a bracket, as JSON does), and a timed transcript.
+    "ios.txt": "[12/03/2023, 14:02:05] Ana: hi\n[12/03/2023, 14:03:00] Bo: yes\n",
+    "timed.txt": "[00:00:01] Ana Souza: hi\n[00:00:04] bo: yes\n",
     "month first.txt": "03/04/2023, 10:00 - Ana: hi\n"
     "04/31/2023, 10:01 - Bo: when?\n"
     "03/25/2023, 10:02 - Ana: then\nand a second line\n",

@@ -276,6 +276,8 @@ def _streamed_kind(path: Path, options: LoadOptions) -> str | None:
     except (OSError, LookupError):
         return None  # load_source says what is wrong
     stripped = text.lstrip("\ufeff \t\r\n")
+    if looks_like_whatsapp(text):
+        return "whatsapp"  # an iOS export starts with a bracket: "[12/03/2023, 14:02:05] "
     if stripped.startswith(("{", "[")) and not looks_timed(stripped.split("\n", 1)[0]):
         return None
     return detect_format(path, text)[0]
