@@ -27,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from structrag.bench.machine import environment
+
 WORDS = [
     *("yes", "no", "haha", "ok", "sure", "great", "thanks", "lol", "maybe", "tomorrow"),
     *("dinner", "pizza", "movie", "park", "dog", "cat", "run", "gym", "work", "Paris"),
@@ -126,6 +128,7 @@ def main() -> None:
             "messages_per_second": round(args.messages / figures["seconds"]),
             "load_average": os.getloadavg()[0],
             "cpus": os.cpu_count(),
+            "environment": environment(),
         }
     finally:
         if args.keep is None:

@@ -51,3 +51,33 @@ def test_ray_throughput_ingests_every_message(qa_file: Path) -> None:
     result = ray_throughput([qa_file], workers=(1,))
     assert result["1"]["messages"] == 8
     assert result["1"]["messages_per_second_median"] > 0
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "whatsapp"])
+def test_single_input_memory_benchmark_ingests_its_file_and_reports_peaks(
+    tmp_path: Path, fmt: str
+) -> None:
+    """`benchmarks/single_input_memory.py` (the README's single-file memory figures) writes
+    its chat, ingests it with the CLI and reports non-zero peaks and the commit."""
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "single_input_memory.py"
+    out = tmp_path / "result.json"
+    keep = tmp_path / "work"
+    args = ["--messages", "40", "--format", fmt, "--json", str(out), "--keep", str(keep)]
+    run = subprocess.run(
+        [sys.executable, str(script), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    result = json.loads(out.read_text())
+    assert result["messages"] == 40 and result["format"] == fmt
+    assert 0 < result["tree_pss_mb"] <= result["tree_rss_mb"]
+    assert result["ingest_rss_mb"] > 0 and "git_commit" in result["environment"]
+    stats = subprocess.run(
+        [sys.executable, "-m", "structrag", "stats", "--db", str(keep / "index"), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert json.loads(stats.stdout)["messages"] == 40, stats.stderr
