@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from datetime import datetime
 from pathlib import Path
 
@@ -417,6 +418,40 @@ def test_a_streamed_transcript_or_whatsapp_export_reads_as_when_loaded_whole(
     assert streamed.warnings == whole.warnings
     assert list(streamed.iter_messages()) == whole.messages
     assert list(streamed.iter_messages()) == whole.messages  # read again, the same
+
+
+@pytest.mark.parametrize("name", ["slack_export", "slack_export/general", "slack_export/seed-swap"])
+def test_a_slack_export_is_checked_and_read_one_channel_at_a_time(
+    tmp_path: Path, name: str
+) -> None:
+    """A Slack export folder comes back as a stream that reads one channel at a time; what
+    it gives is what loading it whole gives. An export whose files change after the check
+    says so when it is read (the ingest then checks it again)."""
+    from structrag.importers import SourceChanged, StreamedSource, scan_source
+
+    whole = load_source(_TEXT_EXPORTS / name)
+    streamed = scan_source(_TEXT_EXPORTS / name)
+    assert isinstance(streamed, StreamedSource)
+    assert (streamed.format, streamed.sha256, streamed.count) == (
+        "slack",
+        whole.sha256,
+        whole.count,
+    )
+    assert streamed.conversations == whole.conversations
+    assert streamed.warnings == whole.warnings
+    assert list(streamed.iter_messages()) == whole.messages
+    export = tmp_path / "export"
+    shutil.copytree(_TEXT_EXPORTS / "slack_export", export)
+    streamed = scan_source(export)
+    day = export / "general" / "2023-03-13.json"
+    day.write_text(day.read_text().replace("a", "b", 1))
+    with pytest.raises(SourceChanged):
+        list(streamed.iter_messages())
+    day.write_text("[{")
+    with pytest.raises(SourceChanged):
+        list(streamed.iter_messages())
+    with pytest.raises(InputError, match=r"2023-03-13\.json"):
+        scan_source(export)
 
 
 def test_a_streamed_text_export_says_what_is_wrong_at_its_check(tmp_path: Path) -> None:

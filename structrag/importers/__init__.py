@@ -34,7 +34,12 @@ from structrag.importers.discord import load_discord, looks_like_discord
 from structrag.importers.locomo import load_locomo, looks_like_locomo
 from structrag.importers.mail import load_email, load_email_folder, looks_like_email
 from structrag.importers.messages_json import load_json, load_jsonl, stream_jsonl
-from structrag.importers.slack import is_slack_folder, load_slack, looks_like_slack_day
+from structrag.importers.slack import (
+    is_slack_folder,
+    load_slack,
+    looks_like_slack_day,
+    stream_slack,
+)
 from structrag.importers.transcript import load_transcript, looks_timed, stream_transcript
 from structrag.importers.typeagent import load_typeagent, looks_like_typeagent
 from structrag.importers.webvtt import load_webvtt
@@ -237,13 +242,16 @@ def scan_source(
 ) -> ParsedSource | StreamedSource:
     """Check one input for an ingest. JSON Lines, transcripts and WhatsApp exports are
     checked line by line and come back as a :class:`StreamedSource` that reads their
-    messages again when they are written, so their size is not bounded by memory; any
-    other input (a JSON document, WebVTT, mail, a folder) is loaded whole
-    (:func:`load_source`). Raises :class:`~structrag.errors.InputError`."""
+    messages again when they are written, so their size is not bounded by memory; a
+    Slack export folder is checked and read again one channel at a time; any other input
+    (a JSON document, WebVTT, mail) is loaded whole (:func:`load_source`). Raises
+    :class:`~structrag.errors.InputError`."""
     path = Path(path)
     options = options or LoadOptions()
     fmt = _canonical(format, path) if format else None
     if path.is_dir():
+        if fmt == "slack" or (fmt is None and is_slack_folder(path)):
+            return stream_slack(path, options)
         return load_source(path, format=format, options=options)
     if fmt is None:
         fmt = _streamed_kind(path, options)

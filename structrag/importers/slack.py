@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,8 @@ from structrag.importers.base import (
     LoadOptions,
     ParsedSource,
     RawMessage,
+    SourceChanged,
+    StreamedSource,
     as_count,
     as_dict,
     as_list,
@@ -51,7 +54,7 @@ from structrag.importers.base import (
     merge_sources,
     parse_json,
 )
-from structrag.models import Conversation
+from structrag.models import Conversation, Message
 from structrag.timeparse import parse_datetime
 
 DAY_FILE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}\.json$")
@@ -180,18 +183,110 @@ def load_slack(
 ) -> ParsedSource:
     """Read a Slack export folder, one channel folder, or one day file. ``known``: bytes
     already read (a day file read to detect its format is not read twice)."""
+    digest, parts, empty, _ = _read_channels(path, options, known)
+    source = merge_sources(path, "slack", parts)
+    source.warnings.extend(_empty_note(path, empty))
+    source.sha256 = digest.hexdigest()
+    return source
+
+
+def stream_slack(path: Path, options: LoadOptions) -> StreamedSource:
+    """A Slack export folder checked one channel at a time, keeping no message, and read
+    again a channel at a time when it is written: an export is held one channel at a time,
+    never whole. Its files changing between the check and the end of that reading raises
+    :class:`SourceChanged`."""
+    conversations: list[Conversation] = []
+    warnings: list[str] = []
+    checked, parts, empty, count = _read_channels(path, options, None, keep=False)
+    for part in parts:
+        conversations.extend(part.conversations)
+        warnings.extend(part.warnings)
+    merge_sources(path, "slack", parts)  # refuses a conversation id twice
+    warnings.extend(_empty_note(path, empty))
+    sha256 = checked.hexdigest()
+
+    def read() -> Iterator[Message]:
+        digest = _new_digest(path)
+        try:
+            for part in _channels(path, options, digest):
+                if part is not None:
+                    yield from part.messages
+        except InputError:
+            raise SourceChanged(str(path)) from None  # it passed its check: it changed
+        if digest.hexdigest() != sha256:
+            raise SourceChanged(str(path))
+
+    return StreamedSource(
+        path=str(path),
+        format="slack",
+        conversations=conversations,
+        count=count,
+        sha256=sha256,
+        read=read,
+        warnings=warnings,
+    )
+
+
+def _read_channels(
+    path: Path, options: LoadOptions, known: dict[Path, bytes] | None, *, keep: bool = True
+) -> tuple[FolderDigest, list[ParsedSource], list[str], int]:
+    """Every channel of ``path``: the digest of the files read, the channels with
+    messages (without them when not ``keep``), the names of those with none, and how
+    many messages they have."""
+    digest = _new_digest(path, known)
+    parts: list[ParsedSource] = []
+    empty: list[str] = []
+    count = 0
+    for folder, part in zip(_channel_dirs(path), _channels(path, options, digest), strict=True):
+        if part is None:
+            empty.append(folder[0].name)
+            continue
+        count += part.count
+        if not keep:
+            part.messages, part.locations = [], []
+        parts.append(part)
+    if not parts:
+        raise InputError(
+            path,
+            "no channel has messages (only joins, topic changes and the like)",
+            hint="check the export's date range",
+        )
+    return digest, parts, empty, count
+
+
+def _empty_note(path: Path, empty: list[str]) -> list[str]:
+    if not empty:
+        return []
+    return [
+        f"{path}: {len(empty)} channel(s) with no messages, only joins and the like, "
+        f"left out: {', '.join(empty[:10])}{' ...' if len(empty) > 10 else ''}"
+    ]
+
+
+def _new_digest(path: Path, known: dict[Path, bytes] | None = None) -> FolderDigest:
+    return FolderDigest(_root_of(path) or (path if path.is_dir() else path.parent), known)
+
+
+def _root_of(path: Path) -> Path | None:
+    """The export's top folder (the one with users.json or the channel lists), if any."""
     if path.is_file():
-        channel_dirs: list[tuple[Path, list[Path]]] = [(path.parent, [path])]
-        root = path.parent.parent if (path.parent.parent / "users.json").is_file() else None
-    elif any((path / name).is_file() for name in ("users.json", *_LISTS)):
-        root = path
+        return path.parent.parent if (path.parent.parent / "users.json").is_file() else None
+    if any((path / name).is_file() for name in ("users.json", *_LISTS)):
+        return path
+    return path.parent if (path.parent / "users.json").is_file() else None
+
+
+def _channel_dirs(path: Path) -> list[tuple[Path, list[Path]]]:
+    """The channel folders of ``path`` and their day files, in order."""
+    if path.is_file():
+        return [(path.parent, [path])]
+    if any((path / name).is_file() for name in ("users.json", *_LISTS)):
         channel_dirs = [
             (sub, days)
             for sub in sorted(p for p in path.iterdir() if p.is_dir())
             if (days := _day_files(sub))
         ]
     elif _day_files(path):
-        root = path.parent if (path.parent / "users.json").is_file() else None
         channel_dirs = [(path, _day_files(path))]
     else:
         raise InputError(
@@ -205,31 +300,19 @@ def load_slack(
             "the Slack export has no channel folders with day files (YYYY-MM-DD.json)",
             hint="check that the export was unzipped completely",
         )
-    digest = FolderDigest(root or (path if path.is_dir() else path.parent), known)
-    export = _Export(root, digest, options.encoding)
+    return channel_dirs
+
+
+def _channels(
+    path: Path, options: LoadOptions, digest: FolderDigest
+) -> Iterator[ParsedSource | None]:
+    """Each channel of ``path`` read in turn (``None``: only housekeeping in it), the
+    files read added to ``digest``."""
+    channel_dirs = _channel_dirs(path)
+    export = _Export(_root_of(path), digest, options.encoding)
     check_one_conversation(path, options, len(channel_dirs), "Slack channels")
-    parts: list[ParsedSource] = []
-    empty: list[str] = []
     for folder, days in channel_dirs:
-        part = _load_channel(path, folder, days, export, digest, options)
-        if part is None:
-            empty.append(folder.name)
-        else:
-            parts.append(part)
-    if not parts:
-        raise InputError(
-            path,
-            "no channel has messages (only joins, topic changes and the like)",
-            hint="check the export's date range",
-        )
-    source = merge_sources(path, "slack", parts)
-    if empty:
-        source.warnings.append(
-            f"{path}: {len(empty)} channel(s) with no messages, only joins and the like, "
-            f"left out: {', '.join(empty[:10])}{' ...' if len(empty) > 10 else ''}"
-        )
-    source.sha256 = digest.hexdigest()
-    return source
+        yield _load_channel(path, folder, days, export, digest, options)
 
 
 def _day_files(folder: Path) -> list[Path]:
