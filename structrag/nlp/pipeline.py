@@ -13,7 +13,7 @@ import sys
 from collections import Counter, OrderedDict
 from collections.abc import Iterator, Sequence
 from functools import lru_cache
-from types import FrameType
+from types import FrameType, ModuleType
 from typing import TYPE_CHECKING, Any
 
 import numpy
@@ -103,16 +103,49 @@ class _NoTorchForThinc(importlib.abc.MetaPathFinder):
         return
 
 
+def _spacy_info(*args: Any, **kwargs: Any) -> Any:
+    """``spacy.info``, importing ``spacy.cli`` when called (see :func:`_import_spacy`)."""
+    from spacy.cli.info import info
+
+    return info(*args, **kwargs)
+
+
 def _import_spacy() -> None:
-    """Import spaCy (see :class:`_NoTorchForThinc`)."""
+    """Import spaCy (see :class:`_NoTorchForThinc`), without ``spacy.cli``.
+
+    ``spacy/__init__.py`` imports ``spacy.cli.info`` for ``spacy.info``, and with it every
+    spaCy command, typer and the download helpers (~0.2 s of a cold ``structrag ask``);
+    nothing in it is used to load or run a pipeline. While spaCy is imported, stand-ins
+    for ``spacy.cli`` and ``spacy.cli.info`` answer that import (``spacy.info`` then
+    imports the real one when called); they are removed afterwards, so a later
+    ``import spacy.cli`` gets the real package."""
     if "thinc.compat" in sys.modules:
         return
     finder = _NoTorchForThinc()
+    stand_ins: dict[str, ModuleType] = {}
+    if "spacy" not in sys.modules and "spacy.cli" not in sys.modules:
+        cli = ModuleType("spacy.cli")
+        cli.__path__ = []
+        info = ModuleType("spacy.cli.info")
+        info.info = _spacy_info  # type: ignore[attr-defined]
+        cli.info = info  # type: ignore[attr-defined]
+        stand_ins = {"spacy.cli": cli, "spacy.cli.info": info}
     sys.meta_path.insert(0, finder)
+    sys.modules.update(stand_ins)
     try:
-        import spacy  # noqa: F401
+        import spacy
     finally:
         sys.meta_path.remove(finder)
+        for name, module in stand_ins.items():
+            if sys.modules.get(name) is module:
+                del sys.modules[name]
+        if stand_ins and getattr(sys.modules.get("spacy"), "cli", None) is stand_ins["spacy.cli"]:
+            delattr(sys.modules["spacy"], "cli")
+    if stand_ins:
+        assert (
+            "spacy.cli" not in sys.modules or sys.modules["spacy.cli"] is not stand_ins["spacy.cli"]
+        )
+        assert vars(spacy).get("info") is _spacy_info
 
 
 @lru_cache(maxsize=2)
