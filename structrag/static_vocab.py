@@ -112,6 +112,7 @@ class StaticVocab:
         self._table = np.ascontiguousarray(table, dtype=np.int32).data.cast("B").cast("i")
         self._mask = len(table) - 1
         self.scores = scores
+        self._score_list: list[float] | None = None
         self.unk_id = unk_id
         self.unk_score = float(scores.min()) - _UNK_PENALTY
         self.max_token_chars = max_token_chars
@@ -173,21 +174,41 @@ class StaticVocab:
 
     def unigram(self, piece: str) -> list[int]:
         """The Unigram model's ids for one pre-token (tokenizers' ``encode_optimized``)."""
+        if self._score_list is None:
+            self._score_list = self.scores.tolist()
+        scores = self._score_list
+        # token_id() inlined: this loop is most of the time of a batch of words
+        table, offsets, blob, mask = self._table, self._offsets, self.token_blob, self._mask
+        crc32 = zlib.crc32
+        unk_id = self.unk_id
         size = len(piece)
-        lookup = self.token_id
-        scores = self.scores
         limit = self.max_token_chars
         best_score = [0.0] * (size + 1)
         best_start: list[int | None] = [None] * (size + 1)
         best_id = [0] * (size + 1)
+        encoded = [piece[i:].encode("utf-8") for i in range(size)]
+        lengths = [len(char.encode("utf-8")) for char in piece]
         for start in range(size):
             till_here = best_score[start]
             has_single = False
+            tail = encoded[start]
+            length = 0
             for end in range(start + 1, min(size, start + limit) + 1):
-                token_id = lookup(piece[start:end])
-                if token_id is None:
+                length += lengths[end - 1]
+                key = tail[:length]
+                slot = crc32(key) & mask
+                while True:
+                    entry = table[slot]
+                    if entry == 0:
+                        token_id = -1
+                        break
+                    if blob[offsets[entry - 1] : offsets[entry]] == key:
+                        token_id = entry - 1
+                        break
+                    slot = (slot + 1) & mask
+                if token_id < 0:
                     continue
-                candidate = float(scores[token_id]) + till_here
+                candidate = scores[token_id] + till_here
                 if best_start[end] is None or candidate > best_score[end]:
                     best_score[end] = candidate
                     best_start[end] = start
@@ -200,14 +221,14 @@ class StaticVocab:
                 if best_start[end] is None or candidate > best_score[end]:
                     best_score[end] = candidate
                     best_start[end] = start
-                    best_id[end] = self.unk_id
+                    best_id[end] = unk_id
         strings: list[str] = []
         fused: list[str] = []
         end = size
         while end > 0:
             begin = best_start[end]
             assert begin is not None
-            if best_id[end] == self.unk_id:
+            if best_id[end] == unk_id:
                 fused.append(piece[begin:end])
             else:
                 if fused:
@@ -218,8 +239,8 @@ class StaticVocab:
         if fused:
             strings.append("".join(reversed(fused)))
         strings.reverse()
-        ids = [lookup(string) for string in strings]
-        return [self.unk_id if token_id is None else token_id for token_id in ids]
+        ids = [self.token_id(string) for string in strings]
+        return [unk_id if token_id is None else token_id for token_id in ids]
 
     def tokenize(self, text: str) -> list[int] | None:
         """The token ids of ``text``, or None when it is not one this module encodes."""
@@ -236,26 +257,46 @@ class StaticVocab:
     # -- pooling -----------------------------------------------------------------------
 
     def pool(self, ids: list[int]) -> np.ndarray:
-        total = np.zeros(self.embeddings.shape[1], np.float32)
-        for token_id in ids:
-            row = self.embeddings[self.mapping[token_id]].astype(np.float32)
-            total = total + row * self.weights[token_id]
-        mean = total * (np.float32(1.0) / np.float32(max(len(ids), 1)))
-        squares = np.float32(0.0)
-        for value in (mean * mean).tolist():
-            squares = np.float32(squares + np.float32(value))
-        norm = max(np.float32(np.sqrt(squares)), np.float32(1e-12))
-        pooled: np.ndarray = mean / norm
+        """One text's vector (see :meth:`pool_many`)."""
+        pooled: np.ndarray = self.pool_many([ids])[0]
+        return pooled
+
+    def pool_many(self, texts_ids: list[list[int]]) -> np.ndarray:
+        """Model2Vec's pooling, in the native encoder's float32 operations and order: the
+        sum of ``embeddings[mapping[id]] * weights[id]`` from 0.0 in token order, times
+        ``1 / count``, divided by ``max(sqrt(sum of squares in order), 1e-12)``.
+        (``np.add.accumulate`` adds strictly in order, unlike ``sum``.)"""
+        dim = self.embeddings.shape[1]
+        counts = [len(ids) for ids in texts_ids]
+        flat = np.fromiter(
+            (token_id for ids in texts_ids for token_id in ids), dtype=np.int64, count=sum(counts)
+        )
+        rows = self.embeddings[self.mapping[flat]].astype(np.float32)
+        rows *= self.weights[flat][:, None]
+        totals = np.zeros((len(texts_ids), dim), dtype=np.float32)
+        start = 0
+        for index, count in enumerate(counts):
+            if count:
+                block = np.empty((count + 1, dim), dtype=np.float32)
+                block[0] = 0.0  # the sum starts from +0.0 (a -0.0 product stays +0.0)
+                block[1:] = rows[start : start + count]
+                totals[index] = np.add.accumulate(block, axis=0)[-1]
+            start += count
+        scale = np.float32(1.0) / np.maximum(np.asarray(counts, dtype=np.float32), 1)
+        means = totals * scale.astype(np.float32)[:, None]
+        squares = np.add.accumulate(means * means, axis=1)[:, -1]
+        norms = np.maximum(np.sqrt(squares), np.float32(1e-12)).astype(np.float32)
+        pooled: np.ndarray = (means / norms[:, None]).astype(np.float32)
         return pooled
 
     def encode(self, texts: list[str]) -> np.ndarray | None:
-        vectors = []
+        texts_ids = []
         for text in texts:
             ids = self.tokenize(text)
             if ids is None:
                 return None
-            vectors.append(self.pool(ids))
-        return np.stack(vectors).astype(np.float32)
+            texts_ids.append(ids)
+        return self.pool_many(texts_ids)
 
 
 # -- building and caching the table ------------------------------------------------------
