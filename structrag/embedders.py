@@ -39,15 +39,56 @@ class StaticEmbedder:
     name = "static-64"
     dim = 64
 
+    # Batches up to this many characters (and this many in all, per embedder) are encoded
+    # in Python (structrag.static_vocab) while the native encoder is not loaded yet: its
+    # first call parses a 10 MB tokenizer, most of a cold ``structrag ask``. Larger ones
+    # (an ingest) use the native encoder, which is faster once loaded.
+    short_batch_chars = 50_000
+    short_total_chars = 100_000
+
     def __init__(self) -> None:
         self._encode: Any = None
+        self._vocab: Any = None
+        self._short_chars = 0
 
     def encode(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), np.float32)
+        texts = list(texts)
         if self._encode is None:
+            vectors = self._encode_short(texts)
+            if vectors is not None:
+                return _normalise(vectors)
             self._encode = _static_encoder()
-        return _normalise(np.asarray(self._encode(list(texts)), dtype=np.float32))
+        return _normalise(np.asarray(self._encode(texts), dtype=np.float32))
+
+    def _encode_short(self, texts: list[str]) -> np.ndarray | None:
+        """The vectors from the Python encoder, bit-identical to the native one's; None
+        for a long batch, a text it does not encode, or a model it does not know."""
+        chars = sum(len(text) for text in texts)
+        if chars > self.short_batch_chars or self._short_chars + chars > self.short_total_chars:
+            return None
+        if self._vocab is None:
+            from structrag import static_vocab
+
+            try:
+                model_dir = _static_model_dir()
+            except ImportError:  # the native path raises the helpful error
+                self._vocab = False
+                return None
+            self._vocab = static_vocab.load_vocab(model_dir) or False
+        if self._vocab is False:
+            return None
+        vectors: np.ndarray | None = self._vocab.encode(texts)
+        if vectors is not None:
+            self._short_chars += chars
+        return vectors
+
+
+def _static_model_dir() -> Path:
+    import static_model
+
+    return Path(static_model.__file__).parent / "model"
 
 
 def _static_encoder() -> Any:

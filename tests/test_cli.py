@@ -35,6 +35,35 @@ def test_every_command_has_help(path: tuple[str, ...]) -> None:
     assert "Usage:" in result.output
 
 
+def test_help_lists_the_commands_without_importing_them() -> None:
+    from structrag.cli import COMMANDS
+
+    for name, (module, _attribute, short) in COMMANDS.items():
+        command = cli.commands[name]
+        assert command.name == name
+        assert command.callback is not None and command.callback.__module__ == module
+        assert not command.hidden and not command.deprecated
+        for limit in (20, 45, 60, 80, 120, 200):
+            listed = click.Command(name, help=short).get_short_help_str(limit)
+            assert listed == command.get_short_help_str(limit)
+    expected = click.Group.format_commands
+    ctx = click.Context(cli, max_content_width=100)
+    ours, theirs = click.HelpFormatter(width=100), click.HelpFormatter(width=100)
+    cli.format_commands(ctx, ours)
+    expected(cli, ctx, theirs)
+    assert ours.getvalue() == theirs.getvalue()
+    code = (
+        "import sys\n"
+        "from structrag.cli import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.startswith('structrag.cli.')))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert proc.stdout.strip().splitlines()[-1] == "[]"
+
+
 def run(*args: str) -> tuple[int, str, str]:
     """Run ``python -m structrag`` as a user would; returns (status, stdout, stderr)."""
     proc = subprocess.run(

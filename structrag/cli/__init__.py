@@ -14,23 +14,168 @@ running server) hold what they share.
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
+from collections.abc import Iterator, MutableMapping
 
 import click
 
 from structrag import __version__
-from structrag.cli.ask import ask, query
-from structrag.cli.bench import bench
-from structrag.cli.ingest import ingest, reindex
-from structrag.cli.inspection import conversations, entities, show, stats, topics
-from structrag.cli.knowledge import knowledge
-from structrag.cli.memory import memory
-from structrag.cli.serve import mcp_command, serve
 from structrag.errors import StructragError
 
+#: The commands, in the order of ``structrag --help``: name -> (module, attribute, the
+#: first paragraph of the command's help). A command's module is imported when the
+#: command runs (or is looked up), so ``structrag --help`` and ``structrag ask`` do not
+#: import the ingest, serve, memory or bench modules (over half a second together);
+#: tests/test_cli.py checks the help texts against the commands.
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "ingest": (
+        "structrag.cli.ingest",
+        "ingest",
+        "Index conversation files into the index at --db.",
+    ),
+    "stats": (
+        "structrag.cli.inspection",
+        "stats",
+        "Counts of conversations, messages and knowledge in the index.",
+    ),
+    "conversations": (
+        "structrag.cli.inspection",
+        "conversations",
+        "The conversations in the index: ids, message counts, dates and speakers.",
+    ),
+    "show": (
+        "structrag.cli.inspection",
+        "show",
+        "A message and the knowledge extracted from it, with character spans.",
+    ),
+    "entities": (
+        "structrag.cli.inspection",
+        "entities",
+        "The most mentioned entities, merged by normalised name.",
+    ),
+    "topics": (
+        "structrag.cli.inspection",
+        "topics",
+        "The most mentioned topics, merged by normalised name.",
+    ),
+    "query": (
+        "structrag.cli.ask",
+        "query",
+        "Run a query expression: ranked messages and semantic refs.",
+    ),
+    "ask": (
+        "structrag.cli.ask",
+        "ask",
+        "Answer context for a question, within a token budget.",
+    ),
+    "reindex": (
+        "structrag.cli.ingest",
+        "reindex",
+        "Rebuild the Whoosh text index from the DuckDB store.",
+    ),
+    "memory": (
+        "structrag.cli.memory",
+        "memory",
+        "An agent's memory: messages, facts, relationships, goals and knowledge, written as "
+        "they happen and read back within a budget.",
+    ),
+    "knowledge": (
+        "structrag.cli.knowledge",
+        "knowledge",
+        "Documents as knowledge: PDF, Markdown, text, Word, HTML and JSON files cut into "
+        "fragments of 512 tokens (20 overlapping), shared with every agent or one agent's.",
+    ),
+    "serve": (
+        "structrag.cli.serve",
+        "serve",
+        "Serve an index: the HTTP API under /v1, the web explorer at /, MCP at /mcp.",
+    ),
+    "mcp": (
+        "structrag.cli.serve",
+        "mcp_command",
+        "An MCP server on stdio for an agent: tools ask, query, search_memories, add_memory, "
+        "get_context, show_message and list_entities; resources for conversations and "
+        "messages.",
+    ),
+    "bench": (
+        "structrag.cli.bench",
+        "bench",
+        "Benchmarks on LoCoMo-format data: recall against baselines, held-out recall "
+        "(leave one conversation out), speed, size, scaling.",
+    ),
+}
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+
+class _LazyCommands(MutableMapping[str, click.Command]):
+    """The group's commands, each imported from its module when first looked up."""
+
+    def __init__(self) -> None:
+        self._loaded: dict[str, click.Command] = {}
+        self._names: list[str] = list(COMMANDS)
+
+    def __getitem__(self, name: str) -> click.Command:
+        command = self._loaded.get(name)
+        if command is None:
+            if name not in COMMANDS:
+                raise KeyError(name)
+            module, attribute, _ = COMMANDS[name]
+            command = getattr(importlib.import_module(module), attribute)
+            assert isinstance(command, click.Command)
+            self._loaded[name] = command
+        return command
+
+    def __setitem__(self, name: str, command: click.Command) -> None:
+        self._loaded[name] = command
+        if name not in self._names:
+            self._names.append(name)
+
+    def __delitem__(self, name: str) -> None:
+        self._loaded.pop(name, None)
+        self._names.remove(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._names))
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names
+
+
+def _short_help(name: str, limit: int) -> str:
+    """The command's line in the group's help, as click shortens its help text."""
+    return click.Command(name, help=COMMANDS[name][2]).get_short_help_str(limit)
+
+
+class _LazyGroup(click.Group):
+    """A group whose commands are imported when they run; its help lists them from
+    :data:`COMMANDS` without importing them."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.commands = _LazyCommands()
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        names = [n for n in self.list_commands(ctx) if n in COMMANDS]
+        others = [n for n in self.list_commands(ctx) if n not in COMMANDS]
+        if others:  # a command added at run time: click's own listing
+            super().format_commands(ctx, formatter)
+            return
+        if not names:
+            return
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        rows = [(name, _short_help(name, limit)) for name in names]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(
+    cls=_LazyGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.version_option(__version__, prog_name="structrag")
 def cli() -> None:
     """Structured RAG for conversation histories.
@@ -39,25 +184,6 @@ def cli() -> None:
     the entities, actions and topics extracted from every message, and ask questions
     that are answered from the history within a token budget.
     """
-
-
-for command in (
-    ingest,
-    stats,
-    conversations,
-    show,
-    entities,
-    topics,
-    query,
-    ask,
-    reindex,
-    memory,
-    knowledge,
-    serve,
-    mcp_command,
-    bench,
-):
-    cli.add_command(command)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -9,11 +9,12 @@ from the word and its tag, several times faster on chat-length messages.
 from __future__ import annotations
 
 import importlib.abc
+import re
 import sys
 from collections import Counter, OrderedDict
 from collections.abc import Iterator, Sequence
 from functools import lru_cache
-from types import FrameType
+from types import FrameType, ModuleType
 from typing import TYPE_CHECKING, Any
 
 import numpy
@@ -103,16 +104,49 @@ class _NoTorchForThinc(importlib.abc.MetaPathFinder):
         return
 
 
+def _spacy_info(*args: Any, **kwargs: Any) -> Any:
+    """``spacy.info``, importing ``spacy.cli`` when called (see :func:`_import_spacy`)."""
+    from spacy.cli.info import info
+
+    return info(*args, **kwargs)
+
+
 def _import_spacy() -> None:
-    """Import spaCy (see :class:`_NoTorchForThinc`)."""
+    """Import spaCy (see :class:`_NoTorchForThinc`), without ``spacy.cli``.
+
+    ``spacy/__init__.py`` imports ``spacy.cli.info`` for ``spacy.info``, and with it every
+    spaCy command, typer and the download helpers (~0.2 s of a cold ``structrag ask``);
+    nothing in it is used to load or run a pipeline. While spaCy is imported, stand-ins
+    for ``spacy.cli`` and ``spacy.cli.info`` answer that import (``spacy.info`` then
+    imports the real one when called); they are removed afterwards, so a later
+    ``import spacy.cli`` gets the real package."""
     if "thinc.compat" in sys.modules:
         return
     finder = _NoTorchForThinc()
+    stand_ins: dict[str, ModuleType] = {}
+    if "spacy" not in sys.modules and "spacy.cli" not in sys.modules:
+        cli = ModuleType("spacy.cli")
+        cli.__path__ = []
+        info = ModuleType("spacy.cli.info")
+        info.info = _spacy_info  # type: ignore[attr-defined]
+        cli.info = info  # type: ignore[attr-defined]
+        stand_ins = {"spacy.cli": cli, "spacy.cli.info": info}
     sys.meta_path.insert(0, finder)
+    sys.modules.update(stand_ins)
     try:
-        import spacy  # noqa: F401
+        import spacy
     finally:
         sys.meta_path.remove(finder)
+        for name, module in stand_ins.items():
+            if sys.modules.get(name) is module:
+                del sys.modules[name]
+        if stand_ins and getattr(sys.modules.get("spacy"), "cli", None) is stand_ins["spacy.cli"]:
+            delattr(sys.modules["spacy"], "cli")
+    if stand_ins:
+        assert (
+            "spacy.cli" not in sys.modules or sys.modules["spacy.cli"] is not stand_ins["spacy.cli"]
+        )
+        assert vars(spacy).get("info") is _spacy_info
 
 
 @lru_cache(maxsize=2)
@@ -124,7 +158,11 @@ def load_pipeline(model: str, *, ner: bool) -> Language:
     # The lemmatizer stays loaded (disabled) so lemma() can call its rules on demand.
     exclude = ["senter"] + ([] if ner else ["ner"])
     try:
-        nlp = spacy.load(model, exclude=exclude, disable=["attribute_ruler", "lemmatizer"])
+        # The tokenizer's state is loaded by _load_tokenizer (see there).
+        nlp = spacy.load(
+            model, exclude=[*exclude, "tokenizer"], disable=["attribute_ruler", "lemmatizer"]
+        )
+        _load_tokenizer(nlp)
     except OSError as exc:
         raise ConfigError(
             f"cannot load the spaCy pipeline {model!r}",
@@ -132,6 +170,65 @@ def load_pipeline(model: str, *, ner: bool) -> Language:
             "installed pipeline name",
         ) from exc
     return nlp
+
+
+_TOKENIZER_PATTERNS = (
+    "prefix_search",
+    "suffix_search",
+    "infix_finditer",
+    "token_match",
+    "url_match",
+)
+
+
+def _load_tokenizer(nlp: Language) -> None:
+    """Load the pipeline's serialized tokenizer, unless the tokenizer built from its config
+    already holds exactly that state.
+
+    ``Tokenizer.from_bytes`` resets the tokenizer, compiles the stored patterns and adds
+    every special case again (~0.1-0.15 s of a cold ask). When the stored patterns, flags,
+    exceptions (in order) and heuristics setting equal those of the tokenizer the config
+    built, that would only rebuild the same state, so it is skipped; on any difference
+    or anything unexpected, the tokenizer is loaded as ``spacy.load`` would."""
+    import srsly  # type: ignore[import-untyped]
+
+    path = nlp.path / "tokenizer" if nlp.path is not None else None
+    if path is None:
+        return
+    tokenizer: Any = nlp.tokenizer
+    try:
+        data = srsly.msgpack_loads(path.read_bytes())
+        same = isinstance(data, dict) and set(data) == {
+            *_TOKENIZER_PATTERNS,
+            "exceptions",
+            "faster_heuristics",
+        }
+        for name in _TOKENIZER_PATTERNS:
+            if not same:
+                break
+            bound = getattr(tokenizer, name)
+            stored = data[name]
+            if bound is None or stored is None:
+                same = bound is None and stored is None
+                continue
+            compiled = getattr(bound, "__self__", None)
+            same = (
+                isinstance(compiled, re.Pattern)
+                and isinstance(stored, str)
+                and compiled.pattern == stored
+                and compiled.flags == re.compile(stored).flags
+            )
+        rules = tokenizer.rules
+        same = (
+            same
+            and data["faster_heuristics"] == tokenizer.faster_heuristics
+            and isinstance(data["exceptions"], dict)
+            and list(data["exceptions"].items()) == list(rules.items())
+        )
+    except (OSError, ValueError, TypeError, AttributeError):
+        same = False
+    if not same:
+        tokenizer.from_disk(path, exclude=["vocab"])
 
 
 #: Docs of recently parsed short texts: a live memory is parsed by the extractor and then
