@@ -126,3 +126,28 @@ def test_a_script_without_a_main_guard_ingests_with_workers(tmp_path: Path) -> N
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip().splitlines()[-1] == "450"
     assert "RuntimeWarning" not in result.stderr
+
+
+def test_a_merge_that_runs_out_of_the_merge_memory_limit_is_done_again_under_the_store_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A staged ingest is merged with DuckDB held to a small memory limit (the merge was
+    the peak of a large ingest); one that needs more is merged again under the store's
+    own limit, with the same result, and the store's limit is set back after."""
+    import structrag.store.duckdb.staging as staging
+
+    tables = (
+        "SELECT count(*), sum(hash(text)) FROM messages "
+        "UNION ALL SELECT count(*), 0 FROM semantic_refs"
+    )
+    with Index(tmp_path / "plain") as index:
+        index.ingest([EXAMPLE])
+        expected = index.store.sql(tables)
+    monkeypatch.setattr(staging, "MERGE_MEMORY_LIMIT", "1MB")  # too small for any merge
+    with Index(tmp_path / "retried") as index:
+        (report,) = index.ingest([EXAMPLE])
+        assert report.messages_added == 46
+        assert index.store.sql(tables) == expected
+        (limits,) = index.store.sql("SELECT current_setting('memory_limit')")
+    with Index(tmp_path / "plain") as index:
+        assert index.store.sql("SELECT current_setting('memory_limit')") == [limits]

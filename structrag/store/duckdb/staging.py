@@ -17,6 +17,7 @@ from pathlib import Path
 import duckdb
 
 from structrag.models import Conversation
+from structrag.store.duckdb.lease import MEMORY_LIMIT
 from structrag.store.duckdb.writer import (
     STAGED_CHANGES,
     TABLE_COLUMNS,
@@ -29,6 +30,10 @@ from structrag.store.duckdb.writer import (
 from structrag.store.protocols import SourceRecord
 
 _STAGED_DELETES = "staged_deletes"
+
+
+#: DuckDB's memory limit while a staged ingest is merged into the store.
+MERGE_MEMORY_LIMIT = "256MB"
 
 
 class StagedTransaction(RowsTransaction):
@@ -88,13 +93,7 @@ class StagedTransaction(RowsTransaction):
             try:
                 con.execute(f"ATTACH '{_quoted(self.path)}' AS stage (READ_ONLY)")
                 try:
-                    transaction = DuckDBTransaction(
-                        self.store, self.source, self.conversations, self.settings
-                    )
-                    if deletes:
-                        transaction.delete(deletes)
-                    transaction.merge("stage")
-                    generation = transaction.commit(before)
+                    generation = self._merge(con, deletes, before)
                 finally:
                     with contextlib.suppress(duckdb.Error):
                         con.execute("DETACH stage")
@@ -103,6 +102,38 @@ class StagedTransaction(RowsTransaction):
         finally:
             self._discard()
         return generation
+
+    def _merge(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        deletes: Sequence[int],
+        before: Callable[[], None] | None,
+    ) -> int:
+        """Merge the attached stage in one transaction, with DuckDB held to
+        :data:`MERGE_MEMORY_LIMIT` (the merge of a million messages otherwise took ~900 MB
+        more, the peak of the whole ingest); a merge that runs out of it is done again
+        under the store's own limit."""
+        for limit in (MERGE_MEMORY_LIMIT, MEMORY_LIMIT):
+            con.execute(f"SET memory_limit = '{limit}'")
+            transaction: DuckDBTransaction | None = None
+            try:
+                try:
+                    transaction = DuckDBTransaction(
+                        self.store, self.source, self.conversations, self.settings
+                    )
+                    if deletes:
+                        transaction.delete(deletes)
+                    transaction.merge("stage")
+                except duckdb.OutOfMemoryException:
+                    if transaction is not None:
+                        transaction.rollback()
+                    if limit == MEMORY_LIMIT:
+                        raise
+                    continue
+                return transaction.commit(before)
+            finally:
+                con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
+        raise AssertionError("unreachable: the last limit raises")  # pragma: no cover
 
     def rollback(self) -> None:
         self._discard()
