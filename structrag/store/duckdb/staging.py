@@ -109,10 +109,10 @@ class StagedTransaction(RowsTransaction):
         deletes: Sequence[int],
         before: Callable[[], None] | None,
     ) -> int:
-        """Merge the attached stage in one transaction, with DuckDB held to
+        """Merge the attached stage in one transaction, its inserts with DuckDB held to
         :data:`MERGE_MEMORY_LIMIT` (the merge of a million messages otherwise took ~900 MB
-        more, the peak of the whole ingest); a merge that runs out of it is done again
-        under the store's own limit."""
+        more, the peak of the whole ingest) and its commit under the store's own limit; a
+        merge that runs out of memory is done again under the store's own limit."""
         for limit in (MERGE_MEMORY_LIMIT, MEMORY_LIMIT):
             con.execute(f"SET memory_limit = '{limit}'")
             transaction: DuckDBTransaction | None = None
@@ -130,6 +130,9 @@ class StagedTransaction(RowsTransaction):
                     if limit == MEMORY_LIMIT:
                         raise
                     continue
+                # The commit writes the merged rows out: under the store's own limit, as
+                # before (at 1M messages it failed to pin a block under the merge's).
+                con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
                 return transaction.commit(before)
             finally:
                 con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
