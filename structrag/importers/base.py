@@ -136,6 +136,30 @@ class _HashingReader(io.RawIOBase):
         return n or 0
 
 
+def read_again(
+    path: Path,
+    encoding: str,
+    digest: str,
+    messages: Callable[[HashedLines], Iterator[Message]],
+) -> Iterator[Message]:
+    """The messages ``messages`` reads from the lines of ``path``, read again after its
+    check; then :class:`SourceChanged` when the bytes read are not the ones checked
+    (``digest``). An error on the way is a change too when the bytes differ."""
+    lines = HashedLines(path, encoding)
+    try:
+        yield from messages(lines)
+    except (InputError, SourceChanged):
+        for _ in lines:  # read to the end, to tell a changed file from a bad one
+            pass
+        if lines.sha256 != digest:
+            raise SourceChanged(str(path)) from None
+        raise
+    for _ in lines:
+        pass
+    if lines.sha256 != digest:
+        raise SourceChanged(str(path))
+
+
 @dataclass
 class RawMessage:
     """A message as an importer found it, before ids and ordinals are settled."""
@@ -675,24 +699,15 @@ def stream_text(
     digest = second.sha256
     conversation = reading.conversation(count)
 
-    def read() -> Iterator[Message]:
-        again = HashedLines(path, options.encoding)
+    def messages(lines: HashedLines) -> Iterator[Message]:
         builder = ConversationBuilder(conversation.id, speakers, parse_time=reading.parse_time)
-        try:
-            for raw in reading.raws(again):
-                message = builder.message(raw)
-                builder.keep()
-                yield message
-        except InputError:
-            for _ in again:  # read to the end, to tell a changed file from a bad one
-                pass
-            if again.sha256 != digest:
-                raise SourceChanged(str(path)) from None
-            raise
-        for _ in again:
-            pass
-        if again.sha256 != digest or builder.count != count:
-            raise SourceChanged(str(path))
+        for raw in reading.raws(lines):
+            message = builder.message(raw)
+            builder.keep()
+            yield message
+
+    def read() -> Iterator[Message]:
+        return read_again(path, options.encoding, digest, messages)
 
     return StreamedSource(
         path=str(path),

@@ -47,6 +47,7 @@ from structrag.importers.base import (
     json_path,
     merge_sources,
     parse_json,
+    read_again,
     str_list,
     too_deep,
 )
@@ -237,19 +238,11 @@ def stream_jsonl(path: Path, options: LoadOptions) -> StreamedSource:
     check = check_jsonl(path, lines, options)
     digest = lines.sha256
 
+    def messages(lines: HashedLines) -> Iterator[Message]:
+        return (message for _, message in jsonl_messages(path, lines, options, check))
+
     def read() -> Iterator[Message]:
-        again = HashedLines(path, options.encoding)
-        try:
-            for _, message in jsonl_messages(path, again, options, check):
-                yield message
-        except (InputError, SourceChanged):
-            for _ in again:  # read to the end, to tell a changed file from a bad one
-                pass
-            if again.sha256 != digest:
-                raise SourceChanged(str(path)) from None
-            raise
-        if again.sha256 != digest:
-            raise SourceChanged(str(path))
+        return read_again(path, options.encoding, digest, messages)
 
     return StreamedSource(
         path=str(path),
