@@ -208,7 +208,7 @@ def stream_slack(path: Path, options: LoadOptions) -> StreamedSource:
     def read() -> Iterator[Message]:
         digest = _new_digest(path)
         try:
-            for part in _channels(path, options, digest):
+            for _, part in _channels(path, options, digest):
                 if part is not None:
                     yield from part.messages
         except InputError:
@@ -237,9 +237,9 @@ def _read_channels(
     parts: list[ParsedSource] = []
     empty: list[str] = []
     count = 0
-    for folder, part in zip(_channel_dirs(path), _channels(path, options, digest), strict=True):
+    for folder, part in _channels(path, options, digest):
         if part is None:
-            empty.append(folder[0].name)
+            empty.append(folder.name)
             continue
         count += part.count
         if not keep:
@@ -305,14 +305,14 @@ def _channel_dirs(path: Path) -> list[tuple[Path, list[Path]]]:
 
 def _channels(
     path: Path, options: LoadOptions, digest: FolderDigest
-) -> Iterator[ParsedSource | None]:
-    """Each channel of ``path`` read in turn (``None``: only housekeeping in it), the
-    files read added to ``digest``."""
+) -> Iterator[tuple[Path, ParsedSource | None]]:
+    """Each channel folder of ``path`` and its conversation, read in turn (``None``: only
+    housekeeping in it), the files read added to ``digest``."""
     channel_dirs = _channel_dirs(path)
     export = _Export(_root_of(path), digest, options.encoding)
     check_one_conversation(path, options, len(channel_dirs), "Slack channels")
     for folder, days in channel_dirs:
-        yield _load_channel(path, folder, days, export, digest, options)
+        yield folder, _load_channel(path, folder, days, export, digest, options)
 
 
 def _day_files(folder: Path) -> list[Path]:
