@@ -1,10 +1,11 @@
 """Peak memory of ingesting ONE large input, a file of short chat messages.
 
-    python benchmarks/single_input_memory.py --messages 1000000 [--format jsonl|whatsapp]
+    python benchmarks/single_input_memory.py --messages 1000000 [--format jsonl|json|whatsapp]
         [--json OUT] [--keep DIR]
 
 It writes ``--messages`` one-to-five-word messages between two people (deterministic) to
-one file, JSON Lines or a WhatsApp export (both are read as streams), runs ``structrag
+one file, JSON Lines, one JSON document (``{"messages": [...]}``) or a WhatsApp export
+(all three are read as streams), runs ``structrag
 ingest FILE --db DIR --quiet`` in a new process and samples, every 0.25 s, the resident
 memory of that process and of its extraction workers (Linux ``/proc``): RSS of the
 ingest process, RSS of the whole tree (which counts the pages the forked workers share
@@ -39,6 +40,8 @@ WORDS = [
 def write_chat(path: Path, messages: int, fmt: str = "jsonl") -> None:
     rnd = random.Random(0)
     with path.open("w", encoding="utf-8") as out:
+        if fmt == "json":
+            out.write('{"id": "chat", "messages": [\n')
         for i in range(messages):
             text = " ".join(rnd.choice(WORDS) for _ in range(rnd.randint(1, 5)))
             day, second = 1 + (i // 10_000) % 28, i % 3600
@@ -53,7 +56,12 @@ def write_chat(path: Path, messages: int, fmt: str = "jsonl") -> None:
                 "text": text,
                 "timestamp": f"2024-01-{day:02d}T10:{second // 60:02d}:{second % 60:02d}",
             }
-            out.write(json.dumps(line) + "\n")
+            if fmt == "json":
+                out.write(json.dumps(line) + (",\n" if i + 1 < messages else "\n"))
+            else:
+                out.write(json.dumps(line) + "\n")
+        if fmt == "json":
+            out.write("]}\n")
 
 
 def _tree(pid: int) -> list[int]:
@@ -104,7 +112,7 @@ def measure(path: Path, db: Path) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=200_000)
-    parser.add_argument("--format", choices=("jsonl", "whatsapp"), default="jsonl")
+    parser.add_argument("--format", choices=("jsonl", "json", "whatsapp"), default="jsonl")
     parser.add_argument("--json", type=Path, help="write the figures here too")
     parser.add_argument("--keep", type=Path, help="work in this folder and keep it")
     args = parser.parse_args()
@@ -113,7 +121,7 @@ def main() -> None:
     work = args.keep or Path(tempfile.mkdtemp(prefix="structrag-single-input-"))
     work.mkdir(parents=True, exist_ok=True)
     try:
-        suffix = ".jsonl" if args.format == "jsonl" else ".txt"
+        suffix = {"jsonl": ".jsonl", "json": ".json", "whatsapp": ".txt"}[args.format]
         chat = work / f"chat-{args.messages}{suffix}"
         if not chat.exists():
             write_chat(chat, args.messages, args.format)

@@ -53,7 +53,7 @@ def test_ray_throughput_ingests_every_message(qa_file: Path) -> None:
     assert result["1"]["messages_per_second_median"] > 0
 
 
-@pytest.mark.parametrize("fmt", ["jsonl", "whatsapp"])
+@pytest.mark.parametrize("fmt", ["jsonl", "json", "whatsapp"])
 def test_single_input_memory_benchmark_ingests_its_file_and_reports_peaks(
     tmp_path: Path, fmt: str
 ) -> None:

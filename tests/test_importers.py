@@ -497,3 +497,195 @@ def test_a_streamed_jsonl_file_names_the_bad_line_at_its_check(tmp_path: Path) -
     with pytest.raises(InputError, match="used twice") as info:
         scan_source(path)
     assert "line 7" in str(info.value) and "first at line 1" in str(info.value)
+
+
+# -- JSON documents are checked and read as a stream -----------------------------------
+
+_ODD_DOCUMENTS: dict[str, object] = {
+    # One conversation as a list; repeated and conflicting-free copies, dates settled
+    # month-first by one value, a time not understood, an empty message, a system turn.
+    "list.json": [
+        {"id": 1, "speaker": "Ana", "text": "Hi Bo", "time": "03/04/2023"},
+        {"id": 2, "speaker": "Bo", "text": "", "time": "04/25/2023"},
+        {"id": 1, "speaker": "Ana", "text": "Hi Bo", "time": "03/04/2023"},
+        {"speaker": "system", "text": "Be brief.", "time": "someday"},
+        {"speaker": {"name": "Cy"}, "content": [{"type": "text", "text": "hey"}]},
+    ],
+    # The conversation's id and name come after its messages.
+    "messages.json": {
+        "messages": [{"speaker": "Ana", "text": "Hi"}, {"speaker": "Bo", "text": "Hey"}],
+        "id": "chat-7",
+        "name": "Chat seven",
+    },
+    # Several conversations, their ids (one missing) after their messages.
+    "conversations.json": {
+        "conversations": [
+            {"messages": [{"speaker": "Ana", "text": "x" * 100_050}], "id": "a", "name": "A"},
+            {"messages": [{"speaker": "Bo", "text": "Hi"}, {"speaker": "Cy", "text": "Yo"}]},
+            {"id": 3, "messages": []},
+            {"id": "d", "messages": [{"speaker": "Di", "text": "Hi", "time": 1.7e9}]},
+        ]
+    },
+    # A JSON document in a text file, pretty-printed.
+    "export.txt": [{"speaker": "Ana", "text": "Hi\u2028there \U0001f600"}],
+}
+
+
+def _locomo_document() -> list[dict[str, object]]:
+    def session(n: int) -> list[dict[str, str]]:
+        return [
+            {"speaker": "Ana", "dia_id": f"D{n}:1", "text": f"Session {n} hello"},
+            {"speaker": "Bo", "dia_id": f"D{n}:2", "text": "Hi!", "blip_caption": "a cat"},
+        ]
+
+    return [
+        {
+            "sample_id": f"s{i}",
+            "conversation": {
+                "speaker_a": "Ana",
+                "speaker_b": "Bo",
+                "session_1_date_time": "1:56 pm on 8 May, 2023",
+                "session_1": session(1),
+                "session_2_date_time": "2:10 pm on 9 May, 2023",
+                "session_2": session(2),
+            },
+            "qa": [],
+        }
+        for i in range(3)
+    ]
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "json/family group.json",
+        "chatgpt/conversations.json",
+        "locomo.json",
+        *_ODD_DOCUMENTS,
+    ],
+)
+def test_a_json_document_is_streamed_and_reads_as_when_loaded_whole(
+    tmp_path: Path, name: str
+) -> None:
+    """A JSON document (generic messages in its three shapes, a ChatGPT export, LoCoMo) is
+    checked in a walk that holds one message (or chat) at a time and read again when
+    written: the format, hash, messages, conversations and warnings are what loading it
+    whole gives."""
+    from structrag.importers import StreamedSource, scan_source
+
+    if name == "locomo.json":
+        path = tmp_path / name
+        path.write_text(json.dumps(_locomo_document()))
+    elif name in _ODD_DOCUMENTS:
+        path = tmp_path / name
+        path.write_text(json.dumps(_ODD_DOCUMENTS[name], indent=1, ensure_ascii=False))
+    else:
+        path = _TEXT_EXPORTS / name
+    whole = load_source(path)
+    streamed = scan_source(path)
+    assert isinstance(streamed, StreamedSource)
+    assert (streamed.format, streamed.sha256, streamed.count) == (
+        whole.format,
+        whole.sha256,
+        whole.count,
+    )
+    assert streamed.conversations == whole.conversations
+    assert streamed.warnings == whole.warnings
+    assert list(streamed.iter_messages()) == whole.messages
+    assert list(streamed.iter_messages()) == whole.messages  # read again, the same
+
+
+def test_the_json_stream_decodes_what_json_loads_does(tmp_path: Path) -> None:
+    """Whatever the pieces the file is read in, the values the walk gives rebuild the
+    document json.loads gives; a broken document fails at the line and column (and with
+    the hint) that parse_json names."""
+    import random
+
+    from structrag.importers.base import parse_json
+    from structrag.importers.json_stream import ARRAY, OBJECT, JsonStream
+
+    def rebuild(stream: JsonStream) -> object:
+        nodes: dict[tuple[object, ...], object] = {}
+        for event in stream:
+            value = [] if event.value is ARRAY else {} if event.value is OBJECT else event.value
+            if event.path:
+                parent = nodes[event.path[:-1]]
+                if isinstance(parent, list):
+                    parent.append(value)
+                else:
+                    assert isinstance(parent, dict)
+                    parent[event.path[-1]] = value
+            nodes[event.path] = value
+        return nodes[()]
+
+    leaves = [1, -2.5, 1e30, 12345678901234567890, 'é😀\n"x', "\u2028", True, None, ""]
+    rng = random.Random(7)
+
+    def document(depth: int = 0) -> object:
+        roll = rng.random()
+        if depth > 3 or roll < 0.4:
+            return rng.choice(leaves)
+        if roll < 0.7:
+            return [document(depth + 1) for _ in range(rng.randint(0, 4))]
+        return {f"k{i}é": document(depth + 1) for i in range(rng.randint(0, 4))}
+
+    path = tmp_path / "doc.json"
+    for _ in range(150):
+        doc = document()
+        text = json.dumps(doc, ensure_ascii=rng.random() < 0.5, indent=rng.choice([None, 1]))
+        path.write_text(text, encoding="utf-8")
+        for chunk in (1, 5, 4096):
+            assert rebuild(JsonStream(path, lambda at, c: rng.random() < 0.7, chunk=chunk)) == doc
+        cut = rng.randrange(1, len(text) + 1)
+        bad = text[:cut] + rng.choice(["", ",", "]", "x", ":"])
+        path.write_text(bad, encoding="utf-8")
+        try:
+            expected = parse_json(path, bad)
+        except InputError as exc:
+            with pytest.raises(InputError) as info:
+                rebuild(JsonStream(path, lambda at, c: True, chunk=3))
+            got = info.value
+            assert (got.detail, got.line, got.column, got.hint) == (
+                exc.detail,
+                exc.line,
+                exc.column,
+                exc.hint,
+            ), bad
+        else:
+            assert rebuild(JsonStream(path, lambda at, c: True, chunk=3)) == expected
+
+
+def test_a_streamed_json_document_says_what_is_wrong_at_its_check(tmp_path: Path) -> None:
+    """A bad message, bad JSON, a truncated file and a conflicting id fail at the check
+    with the error loading the file whole gives; a text file that merely starts with a
+    bracket is a transcript, as detection says."""
+    from structrag.importers import scan_source
+
+    path = tmp_path / "chat.json"
+    good = [{"id": i, "speaker": "Ana", "text": f"hi {i}"} for i in range(40)]
+    bad_docs = [
+        [*good, {"speaker": "Ana", "text": 5}],
+        {"conversations": [{"id": "a", "messages": good}, {"id": "b", "messages": 3}]},
+        [*good, {"id": 3, "speaker": "Ana", "text": "other"}],
+    ]
+    for doc in bad_docs:
+        path.write_text(json.dumps(doc, indent=2))
+        with pytest.raises(InputError) as whole:
+            load_source(path)
+        with pytest.raises(InputError) as streamed:
+            scan_source(path)
+        assert str(streamed.value) == str(whole.value)
+    text = json.dumps(good, indent=2)
+    for broken in (text[: len(text) // 2], text.replace("}", "]", 7)):
+        path.write_text(broken)
+        with pytest.raises(InputError) as whole:
+            load_source(path)
+        with pytest.raises(InputError) as streamed:
+            scan_source(path)
+        assert str(streamed.value) == str(whole.value)
+    path.write_text(text[: text.rindex("}")])
+    with pytest.raises(InputError, match="truncated"):
+        scan_source(path)
+    notes = tmp_path / "notes.txt"
+    notes.write_text("[Intro music]\nANA: welcome\nBO: thanks\n")
+    assert scan_source(notes).format == load_source(notes).format == "transcript"

@@ -12,7 +12,7 @@ folder of ``.eml``). Detection looks at the extension first and then at the cont
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,11 +29,12 @@ from structrag.importers.base import (
     read_bytes,
     sha256_hex,
 )
-from structrag.importers.chatgpt import load_chatgpt, looks_like_chatgpt
+from structrag.importers.chatgpt import load_chatgpt, looks_like_chatgpt, stream_chatgpt
 from structrag.importers.discord import load_discord, looks_like_discord
-from structrag.importers.locomo import load_locomo, looks_like_locomo
+from structrag.importers.json_stream import JsonSurvey, survey_json
+from structrag.importers.locomo import load_locomo, looks_like_locomo, stream_locomo
 from structrag.importers.mail import load_email, load_email_folder, looks_like_email
-from structrag.importers.messages_json import load_json, load_jsonl, stream_jsonl
+from structrag.importers.messages_json import load_json, load_jsonl, stream_json, stream_jsonl
 from structrag.importers.slack import (
     is_slack_folder,
     load_slack,
@@ -261,16 +262,59 @@ def scan_source(
         return stream_transcript(path, options)
     if fmt == "whatsapp":
         return stream_whatsapp(path, options)
+    if fmt == _DOCUMENT or fmt in _DOCUMENT_STREAMS:
+        return _stream_document(path, fmt, options)
     return load_source(path, format=format, options=options)
+
+
+#: A JSON document whose format its shape tells (see :func:`_stream_document`).
+_DOCUMENT = "json document"
+_DOCUMENT_STREAMS: dict[str, Callable[[Path, LoadOptions, JsonSurvey], StreamedSource | None]] = {
+    "json": stream_json,
+    "chatgpt": stream_chatgpt,
+    "locomo": stream_locomo,
+}
+
+
+def _stream_document(
+    path: Path, fmt: str, options: LoadOptions, *, tries: int = 3
+) -> ParsedSource | StreamedSource:
+    """A JSON document read as a stream: a first walk (:func:`survey_json`) tells its
+    format from its shape, a second checks its messages, one at a time, and they are read
+    again when they are written. Formats (and shapes) not read this way are loaded whole.
+    A file that changes between the walks is walked again (``tries`` times)."""
+    for _ in range(tries):
+        try:
+            survey = survey_json(path, options.encoding)
+        except InputError:
+            if fmt == _DOCUMENT and path.suffix.lower() in _TEXT_SUFFIXES and path.suffix:
+                return stream_transcript(path, options)  # text that merely starts with a bracket
+            raise
+        kind = _json_kind(path, survey.skeleton) if fmt == _DOCUMENT else fmt
+        stream = _DOCUMENT_STREAMS.get(kind)
+        try:
+            source = stream(path, options, survey) if stream else None
+        except SourceChanged:
+            continue
+        if source is None:
+            return load_source(path, format=kind, options=options)
+        if source.sha256 == survey.sha256:
+            return source
+    raise InputError(
+        path,
+        f"the file changed each time it was read ({tries} times) while it was checked",
+        hint="ingest it again when nothing is writing to it",
+    )
 
 
 def _streamed_kind(path: Path, options: LoadOptions) -> str | None:
     """The format of a file read as a stream, told from its name and first 64 KB as
-    :func:`detect_format` tells it; None for anything else (JSON, an unreadable head)."""
+    :func:`detect_format` tells it (:data:`_DOCUMENT` for a JSON document, whose shape
+    tells its format); None for anything else (an unreadable head)."""
     suffix = path.suffix.lower()
     if suffix in (".jsonl", ".ndjson"):
         return "jsonl"
-    if suffix not in _TEXT_SUFFIXES:
+    if suffix not in _TEXT_SUFFIXES and suffix != ".json":
         return None
     try:
         with path.open("rb") as handle:
@@ -284,10 +328,16 @@ def _streamed_kind(path: Path, options: LoadOptions) -> str | None:
     except (OSError, LookupError):
         return None  # load_source says what is wrong
     stripped = text.lstrip("\ufeff \t\r\n")
+    if suffix == ".json":
+        return None if stripped.startswith("WEBVTT") else _DOCUMENT
     if looks_like_whatsapp(text):
         return "whatsapp"  # an iOS export starts with a bracket: "[12/03/2023, 14:02:05] "
-    if stripped.startswith(("{", "[")) and not looks_timed(stripped.split("\n", 1)[0]):
-        return None
+    first, _, rest = stripped.partition("\n")
+    if stripped.startswith(("{", "[")) and not looks_timed(first):
+        line = first.strip()
+        if line.startswith("{") and line.endswith("}") and rest.strip().startswith("{"):
+            return "jsonl"  # as detect_format tells it
+        return _DOCUMENT if "\n" in stripped or len(head) < 65536 else None
     return detect_format(path, text)[0]
 
 

@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from structrag.errors import InputError
 from structrag.models import Conversation, Message, SemanticRef
@@ -136,16 +136,26 @@ class _HashingReader(io.RawIOBase):
         return n or 0
 
 
+class Hashed(Protocol):
+    """A reading of a file that takes the SHA-256 of its bytes (set when read to the end)."""
+
+    sha256: str
+
+    def __iter__(self) -> Iterator[Any]: ...
+
+
 def read_again(
     path: Path,
     encoding: str,
     digest: str,
-    messages: Callable[[HashedLines], Iterator[Message]],
+    messages: Callable[[Any], Iterator[Message]],
+    reader: Callable[[Path, str], Hashed] = HashedLines,
 ) -> Iterator[Message]:
-    """The messages ``messages`` reads from the lines of ``path``, read again after its
-    check; then :class:`SourceChanged` when the bytes read are not the ones checked
-    (``digest``). An error on the way is a change too when the bytes differ."""
-    lines = HashedLines(path, encoding)
+    """The messages ``messages`` reads from ``path`` (its lines, or what ``reader`` makes
+    of it), read again after its check; then :class:`SourceChanged` when the bytes read
+    are not the ones checked (``digest``). An error on the way is a change too when the
+    bytes differ."""
+    lines = reader(path, encoding)
     try:
         yield from messages(lines)
     except (InputError, SourceChanged):

@@ -33,6 +33,7 @@ from structrag.importers.base import (
     LoadOptions,
     ParsedSource,
     RawMessage,
+    StreamedSource,
     as_dict,
     as_list,
     check_one_conversation,
@@ -43,6 +44,7 @@ from structrag.importers.base import (
     merge_sources,
     parse_json,
 )
+from structrag.importers.json_stream import JsonSurvey, stream_items
 from structrag.models import Conversation
 from structrag.timeparse import parse_datetime
 
@@ -67,6 +69,18 @@ def load_chatgpt(path: Path, text: str, options: LoadOptions, data: Any = None) 
         for i, chat in enumerate(chats)
     ]
     return merge_sources(path, "chatgpt", parts)
+
+
+def stream_chatgpt(path: Path, options: LoadOptions, survey: JsonSurvey) -> StreamedSource | None:
+    """A ChatGPT export checked and read again one chat at a time (see
+    :func:`~structrag.importers.json_stream.stream_items`); None for a file that is not a
+    list of chats (it is read whole)."""
+    if not isinstance(survey.skeleton, list) or not survey.skeleton:
+        return None
+    check_one_conversation(path, options, survey.length(), "chats")
+    return stream_items(
+        path, "chatgpt", options, lambda chat, i: _chat(path, chat, f"[{i}]", i, options)
+    )
 
 
 def _branch(path: Path, mapping: dict[str, Any], current: Any, where: str) -> list[str]:

@@ -20,6 +20,7 @@ from structrag.importers.base import (
     LoadOptions,
     ParsedSource,
     RawMessage,
+    StreamedSource,
     clean_text,
     expect,
     finish,
@@ -27,6 +28,7 @@ from structrag.importers.base import (
     merge_sources,
     parse_json,
 )
+from structrag.importers.json_stream import JsonSurvey, stream_items
 from structrag.models import Conversation
 from structrag.timeparse import parse_datetime
 
@@ -47,16 +49,33 @@ def load_locomo(path: Path, text: str, options: LoadOptions, data: Any = None) -
     samples = data if isinstance(data, list) else [data]
     if not samples:
         raise InputError(path, "the file holds no conversations")
-    if options.conversation and len(samples) > 1:
-        raise InputError(
-            path,
-            f"--conversation names one conversation but the file holds {len(samples)}",
-            hint="drop --conversation; each sample's 'sample_id' names its conversation",
-        )
+    _one_named(path, options, len(samples))
     parts = [
         _load_sample(path, sample, i, len(samples), options) for i, sample in enumerate(samples)
     ]
     return merge_sources(path, "locomo", parts)
+
+
+def stream_locomo(path: Path, options: LoadOptions, survey: JsonSurvey) -> StreamedSource | None:
+    """A LoCoMo file checked and read again one sample at a time (see
+    :func:`~structrag.importers.json_stream.stream_items`); None for a file that is not a
+    list of samples (it is read whole)."""
+    if not isinstance(survey.skeleton, list) or not survey.skeleton:
+        return None
+    count = survey.length()
+    _one_named(path, options, count)
+    return stream_items(
+        path, "locomo", options, lambda sample, i: _load_sample(path, sample, i, count, options)
+    )
+
+
+def _one_named(path: Path, options: LoadOptions, count: int) -> None:
+    if options.conversation and count > 1:
+        raise InputError(
+            path,
+            f"--conversation names one conversation but the file holds {count}",
+            hint="drop --conversation; each sample's 'sample_id' names its conversation",
+        )
 
 
 def _load_sample(

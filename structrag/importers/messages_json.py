@@ -51,6 +51,11 @@ from structrag.importers.base import (
     str_list,
     too_deep,
 )
+from structrag.importers.json_stream import (
+    JsonStream,
+    JsonSurvey,
+    message_opens,
+)
 from structrag.models import Conversation, Message
 from structrag.timeparse import DateOrder, DateOrderVotes, infer_date_order, parse_datetime
 
@@ -216,10 +221,11 @@ def _group(
 
 def load_jsonl(path: Path, text: str, options: LoadOptions) -> ParsedSource:
     lines = list(enumerate(file_lines(text), start=1))
-    check = check_jsonl(path, lines, options)
+    check = check_messages(path, _jsonl_raws(path, lines, options), options)
     order = {c.id: i for i, c in enumerate(check.conversations)}
     found = sorted(  # conversation by conversation, each in file order
-        jsonl_messages(path, lines, options, check), key=lambda m: order[m[1].conversation]
+        checked_messages(path, _jsonl_raws(path, lines, options), check),
+        key=lambda m: order[m[1].conversation],
     )
     return ParsedSource(
         path=str(path),
@@ -235,11 +241,12 @@ def stream_jsonl(path: Path, options: LoadOptions) -> StreamedSource:
     """A JSON Lines file checked in one pass that holds no message, and read again, one
     line at a time, when its messages are written."""
     lines = HashedLines(path, options.encoding)
-    check = check_jsonl(path, lines, options)
+    check = check_messages(path, _jsonl_raws(path, lines, options), options)
     digest = lines.sha256
 
     def messages(lines: HashedLines) -> Iterator[Message]:
-        return (message for _, message in jsonl_messages(path, lines, options, check))
+        found = checked_messages(path, _jsonl_raws(path, lines, options), check)
+        return (message for _, message in found)
 
     def read() -> Iterator[Message]:
         return read_again(path, options.encoding, digest, messages)
@@ -255,42 +262,14 @@ def stream_jsonl(path: Path, options: LoadOptions) -> StreamedSource:
     )
 
 
-@dataclass
-class JsonlCheck:
-    """What the check of a JSON Lines file found, all that is needed to read its messages
-    again: the conversations in order, their addressable speakers, the lines that repeat
-    an earlier message, the day/month order, the warnings."""
-
-    conversations: list[Conversation]
-    speakers: dict[str, set[str]]
-    skip: set[int]
-    order: DateOrder
-    count: int
-    warnings: list[str]
+#: A message as a check reads it: a key for it that grows along the input (a line
+#: number, a running count), the message, and its conversation (None: the input's own).
+KeyedRaw = tuple[int, RawMessage, str | None]
 
 
-@dataclass
-class _Seen:
-    """One conversation as the check found it."""
-
-    speakers: set[str] = field(default_factory=set)
-    #: Message id -> the fingerprint of its first copy << 32 | that copy's line.
-    ids: dict[str, int] = field(default_factory=dict)
-    count: int = 0
-    notes: MessageNotes = field(default_factory=MessageNotes)
-    #: Per day/month order: the times it could not read (how many, the first).
-    unparsed: dict[DateOrder, list[Any]] = field(
-        default_factory=lambda: {"dmy": [0, None], "mdy": [0, None]}
-    )
-
-
-def check_jsonl(path: Path, lines: Iterable[tuple[int, str]], options: LoadOptions) -> JsonlCheck:
-    """Check every line of a JSON Lines file (bad JSON, bad fields and conflicting ids are
-    :class:`InputError` naming the line) without keeping its messages."""
-    default = options.conversation or path.stem
-    seen: dict[str, _Seen] = {}
-    skip: set[int] = set()
-    votes = DateOrderVotes()
+def _jsonl_raws(
+    path: Path, lines: Iterable[tuple[int, str]], options: LoadOptions
+) -> Iterator[KeyedRaw]:
     numbered = iter(lines)
     for lineno, line in numbered:
         if not line.strip():
@@ -302,7 +281,61 @@ def check_jsonl(path: Path, lines: Iterable[tuple[int, str]], options: LoadOptio
                 _parse_line(path, line, lineno, is_last=True)
             raise
         raw = raw_message(path, obj, f"line {lineno}")
-        cid = _line_conversation(path, obj, lineno, options) or default
+        yield lineno, raw, _line_conversation(path, obj, lineno, options)
+
+
+@dataclass
+class MessagesCheck:
+    """What the check of a file's messages found, all that is needed to read them again:
+    the conversations in order, their addressable speakers, the keys of the messages that
+    repeat an earlier one, the day/month order, the warnings."""
+
+    conversations: list[Conversation]
+    speakers: dict[str, set[str]]
+    skip: set[int]
+    order: DateOrder
+    count: int
+    warnings: list[str]
+    default: str
+
+
+@dataclass
+class _Seen:
+    """One conversation as the check found it."""
+
+    speakers: set[str] = field(default_factory=set)
+    #: Message id -> the fingerprint of its first copy << 32 | that copy's key.
+    ids: dict[str, int] = field(default_factory=dict)
+    #: Message id -> where its first copy is (for a key that is not a line number).
+    where: dict[str, str] = field(default_factory=dict)
+    count: int = 0
+    notes: MessageNotes = field(default_factory=MessageNotes)
+    #: Per day/month order: the times it could not read (how many, the first).
+    unparsed: dict[DateOrder, list[Any]] = field(
+        default_factory=lambda: {"dmy": [0, None], "mdy": [0, None]}
+    )
+
+
+def check_messages(
+    path: Path,
+    raws: Iterable[KeyedRaw],
+    options: LoadOptions,
+    *,
+    default: str | None = None,
+    names: dict[str, str] | None = None,
+    keyed_by_line: bool = True,
+) -> MessagesCheck:
+    """Check every message of an input read as a stream (bad fields and conflicting ids
+    are :class:`InputError` naming where) without keeping them. ``default``: the
+    conversation of messages that name none (``--conversation``, else the file's stem);
+    ``names``: conversation names; ``keyed_by_line``: the keys are line numbers (else
+    where each first copy is, is remembered by id)."""
+    default = default or options.conversation or path.stem
+    seen: dict[str, _Seen] = {}
+    skip: set[int] = set()
+    votes = DateOrderVotes()
+    for key, raw, conversation in raws:
+        cid = conversation or default
         conv = seen.setdefault(cid, _Seen())
         said = votes.add(raw.timestamp)
         if raw.timestamp not in (None, ""):
@@ -322,10 +355,13 @@ def check_jsonl(path: Path, lines: Iterable[tuple[int, str]], options: LoadOptio
         first = conv.ids.get(msg_id)
         if first is not None:
             same = first >> 32 == fingerprint
-            conv.notes.repeated(path, raw, msg_id, cid, f"line {first & 0xFFFFFFFF}", same)
-            skip.add(lineno)
+            at = f"line {first & 0xFFFFFFFF}" if keyed_by_line else conv.where[msg_id]
+            conv.notes.repeated(path, raw, msg_id, cid, at, same)
+            skip.add(key)
             continue
-        conv.ids[msg_id] = fingerprint << 32 | lineno
+        conv.ids[msg_id] = fingerprint << 32 | (key & 0xFFFFFFFF)
+        if not keyed_by_line:
+            conv.where[msg_id] = raw.location
         conv.notes.look(path, raw, msg_id)
         conv.count += 1
         if raw.speaker and raw.addressable:
@@ -341,37 +377,38 @@ def check_jsonl(path: Path, lines: Iterable[tuple[int, str]], options: LoadOptio
         conv.notes.unparsed_count, conv.notes.unparsed_first = conv.unparsed[dates.order]
         warnings.extend(conv.notes.warnings(path))
     warnings.extend(dates.notes(path))
-    return JsonlCheck(
-        conversations=[Conversation(id=cid, metadata=metadata) for cid in seen],
+    names = names or {}
+    return MessagesCheck(
+        conversations=[
+            Conversation(id=cid, name=names.get(cid), metadata=metadata) for cid in seen
+        ],
         speakers={cid: conv.speakers for cid, conv in seen.items()},
         skip=skip,
         order=dates.order,
         count=sum(conv.count for conv in seen.values()),
         warnings=warnings,
+        default=default,
     )
 
 
-def jsonl_messages(
-    path: Path, lines: Iterable[tuple[int, str]], options: LoadOptions, check: JsonlCheck
+def checked_messages(
+    path: Path, raws: Iterable[KeyedRaw], check: MessagesCheck
 ) -> Iterator[tuple[int, Message]]:
-    """The messages of a checked JSON Lines file, in file order, with their lines."""
+    """The messages of a checked input, read again, in its order, with their keys."""
     parse_time = partial(parse_datetime, order=check.order)
     builders = {
         cid: ConversationBuilder(cid, speakers, parse_time=parse_time)
         for cid, speakers in check.speakers.items()
     }
-    default = options.conversation or path.stem
-    for lineno, line in lines:
-        if not line.strip() or lineno in check.skip:
+    for key, raw, conversation in raws:
+        if key in check.skip:
             continue
-        obj = _parse_line(path, line, lineno, is_last=False)
-        raw = raw_message(path, obj, f"line {lineno}")
-        builder = builders.get(_line_conversation(path, obj, lineno, options) or default)
+        builder = builders.get(conversation or check.default)
         if builder is None:
             raise SourceChanged(str(path))
         message = builder.message(raw)
         builder.keep()
-        yield lineno, message
+        yield key, message
 
 
 def _line_conversation(path: Path, obj: Any, lineno: int, options: LoadOptions) -> str | None:
@@ -449,4 +486,87 @@ def load_json(path: Path, text: str, options: LoadOptions, data: Any = None) -> 
         path,
         "JSON object has neither 'messages' nor 'conversations'",
         hint="see the JSON schema in the README, or pass --format locomo / typeagent",
+    )
+
+
+def stream_json(path: Path, options: LoadOptions, survey: JsonSurvey) -> StreamedSource | None:
+    """A JSON message document (a list of messages, ``{"messages": [...]}`` or
+    ``{"conversations": [...]}``) checked in a walk that holds one message at a time, and
+    walked again when its messages are written; the same messages, conversations and
+    warnings as :func:`load_json`. None for a document of another shape, or one whose
+    structure is wrong (:func:`load_json` says what is wrong with it)."""
+    data = survey.skeleton
+    names: dict[str, str] = {}
+    cids: dict[int, str] = {}
+    default = options.conversation or path.stem
+    if isinstance(data, list):
+        shape = "list"
+    elif isinstance(data, dict) and "conversations" in data:
+        if not isinstance(data["conversations"], list):
+            return None
+        shape = "conversations"
+        for i in range(survey.length("conversations")):
+            header = survey.headers.get(i, {})
+            if not (header.get("object") and header.get("messages")):
+                return None
+            cid = options.conversation or str(header.get("id") or f"{path.stem}-{i + 1}")
+            cids[i] = cid
+            if isinstance(header.get("name"), str):
+                names[cid] = header["name"]
+    elif isinstance(data, dict) and "messages" in data:
+        if not isinstance(data["messages"], list):
+            return None
+        shape = "messages"
+        default = options.conversation or str(
+            data.get("id") or data.get("conversation") or path.stem
+        )
+        if isinstance(data.get("name"), str):
+            names[default] = data["name"]
+    else:
+        return None
+
+    def raws(stream: JsonStream) -> Iterator[KeyedRaw]:
+        key = 0
+        for event in stream:
+            at = event.path
+            if shape == "list" and len(at) == 1:
+                where, cid = f"[{at[0]}]", None
+            elif shape == "messages" and len(at) == 2 and at[0] == "messages":
+                where, cid = f"messages[{at[1]}]", None
+            elif shape == "conversations" and len(at) == 4 and at[2] == "messages":
+                index = int(at[1])
+                where, cid = f"conversations[{index}].messages[{at[3]}]", cids.get(index)
+                if cid is None:
+                    raise SourceChanged(str(path))  # more conversations than the survey saw
+            else:
+                continue
+            key += 1
+            yield key, raw_message(path, event.value, where), cid
+
+    stream = JsonStream(path, message_opens, options.encoding)
+    check = check_messages(
+        path, raws(stream), options, default=default, names=names, keyed_by_line=False
+    )
+    digest = stream.sha256
+
+    def messages(stream: JsonStream) -> Iterator[Message]:
+        return (message for _, message in checked_messages(path, raws(stream), check))
+
+    def read() -> Iterator[Message]:
+        return read_again(
+            path,
+            options.encoding,
+            digest,
+            messages,
+            lambda p, e: JsonStream(p, message_opens, e),
+        )
+
+    return StreamedSource(
+        path=str(path),
+        format="json",
+        conversations=check.conversations,
+        count=check.count,
+        sha256=digest,
+        read=read,
+        warnings=check.warnings,
     )
