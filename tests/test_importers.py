@@ -377,6 +377,14 @@ _ODD_TEXTS = {
     "month first.txt": "03/04/2023, 10:00 - Ana: hi\n"
     "04/31/2023, 10:01 - Bo: when?\n"
     "03/25/2023, 10:02 - Ana: then\nand a second line\n",
+    # WebVTT with a dated header running into the first cue, voice tags, a NOTE, a cue
+    # with no text, cues of one speaker merged, a cue with no blank line at the end.
+    "dated.vtt": "\ufeffWEBVTT - 2023-05-01T10:00:00\nKind: captions\n"
+    "00:00:01.000 --> 00:00:02.000\n<v Ana>Hi there</v>\n\nNOTE a note\n\n"
+    "c2\n00:00:02.000 --> 00:00:03.000\n\nc3\n00:00:03.000 --> 00:00:04.500\n"
+    "<v Ana>and more</v>\n\n00:00:05,000 --> 00:00:06,000 align:start\n"
+    "Bo: yes\nsecond line",
+    "header only.vtt": "WEBVTT\nLanguage: en\n\n\n\n1\n00:00:01.000 --> 00:00:02.000\nhi",
 }
 
 
@@ -390,15 +398,16 @@ _ODD_TEXTS = {
         "whatsapp/WhatsApp Chat with Allotment crew.txt",
         "whatsapp/ambiguous dates.txt",
         "whatsapp/WhatsApp Chat - Porto trip/_chat.txt",
+        "meetings/board call.vtt",
         *_ODD_TEXTS,
     ],
 )
 def test_a_streamed_transcript_or_whatsapp_export_reads_as_when_loaded_whole(
     tmp_path: Path, name: str
 ) -> None:
-    """Transcripts and WhatsApp exports are checked and read line by line: the messages,
-    the conversation (header, events, day/month order) and the warnings are what loading
-    the file whole gives."""
+    """Transcripts, WebVTT and WhatsApp exports are checked and read line by line: the
+    messages, the conversation (header, events, day/month order) and the warnings are what
+    loading the file whole gives."""
     from structrag.importers import StreamedSource, scan_source
 
     if name in _ODD_TEXTS:

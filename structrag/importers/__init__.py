@@ -43,7 +43,7 @@ from structrag.importers.slack import (
 )
 from structrag.importers.transcript import load_transcript, looks_timed, stream_transcript
 from structrag.importers.typeagent import load_typeagent, looks_like_typeagent
-from structrag.importers.webvtt import load_webvtt
+from structrag.importers.webvtt import load_webvtt, stream_webvtt
 from structrag.importers.whatsapp import load_whatsapp, looks_like_whatsapp, stream_whatsapp
 
 FORMATS: tuple[str, ...] = (
@@ -241,11 +241,13 @@ def load_source(
 def scan_source(
     path: str | Path, *, format: str | None = None, options: LoadOptions | None = None
 ) -> ParsedSource | StreamedSource:
-    """Check one input for an ingest. JSON Lines, transcripts and WhatsApp exports are
-    checked line by line and come back as a :class:`StreamedSource` that reads their
-    messages again when they are written, so their size is not bounded by memory; a
-    Slack export folder is checked and read again one channel at a time; any other input
-    (a JSON document, WebVTT, mail) is loaded whole (:func:`load_source`). Raises
+    """Check one input for an ingest. JSON Lines, transcripts, WebVTT and WhatsApp exports
+    are checked line by line, and JSON documents (generic messages, ChatGPT exports,
+    LoCoMo) one message or chat at a time; they come back as a :class:`StreamedSource`
+    that reads their messages again when they are written, so their size is not bounded
+    by memory. A Slack export folder is checked and read again one channel at a time. Any
+    other input (mail, Discord and TypeAgent files, a single ChatGPT chat or LoCoMo
+    sample) is loaded whole (:func:`load_source`). Raises
     :class:`~structrag.errors.InputError`."""
     path = Path(path)
     options = options or LoadOptions()
@@ -262,6 +264,8 @@ def scan_source(
         return stream_transcript(path, options)
     if fmt == "whatsapp":
         return stream_whatsapp(path, options)
+    if fmt == "webvtt":
+        return stream_webvtt(path, options)
     if fmt == _DOCUMENT or fmt in _DOCUMENT_STREAMS:
         return _stream_document(path, fmt, options)
     return load_source(path, format=format, options=options)
@@ -314,6 +318,8 @@ def _streamed_kind(path: Path, options: LoadOptions) -> str | None:
     suffix = path.suffix.lower()
     if suffix in (".jsonl", ".ndjson"):
         return "jsonl"
+    if suffix == ".vtt":
+        return "webvtt"
     if suffix not in _TEXT_SUFFIXES and suffix != ".json":
         return None
     try:

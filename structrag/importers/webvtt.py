@@ -12,18 +12,23 @@ header gives a date (``WEBVTT - 2023-05-01T10:00:00``); cue times are offsets fr
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from datetime import timedelta
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
 from structrag.errors import InputError
 from structrag.importers.base import (
+    Lines,
     LoadOptions,
     ParsedSource,
     RawMessage,
+    StreamedSource,
+    TextReading,
     clean_text,
-    file_lines,
-    finish,
+    load_text,
+    stream_text,
 )
 from structrag.importers.transcript import _LABEL_RE, _speaker
 from structrag.models import Conversation
@@ -46,79 +51,110 @@ def _seconds(groups: tuple[str | None, ...]) -> float:
 
 
 def load_webvtt(path: Path, text: str, options: LoadOptions) -> ParsedSource:
-    lines = file_lines(text)
-    first = next((i for i, line in enumerate(lines) if line.strip()), None)
-    if first is None or not lines[first].lstrip("\ufeff").startswith("WEBVTT"):
+    return load_text(path, "webvtt", text, options, plan_webvtt)
+
+
+def stream_webvtt(path: Path, options: LoadOptions) -> StreamedSource:
+    """A WebVTT file checked and read line by line (see :func:`stream_text`)."""
+    return stream_text(path, "webvtt", options, plan_webvtt)
+
+
+def plan_webvtt(path: Path, lines: Lines, options: LoadOptions) -> TextReading:
+    """Read the ``WEBVTT`` line and the header after it; the cues are read from the line
+    that ends the header (see :class:`TextReading`)."""
+    numbered = iter(lines)
+    first = next(((n, line) for n, line in numbered if line.strip()), None)
+    if first is None or not first[1].lstrip("\ufeff").startswith("WEBVTT"):
         raise InputError(
             path,
             "not a WebVTT file: the first line must start with 'WEBVTT'",
-            line=(first or 0) + 1,
+            line=first[0] if first else 1,
             hint="pass --format transcript for plain 'SPEAKER: text' transcripts",
         )
-    base = parse_datetime(lines[first].lstrip("\ufeff")[6:].strip(" -\t"))
+    base = parse_datetime(first[1].lstrip("\ufeff")[6:].strip(" -\t"))
     # The header runs from the WEBVTT line to the first blank line: "Kind: captions",
     # "Language: en" and the like (YouTube and Zoom write them). A cue timing ends it too.
     header: dict[str, str] = {}
-    start = first + 1
-    while start < len(lines) and lines[start].strip() and "-->" not in lines[start]:
-        key, sep, value = lines[start].partition(":")
+    cues_from = first[0] + 1
+    for lineno, line in numbered:
+        cues_from = lineno
+        if not line.strip() or "-->" in line:
+            break
+        key, sep, value = line.partition(":")
         if sep and key.strip():
             header[key.strip()] = value.strip()
-        start += 1
-    blocks: list[tuple[int, list[str]]] = []
-    for i in range(start, len(lines) + 1):
-        if i == len(lines) or not lines[i].strip():
-            if i > start:
-                blocks.append((start + 1, lines[start:i]))
-            start = i + 1
-    raws: list[RawMessage] = []
+        cues_from = lineno + 1
     warnings: list[str] = []
-    for lineno, block in blocks:
-        head = block[0].strip()
-        if head.startswith(("NOTE", "STYLE", "REGION")):
-            continue
-        timing_at = 0 if "-->" in block[0] else 1
-        if timing_at >= len(block) or "-->" not in block[timing_at]:
-            raise InputError(
-                path,
-                f"cue has no timing line ('00:00:01.000 --> 00:00:04.000'): {head[:60]!r}",
-                line=lineno,
-                hint="fix or delete this block",
-            )
-        match = _TIMING_RE.match(block[timing_at])
-        if not match:
-            raise InputError(
-                path,
-                f"malformed cue timing {block[timing_at].strip()!r}",
-                line=lineno + timing_at,
-                hint="cue timings look like '00:01:02.500 --> 00:01:05.000'",
-            )
-        cue_id = block[0].strip() if timing_at == 1 else None
-        begin, end = _seconds(match.groups()[:4]), _seconds(match.groups()[4:])
-        payload = block[timing_at + 1 :]
-        if not payload:
-            warnings.append(f"{path}: line {lineno}: cue with no text skipped")
-            continue
-        _add_cue(raws, payload, lineno, cue_id, begin, end, base)
-    if not raws:
-        raise InputError(path, "no cues with text found")
-    conv_id = options.conversation or path.stem
-    metadata: dict[str, Any] = {"source": str(path), "format": "webvtt"}
-    if header:
-        metadata["header"] = header
-    conversation = Conversation(id=conv_id, metadata=metadata)
-    return finish(path, "webvtt", conversation, raws, parse_time=parse_datetime, warnings=warnings)
+
+    def raws(lines: Lines) -> Iterator[RawMessage]:
+        warnings.clear()
+        pending: RawMessage | None = None
+        block: list[str] = []
+        block_line = 0
+        for lineno, line in chain(lines, [(0, "")]):  # a blank line ends the last block
+            if lineno and lineno < cues_from:
+                continue
+            if line.strip():
+                if not block:
+                    block_line = lineno
+                block.append(line)
+                continue
+            if block:
+                new = _cue(path, block, block_line, pending, base, warnings)
+                if new is not None:
+                    if pending is not None:
+                        yield pending
+                    pending = new
+            block = []
+        if pending is not None:
+            yield pending
+
+    def conversation(count: int) -> Conversation:
+        if not count:
+            raise InputError(path, "no cues with text found")
+        metadata: dict[str, Any] = {"source": str(path), "format": "webvtt"}
+        if header:
+            metadata["header"] = header
+        return Conversation(id=options.conversation or path.stem, metadata=metadata)
+
+    return TextReading(raws=raws, conversation=conversation, warnings=warnings)
 
 
-def _add_cue(
-    raws: list[RawMessage],
-    payload: list[str],
+def _cue(
+    path: Path,
+    block: list[str],
     lineno: int,
-    cue_id: str | None,
-    begin: float,
-    end: float,
+    previous: RawMessage | None,
     base: Any,
-) -> None:
+    warnings: list[str],
+) -> RawMessage | None:
+    """The message a cue block starts, or None when it adds to ``previous`` (the same
+    speaker) or is not a cue (NOTE, STYLE, REGION, no text)."""
+    head = block[0].strip()
+    if head.startswith(("NOTE", "STYLE", "REGION")):
+        return None
+    timing_at = 0 if "-->" in block[0] else 1
+    if timing_at >= len(block) or "-->" not in block[timing_at]:
+        raise InputError(
+            path,
+            f"cue has no timing line ('00:00:01.000 --> 00:00:04.000'): {head[:60]!r}",
+            line=lineno,
+            hint="fix or delete this block",
+        )
+    match = _TIMING_RE.match(block[timing_at])
+    if not match:
+        raise InputError(
+            path,
+            f"malformed cue timing {block[timing_at].strip()!r}",
+            line=lineno + timing_at,
+            hint="cue timings look like '00:01:02.500 --> 00:01:05.000'",
+        )
+    cue_id = block[0].strip() if timing_at == 1 else None
+    begin, end = _seconds(match.groups()[:4]), _seconds(match.groups()[4:])
+    payload = block[timing_at + 1 :]
+    if not payload:
+        warnings.append(f"{path}: line {lineno}: cue with no text skipped")
+        return None
     joined = "\n".join(payload)
     voice = _VOICE_RE.search(joined)
     speaker = voice.group(1).strip() if voice else None
@@ -128,22 +164,19 @@ def _add_cue(
         name = _speaker(label) if label else None
         if label and name:
             speaker, body = name, (label.group("text") or "").strip()
-    previous = raws[-1] if raws else None
     if previous is not None and (speaker is None or speaker == previous.speaker):
         previous.text = f"{previous.text} {body}".strip()
         previous.metadata["end"] = end
         if cue_id:
             previous.metadata.setdefault("cues", []).append(cue_id)
-        return
+        return None
     metadata: dict[str, Any] = {"start": begin, "end": end, "source_line": lineno}
     if cue_id:
         metadata["cues"] = [cue_id]
-    raws.append(
-        RawMessage(
-            text=body,
-            location=f"line {lineno}",
-            speaker=speaker,
-            timestamp=base + timedelta(seconds=begin) if base else None,
-            metadata=metadata,
-        )
+    return RawMessage(
+        text=body,
+        location=f"line {lineno}",
+        speaker=speaker,
+        timestamp=base + timedelta(seconds=begin) if base else None,
+        metadata=metadata,
     )
