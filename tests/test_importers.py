@@ -569,6 +569,7 @@ def _locomo_document() -> list[dict[str, object]]:
     [
         "json/family group.json",
         "chatgpt/conversations.json",
+        "discord/Astronomy Club - observing [1080000000000000001].json",
         "locomo.json",
         *_ODD_DOCUMENTS,
     ],
@@ -576,7 +577,8 @@ def _locomo_document() -> list[dict[str, object]]:
 def test_a_json_document_is_streamed_and_reads_as_when_loaded_whole(
     tmp_path: Path, name: str
 ) -> None:
-    """A JSON document (generic messages in its three shapes, a ChatGPT export, LoCoMo) is
+    """A JSON document (generic messages in its three shapes, Discord and ChatGPT exports,
+    LoCoMo) is
     checked in a walk that holds one message (or chat) at a time and read again when
     written: the format, hash, messages, conversations and warnings are what loading it
     whole gives."""
@@ -698,3 +700,30 @@ def test_a_streamed_json_document_says_what_is_wrong_at_its_check(tmp_path: Path
     notes = tmp_path / "notes.txt"
     notes.write_text("[Intro music]\nANA: welcome\nBO: thanks\n")
     assert scan_source(notes).format == load_source(notes).format == "transcript"
+
+
+@pytest.mark.parametrize("doc", ["list", "discord"])
+def test_a_streamed_json_document_that_changes_after_its_check_says_so(
+    tmp_path: Path, doc: str
+) -> None:
+    """Read again after its check, a JSON document whose bytes changed raises
+    SourceChanged (the ingest then checks it again), also when the change broke it."""
+    from structrag.importers import SourceChanged, StreamedSource, scan_source
+
+    path = tmp_path / "chat.json"
+    if doc == "list":
+        path.write_text(json.dumps([{"speaker": "Ana", "text": f"hi {i}"} for i in range(9)]))
+    else:
+        (export,) = (_TEXT_EXPORTS / "discord").glob("*.json")
+        shutil.copy(export, path)
+    streamed = scan_source(path)
+    assert isinstance(streamed, StreamedSource) and streamed.format == (
+        "json" if doc == "list" else "discord"
+    )
+    text = path.read_text()
+    path.write_text(text.replace("hi", "ho", 1) if doc == "list" else text.replace("a", "b", 1))
+    with pytest.raises(SourceChanged):
+        list(streamed.iter_messages())
+    path.write_text(text[: len(text) // 2])
+    with pytest.raises(SourceChanged):
+        list(streamed.iter_messages())

@@ -30,7 +30,7 @@ from structrag.importers.base import (
     sha256_hex,
 )
 from structrag.importers.chatgpt import load_chatgpt, looks_like_chatgpt, stream_chatgpt
-from structrag.importers.discord import load_discord, looks_like_discord
+from structrag.importers.discord import load_discord, looks_like_discord, stream_discord
 from structrag.importers.json_stream import JsonSurvey, survey_json
 from structrag.importers.locomo import load_locomo, looks_like_locomo, stream_locomo
 from structrag.importers.mail import load_email, load_email_folder, looks_like_email
@@ -242,12 +242,12 @@ def scan_source(
     path: str | Path, *, format: str | None = None, options: LoadOptions | None = None
 ) -> ParsedSource | StreamedSource:
     """Check one input for an ingest. JSON Lines, transcripts, WebVTT and WhatsApp exports
-    are checked line by line, and JSON documents (generic messages, ChatGPT exports,
-    LoCoMo) one message or chat at a time; they come back as a :class:`StreamedSource`
+    are checked line by line, and JSON documents (generic messages, Discord and ChatGPT
+    exports, LoCoMo) one message or chat at a time; they come back as a :class:`StreamedSource`
     that reads their messages again when they are written, so their size is not bounded
     by memory. A Slack export folder is checked and read again one channel at a time. Any
-    other input (mail, Discord and TypeAgent files, a single ChatGPT chat or LoCoMo
-    sample) is loaded whole (:func:`load_source`). Raises
+    other input (mail, a TypeAgent index, a single ChatGPT chat or LoCoMo sample) is
+    loaded whole (:func:`load_source`). Raises
     :class:`~structrag.errors.InputError`."""
     path = Path(path)
     options = options or LoadOptions()
@@ -277,6 +277,7 @@ _DOCUMENT_STREAMS: dict[str, Callable[[Path, LoadOptions, JsonSurvey], StreamedS
     "json": stream_json,
     "chatgpt": stream_chatgpt,
     "locomo": stream_locomo,
+    "discord": stream_discord,
 }
 
 

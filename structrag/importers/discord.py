@@ -23,6 +23,8 @@ one channel, or one thread, per file).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,8 @@ from structrag.importers.base import (
     LoadOptions,
     ParsedSource,
     RawMessage,
+    SourceChanged,
+    StreamedSource,
     as_count,
     as_dict,
     as_list,
@@ -39,8 +43,11 @@ from structrag.importers.base import (
     finish,
     json_path,
     parse_json,
+    read_again,
 )
-from structrag.models import Conversation
+from structrag.importers.json_stream import JsonStream, JsonSurvey, message_opens
+from structrag.importers.messages_json import KeyedRaw, check_messages, checked_messages
+from structrag.models import Conversation, Message
 from structrag.timeparse import parse_datetime
 
 #: Message types that are someone saying something; every other type is a system message.
@@ -71,14 +78,93 @@ def load_discord(path: Path, text: str, options: LoadOptions, data: Any = None) 
     if data is None:
         data = parse_json(path, text)
     expect(path, data, dict, "the top level", "a DiscordChatExporter file")
-    guild = data.get("guild") if isinstance(data.get("guild"), dict) else {}
-    channel = expect(path, data.get("channel"), dict, "channel", "'channel'")
+    expect(path, data.get("channel"), dict, "channel", "'channel'")
     messages = expect(path, data.get("messages"), list, "messages", "'messages'")
-    # Names by author id first, so that a reply to an earlier message finds its author.
-    names: dict[str, str] = {}
-    authors: dict[str, str] = {}
+    people = _People()
     for i, msg in enumerate(messages):
-        where = f"messages[{i}]"
+        people.note(path, msg, f"messages[{i}]")
+    raws = [
+        _message(path, msg, f"messages[{i}]", people.names, people.authors)
+        for i, msg in enumerate(messages)
+        if str(msg.get("type") or "Default") in _SAID
+    ]
+    if not raws:
+        raise _no_messages(path)
+    conversation = _conversation(path, data, people.system, options)
+    return finish(path, "discord", conversation, raws, parse_time=parse_datetime)
+
+
+def stream_discord(path: Path, options: LoadOptions, survey: JsonSurvey) -> StreamedSource | None:
+    """A DiscordChatExporter file walked one message at a time: once for the names of
+    authors and mentions (a reply finds the author of the message it answers), once to
+    check the messages, and again when they are written. None for a file whose channel or
+    messages are not what the format says (:func:`load_discord` says what is wrong)."""
+    data = survey.skeleton
+    if not (
+        isinstance(data, dict)
+        and isinstance(data.get("channel"), dict)
+        and isinstance(data.get("messages"), list)
+    ):
+        return None
+    people = _People()
+    first = JsonStream(path, message_opens, options.encoding)
+    for event in first:
+        if len(event.path) == 2 and event.path[0] == "messages":
+            people.note(path, event.value, f"messages[{event.path[1]}]")
+    if first.sha256 != survey.sha256:
+        raise SourceChanged(str(path))
+    conversation = _conversation(path, data, people.system, options)
+
+    def raws(stream: JsonStream) -> Iterator[KeyedRaw]:
+        key = 0
+        for event in stream:
+            if len(event.path) == 2 and event.path[0] == "messages":
+                msg = event.value
+                if str(msg.get("type") or "Default") in _SAID:
+                    key += 1
+                    where = f"messages[{event.path[1]}]"
+                    yield key, _message(path, msg, where, people.names, people.authors), None
+
+    stream = JsonStream(path, message_opens, options.encoding)
+    check = check_messages(
+        path,
+        raws(stream),
+        options,
+        default=conversation.id,
+        keyed_by_line=False,
+        empty=_no_messages(path),
+    )
+
+    def messages(stream: JsonStream) -> Iterator[Message]:
+        return (message for _, message in checked_messages(path, raws(stream), check))
+
+    return StreamedSource(
+        path=str(path),
+        format="discord",
+        conversations=[conversation],
+        count=check.count,
+        sha256=stream.sha256,
+        read=lambda: read_again(
+            path,
+            options.encoding,
+            stream.sha256,
+            messages,
+            lambda p, e: JsonStream(p, message_opens, e),
+        ),
+        warnings=check.warnings,
+    )
+
+
+@dataclass
+class _People:
+    """Names by author id (and of people mentioned), authors by message id, counts of
+    system messages: what one walk over the messages finds before they are read."""
+
+    names: dict[str, str] = field(default_factory=dict)
+    authors: dict[str, str] = field(default_factory=dict)
+    system: dict[str, int] = field(default_factory=dict)
+
+    def note(self, path: Path, msg: Any, where: str) -> None:
         expect(path, msg, dict, where, "a message")
         author = expect(path, msg.get("author"), dict, json_path(where, ".author"), "'author'")
         name = _author_name(author)
@@ -89,27 +175,30 @@ def load_discord(path: Path, text: str, options: LoadOptions, data: Any = None) 
                 hint="re-export the channel with DiscordChatExporter's JSON format",
             )
         if author.get("id") is not None:
-            names[str(author["id"])] = name
+            self.names[str(author["id"])] = name
         if msg.get("id") is not None:
-            authors[str(msg["id"])] = name
+            self.authors[str(msg["id"])] = name
         for m in as_list(msg.get("mentions")):
             if isinstance(m, dict) and m.get("id") is not None and _author_name(m):
-                names.setdefault(str(m["id"]), _author_name(m) or "")
-    raws: list[RawMessage] = []
-    system: dict[str, int] = {}
-    for i, msg in enumerate(messages):
-        where = f"messages[{i}]"
+                self.names.setdefault(str(m["id"]), _author_name(m) or "")
         kind = str(msg.get("type") or "Default")
         if kind not in _SAID:
-            system[kind] = system.get(kind, 0) + 1
-            continue
-        raws.append(_message(path, msg, where, names, authors))
-    if not raws:
-        raise InputError(
-            path,
-            "the export has no messages (only system messages, or none at all)",
-            hint="check the export's date range",
-        )
+            self.system[kind] = self.system.get(kind, 0) + 1
+
+
+def _no_messages(path: Path) -> InputError:
+    return InputError(
+        path,
+        "the export has no messages (only system messages, or none at all)",
+        hint="check the export's date range",
+    )
+
+
+def _conversation(
+    path: Path, data: dict[str, Any], system: dict[str, int], options: LoadOptions
+) -> Conversation:
+    guild = as_dict(data.get("guild"))
+    channel: dict[str, Any] = data["channel"]
     guild_name = str(guild.get("name") or "Direct Messages")
     channel_name = str(channel.get("name") or channel.get("id") or path.stem)
     metadata: dict[str, Any] = {
@@ -123,12 +212,11 @@ def load_discord(path: Path, text: str, options: LoadOptions, data: Any = None) 
             metadata[f"channel_{key}"] = channel[key]
     if system:
         metadata["system_messages"] = dict(sorted(system.items()))
-    conversation = Conversation(
+    return Conversation(
         id=options.conversation or f"discord:{guild_name}/{channel_name}",
         name=f"{guild_name} #{channel_name}",
         metadata=metadata,
     )
-    return finish(path, "discord", conversation, raws, parse_time=parse_datetime)
 
 
 def _message(

@@ -324,12 +324,14 @@ def check_messages(
     default: str | None = None,
     names: dict[str, str] | None = None,
     keyed_by_line: bool = True,
+    empty: InputError | None = None,
 ) -> MessagesCheck:
     """Check every message of an input read as a stream (bad fields and conflicting ids
     are :class:`InputError` naming where) without keeping them. ``default``: the
     conversation of messages that name none (``--conversation``, else the file's stem);
     ``names``: conversation names; ``keyed_by_line``: the keys are line numbers (else
-    where each first copy is, is remembered by id)."""
+    where each first copy is, is remembered by id); ``empty``: the error for an input
+    with no message."""
     default = default or options.conversation or path.stem
     seen: dict[str, _Seen] = {}
     skip: set[int] = set()
@@ -367,7 +369,9 @@ def check_messages(
         if raw.speaker and raw.addressable:
             conv.speakers.add(raw.speaker)
     if not seen:
-        raise InputError(path, "no messages found", hint="see the JSON schema in the README")
+        raise empty or InputError(
+            path, "no messages found", hint="see the JSON schema in the README"
+        )
     dates = votes.choice(options.date_order)
     metadata: dict[str, Any] = {"source": str(path)}
     if dates.evidence is not None or dates.ambiguous:
