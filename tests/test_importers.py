@@ -727,3 +727,59 @@ def test_a_streamed_json_document_that_changes_after_its_check_says_so(
     path.write_text(text[: len(text) // 2])
     with pytest.raises(SourceChanged):
         list(streamed.iter_messages())
+
+
+def _mbox(*mails: tuple[str, str, str, str]) -> bytes:
+    out = b"\xef\xbb\xbf\r\n\n"  # a BOM and blank lines before the first From line
+    for n, (who, date, links, body) in enumerate(mails, start=1):
+        out += (
+            f"From {who}@example.org Tue Mar 14 08:12:00 2023\n"
+            f"From: {who.title()} <{who}@example.org>\nTo: Ana <ana@example.org>, "
+            f"Bo <bo@example.org>\nSubject: Re: Seeds\n"
+            + (f"Date: {date}\n" if date else "")
+            + f"Message-ID: <m{n % 4}@example.org>\n{links}\n{body}\n\n"
+        ).encode()
+    return out
+
+
+_MAILBOXES = {
+    "garden": None,
+    "odd": _mbox(
+        ("ana", "Tue, 14 Mar 2023 09:12:00 +0100", "", "Hi all\n>From the shop: seeds."),
+        ("bo", "Wed, 15 Mar 2023 09:12:00 +0100", "In-Reply-To: <m1@example.org>\n", "ok"),
+        ("cy", "", "", "x" * 100_050),
+        ("di", "someday", "References: <m9@example.org>\n", "   "),
+        ("ana", "Tue, 14 Mar 2023 09:12:00 +0100", "", "Hi all\n>From the shop: seeds."),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(_MAILBOXES))
+@pytest.mark.parametrize("conversation", [None, "garden-mail"])
+def test_an_mbox_is_streamed_and_reads_as_when_loaded_whole(
+    tmp_path: Path, name: str, conversation: str | None
+) -> None:
+    """An mbox is checked one message at a time (keeping what threads each) and read
+    again thread by thread: the threads, messages (mboxrd escapes undone, dates, empty
+    and huge ones) and warnings are what loading it whole gives; a changed mailbox says
+    so when it is read."""
+    from structrag.importers import LoadOptions, SourceChanged, StreamedSource, scan_source
+
+    path = tmp_path / "mail.mbox"
+    data = _MAILBOXES[name]
+    path.write_bytes(data or (_TEXT_EXPORTS / "email" / "garden.mbox").read_bytes())
+    options = LoadOptions(conversation=conversation)
+    whole = load_source(path, options=options)
+    streamed = scan_source(path, options=options)
+    assert isinstance(streamed, StreamedSource)
+    assert (streamed.format, streamed.sha256, streamed.count) == (
+        "email",
+        whole.sha256,
+        whole.count,
+    )
+    assert streamed.conversations == whole.conversations
+    assert streamed.warnings == whole.warnings
+    assert list(streamed.iter_messages()) == whole.messages
+    path.write_bytes(path.read_bytes().replace(b"Subject:", b"X-Subject:", 1))
+    with pytest.raises(SourceChanged):
+        list(streamed.iter_messages())

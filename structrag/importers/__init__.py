@@ -33,7 +33,12 @@ from structrag.importers.chatgpt import load_chatgpt, looks_like_chatgpt, stream
 from structrag.importers.discord import load_discord, looks_like_discord, stream_discord
 from structrag.importers.json_stream import JsonSurvey, survey_json
 from structrag.importers.locomo import load_locomo, looks_like_locomo, stream_locomo
-from structrag.importers.mail import load_email, load_email_folder, looks_like_email
+from structrag.importers.mail import (
+    load_email,
+    load_email_folder,
+    looks_like_email,
+    stream_email,
+)
 from structrag.importers.messages_json import load_json, load_jsonl, stream_json, stream_jsonl
 from structrag.importers.slack import (
     is_slack_folder,
@@ -245,8 +250,9 @@ def scan_source(
     are checked line by line, and JSON documents (generic messages, Discord and ChatGPT
     exports, LoCoMo) one message or chat at a time; they come back as a :class:`StreamedSource`
     that reads their messages again when they are written, so their size is not bounded
-    by memory. A Slack export folder is checked and read again one channel at a time. Any
-    other input (mail, a TypeAgent index, a single ChatGPT chat or LoCoMo sample) is
+    by memory. A Slack export folder is checked and read again one channel at a time; an
+    mbox is checked one message at a time and read again thread by thread. Any other
+    input (a single .eml, a TypeAgent index, a single ChatGPT chat or LoCoMo sample) is
     loaded whole (:func:`load_source`). Raises
     :class:`~structrag.errors.InputError`."""
     path = Path(path)
@@ -266,6 +272,8 @@ def scan_source(
         return stream_whatsapp(path, options)
     if fmt == "webvtt":
         return stream_webvtt(path, options)
+    if fmt == "email":
+        return stream_email(path, options) or load_source(path, format=format, options=options)
     if fmt == _DOCUMENT or fmt in _DOCUMENT_STREAMS:
         return _stream_document(path, fmt, options)
     return load_source(path, format=format, options=options)
@@ -321,6 +329,8 @@ def _streamed_kind(path: Path, options: LoadOptions) -> str | None:
         return "jsonl"
     if suffix == ".vtt":
         return "webvtt"
+    if suffix in (".eml", ".mbox"):
+        return "email"
     if suffix not in _TEXT_SUFFIXES and suffix != ".json":
         return None
     try:

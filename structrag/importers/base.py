@@ -540,13 +540,17 @@ class MessageNotes:
 
     def look(self, path: Path, raw: RawMessage, msg_id: str) -> None:
         """Note an empty or huge message."""
-        if not raw.text.strip():
+        self.look_size(path, raw.location, msg_id, len(raw.text), not raw.text.strip())
+
+    def look_size(self, path: Path, location: str, msg_id: str, chars: int, blank: bool) -> None:
+        """Note an empty or huge message by its length and whether it is blank."""
+        if blank:
             self.empty_count += 1
             if len(self.empty) < 6:
                 self.empty.append(msg_id)
-        elif len(raw.text) > HUGE_MESSAGE_CHARS:
+        elif chars > HUGE_MESSAGE_CHARS:
             self.notes.append(
-                f"{path}: {raw.location}: message {msg_id!r} has {len(raw.text):,} "
+                f"{path}: {location}: message {msg_id!r} has {chars:,} "
                 f"characters; it is stored whole and searchable; knowledge is extracted from "
                 f"its first {HUGE_MESSAGE_CHARS:,} characters"
             )

@@ -26,9 +26,11 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterator
 from datetime import datetime
 from email import message_from_bytes, policy
-from email.message import EmailMessage, Message
+from email.message import EmailMessage
+from email.message import Message as EmailPart
 from email.utils import getaddresses, parsedate_to_datetime
 from html.parser import HTMLParser
 from pathlib import Path
@@ -36,16 +38,21 @@ from typing import Any
 
 from structrag.errors import InputError
 from structrag.importers.base import (
+    ConversationBuilder,
     FolderDigest,
     LoadOptions,
+    MessageNotes,
     ParsedSource,
     RawMessage,
+    SourceChanged,
+    StreamedSource,
     clean_text,
+    file_sha256,
     finish,
     merge_sources,
     read_bytes,
 )
-from structrag.models import Conversation
+from structrag.models import Conversation, Message
 from structrag.timeparse import parse_datetime
 
 _HEADER_RE = re.compile(r"^[A-Za-z][A-Za-z0-9-]*:[ \t]")
@@ -95,9 +102,40 @@ def split_mbox(data: bytes) -> list[tuple[int, bytes]]:
         end = starts[i + 1] if i + 1 < len(starts) else len(data)
         chunk = data[start:end]
         body = chunk.split(b"\n", 1)[1] if b"\n" in chunk else b""
-        body = re.sub(rb"(?m)^>(>*From )", rb"\1", body)  # mboxrd escaping
-        out.append((data.count(b"\n", 0, start) + 1, body))
+        out.append((data.count(b"\n", 0, start) + 1, _unescape(body)))
     return out
+
+
+def _unescape(body: bytes) -> bytes:
+    return re.sub(rb"(?m)^>(>*From )", rb"\1", body)  # mboxrd escaping
+
+
+_LEADING = b"\r\n\xef\xbb\xbf"
+
+
+def _mbox_parts(path: Path, digest: Any = None) -> Iterator[tuple[int, int, int, bytes]]:
+    """An mbox's messages read line by line, as :func:`load_email` splits them: (line
+    number of its ``From `` line, byte offset and size of the message after that line,
+    its bytes with the mboxrd escaping undone). ``digest``: hashes every byte read."""
+    lineno = offset = start = at = 0
+    current: list[bytes] | None = None
+    with path.open("rb") as handle:
+        for line in handle:
+            lineno += 1
+            offset += len(line)
+            if digest is not None:
+                digest.update(line)
+            if current is None:
+                if line.lstrip(_LEADING):
+                    at, start, current = lineno, offset, []
+                continue
+            if line.startswith(b"From "):
+                yield at, start, offset - len(line) - start, _unescape(b"".join(current))
+                at, start, current = lineno, offset, []
+                continue
+            current.append(line)
+    if current is not None:
+        yield at, start, offset - start, _unescape(b"".join(current))
 
 
 def load_email(path: Path, data: bytes, options: LoadOptions) -> ParsedSource:
@@ -234,7 +272,7 @@ def _synthetic_id(*parts: str) -> str:
     return "no-message-id-" + hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
 
 
-def _part_text(part: Message) -> str:
+def _part_text(part: EmailPart) -> str:
     try:
         content = part.get_content()  # type: ignore[attr-defined]
     except (LookupError, ValueError, AttributeError):
@@ -243,9 +281,9 @@ def _part_text(part: Message) -> str:
     return content if isinstance(content, str) else ""
 
 
-def _body(msg: Message) -> tuple[str, str, str]:
+def _body(msg: EmailPart) -> tuple[str, str, str]:
     """The text the sender wrote, the quoted text, and the signature."""
-    part: Message | None = msg
+    part: EmailPart | None = msg
     if isinstance(msg, EmailMessage):
         part = msg.get_body(preferencelist=("plain", "html"))
     if part is None:
@@ -374,6 +412,33 @@ class _HTMLText(HTMLParser):
 
 def _threads(path: Path, mails: list[_Mail], options: LoadOptions) -> ParsedSource:
     """Group messages into threads (one conversation each) and order them by date."""
+    grouped, warnings = _grouped(path, mails, options)
+    parts = []
+    for conversation, members in grouped:
+        if options.conversation:
+            for thread, mail in members:
+                mail.raw.metadata["thread"] = thread
+        parts.append(
+            finish(
+                path,
+                "email",
+                conversation,
+                [mail.raw for _, mail in members],
+                warnings=warnings if options.conversation else None,
+            )
+        )
+    source = merge_sources(path, "email", parts)
+    if not options.conversation:
+        source.warnings.extend(warnings)
+    return source
+
+
+def _grouped(
+    path: Path, mails: list[_Mail], options: LoadOptions
+) -> tuple[list[tuple[Conversation, list[tuple[str, _Mail]]]], list[str]]:
+    """The conversations of a mailbox's messages, each with its messages (and their
+    thread's id) in order: a thread each, or all threads in one when ``--conversation``
+    names one; and the warning on duplicate copies."""
     if not mails:
         raise InputError(path, "no email messages found")
     unique: list[_Mail] = []
@@ -416,18 +481,14 @@ def _threads(path: Path, mails: list[_Mail], options: LoadOptions) -> ParsedSour
     if duplicates:
         warnings.append(f"{path}: {duplicates} duplicate copie(s) of a message id were skipped")
     if options.conversation:
-        raws = []
-        for thread, members in threads:
-            for mail in members:
-                mail.raw.metadata["thread"] = thread
-                raws.append(mail.raw)
         conversation = Conversation(
             id=options.conversation,
             name=threads[0][1][0].subject or None,
             metadata={"source": str(path), "format": "email", "threads": len(threads)},
         )
-        return finish(path, "email", conversation, raws, warnings=warnings)
-    parts = []
+        everything = [(thread, mail) for thread, members in threads for mail in members]
+        return [(conversation, everything)], warnings
+    grouped = []
     for thread, members in threads:
         people = sorted({m.raw.speaker for m in members if m.raw.speaker})
         conversation = Conversation(
@@ -440,7 +501,90 @@ def _threads(path: Path, mails: list[_Mail], options: LoadOptions) -> ParsedSour
                 "participants": people,
             },
         )
-        parts.append(finish(path, "email", conversation, [m.raw for m in members]))
-    source = merge_sources(path, "email", parts)
-    source.warnings.extend(warnings)
-    return source
+        grouped.append((conversation, [(thread, mail) for mail in members]))
+    return grouped, warnings
+
+
+class _Letter(_Mail):
+    """A message of an mbox as its check keeps it: what threads it (its text and metadata
+    left out), how long its text is, and where to read it again."""
+
+    def __init__(self, mail: _Mail, line: int, start: int, size: int) -> None:
+        raw = mail.raw
+        light = RawMessage(
+            text="", location=raw.location, id=raw.id, speaker=raw.speaker, timestamp=raw.timestamp
+        )
+        super().__init__(light, mail.msg_id, mail.links, mail.subject)
+        self.line, self.start, self.size = line, start, size
+        self.chars, self.blank = len(raw.text), not raw.text.strip()
+
+
+def stream_email(path: Path, options: LoadOptions) -> StreamedSource | None:
+    """An mbox checked one message at a time, keeping of each only what threads it and
+    where it is; its messages are read again, thread by thread, from where they are
+    when they are written. None for a single message (``.eml``), which is read whole."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(65536)
+    except OSError:
+        return None  # load_source says what is wrong
+    if not head.lstrip(_LEADING).startswith(b"From "):
+        return None
+    digest = hashlib.sha256()
+    letters: list[_Mail] = []
+    for line, start, size, body in _mbox_parts(path, digest):
+        letters.append(_Letter(_parse(path, body, f"line {line}", line), line, start, size))
+    checked = digest.hexdigest()
+    grouped, copies = _grouped(path, letters, options)
+    speakers: list[set[str]] = []
+    noted: list[str] = []
+    count = 0
+    for _, members in grouped:
+        notes = MessageNotes()
+        for _, letter in members:
+            assert isinstance(letter, _Letter)
+            raw = letter.raw
+            if raw.timestamp not in (None, "") and parse_datetime(raw.timestamp) is None:
+                notes.unparsed(raw.location)
+            notes.look_size(path, raw.location, letter.msg_id, letter.chars, letter.blank)
+        speakers.append({m.raw.speaker for _, m in members if m.raw.speaker})
+        count += len(members)
+        noted.extend(notes.warnings(path))
+    warnings = [*copies, *noted] if options.conversation else [*noted, *copies]
+
+    def messages() -> Iterator[Message]:
+        with path.open("rb") as handle:
+            for (conversation, members), people in zip(grouped, speakers, strict=True):
+                builder = ConversationBuilder(conversation.id, people)
+                for thread, letter in members:
+                    assert isinstance(letter, _Letter)
+                    handle.seek(letter.start)
+                    body = _unescape(handle.read(letter.size))
+                    mail = _parse(path, body, f"line {letter.line}", letter.line)
+                    if mail.msg_id != letter.msg_id:
+                        raise SourceChanged(str(path))
+                    if options.conversation:
+                        mail.raw.metadata["thread"] = thread
+                    message = builder.message(mail.raw)
+                    builder.keep()
+                    yield message
+
+    def read() -> Iterator[Message]:
+        try:
+            yield from messages()
+        except (InputError, SourceChanged):
+            if file_sha256(path) != checked:
+                raise SourceChanged(str(path)) from None
+            raise
+        if file_sha256(path) != checked:
+            raise SourceChanged(str(path))
+
+    return StreamedSource(
+        path=str(path),
+        format="email",
+        conversations=[conversation for conversation, _ in grouped],
+        count=count,
+        sha256=checked,
+        read=read,
+        warnings=warnings,
+    )
