@@ -744,6 +744,7 @@ def _mbox(*mails: tuple[str, str, str, str]) -> bytes:
 
 _MAILBOXES = {
     "garden": None,
+    "board-meeting": None,
     "odd": _mbox(
         ("ana", "Tue, 14 Mar 2023 09:12:00 +0100", "", "Hi all\n>From the shop: seeds."),
         ("bo", "Wed, 15 Mar 2023 09:12:00 +0100", "In-Reply-To: <m1@example.org>\n", "ok"),
@@ -756,10 +757,11 @@ _MAILBOXES = {
 
 @pytest.mark.parametrize("name", list(_MAILBOXES))
 @pytest.mark.parametrize("conversation", [None, "garden-mail"])
-def test_an_mbox_is_streamed_and_reads_as_when_loaded_whole(
+def test_a_mailbox_is_streamed_and_reads_as_when_loaded_whole(
     tmp_path: Path, name: str, conversation: str | None
 ) -> None:
-    """An mbox is checked one message at a time (keeping what threads each) and read
+    """An mbox or a folder of .eml is checked one message at a time (keeping what threads
+    each) and read
     again thread by thread: the threads, messages (mboxrd escapes undone, dates, empty
     and huge ones) and warnings are what loading it whole gives; a changed mailbox says
     so when it is read."""
@@ -767,7 +769,11 @@ def test_an_mbox_is_streamed_and_reads_as_when_loaded_whole(
 
     path = tmp_path / "mail.mbox"
     data = _MAILBOXES[name]
-    path.write_bytes(data or (_TEXT_EXPORTS / "email" / "garden.mbox").read_bytes())
+    if name == "board-meeting":  # a folder of .eml files
+        path = tmp_path / name
+        shutil.copytree(_TEXT_EXPORTS / "email" / name, path)
+    else:
+        path.write_bytes(data or (_TEXT_EXPORTS / "email" / "garden.mbox").read_bytes())
     options = LoadOptions(conversation=conversation)
     whole = load_source(path, options=options)
     streamed = scan_source(path, options=options)
@@ -780,6 +786,7 @@ def test_an_mbox_is_streamed_and_reads_as_when_loaded_whole(
     assert streamed.conversations == whole.conversations
     assert streamed.warnings == whole.warnings
     assert list(streamed.iter_messages()) == whole.messages
-    path.write_bytes(path.read_bytes().replace(b"Subject:", b"X-Subject:", 1))
+    changed = min(path.glob("*.eml")) if path.is_dir() else path
+    changed.write_bytes(changed.read_bytes().replace(b"Subject:", b"X-Subject:", 1))
     with pytest.raises(SourceChanged):
         list(streamed.iter_messages())

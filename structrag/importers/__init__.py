@@ -251,7 +251,8 @@ def scan_source(
     exports, LoCoMo) one message or chat at a time; they come back as a :class:`StreamedSource`
     that reads their messages again when they are written, so their size is not bounded
     by memory. A Slack export folder is checked and read again one channel at a time; an
-    mbox is checked one message at a time and read again thread by thread. Any other
+    mbox or a folder of ``.eml`` is checked one message at a time and read again thread by
+    thread. Any other
     input (a single .eml, a TypeAgent index, a single ChatGPT chat or LoCoMo sample) is
     loaded whole (:func:`load_source`). Raises
     :class:`~structrag.errors.InputError`."""
@@ -261,6 +262,8 @@ def scan_source(
     if path.is_dir():
         if fmt == "slack" or (fmt is None and is_slack_folder(path)):
             return stream_slack(path, options)
+        if fmt == "email" or (fmt is None and _detect_folder(path) == "email"):
+            return stream_email(path, options) or load_source(path, format=format, options=options)
         return load_source(path, format=format, options=options)
     if fmt is None:
         fmt = _streamed_kind(path, options)

@@ -150,11 +150,16 @@ def load_email(path: Path, data: bytes, options: LoadOptions) -> ParsedSource:
     return _threads(path, mails, options)
 
 
-def load_email_folder(folder: Path, options: LoadOptions) -> ParsedSource:
-    """Every ``.eml`` file directly inside ``folder``, threaded together."""
+def _eml_files(folder: Path) -> list[Path]:
     files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() == ".eml")
     if not files:
         raise InputError(folder, "the folder holds no .eml files")
+    return files
+
+
+def load_email_folder(folder: Path, options: LoadOptions) -> ParsedSource:
+    """Every ``.eml`` file directly inside ``folder``, threaded together."""
+    files = _eml_files(folder)
     digest = FolderDigest(folder)
     mails = []
     for file in files:
@@ -506,23 +511,43 @@ def _grouped(
 
 
 class _Letter(_Mail):
-    """A message of an mbox as its check keeps it: what threads it (its text and metadata
-    left out), how long its text is, and where to read it again."""
+    """A message of a mailbox as its check keeps it: what threads it (its text and
+    metadata left out), how long its text is, and where to read it again (``size`` bytes
+    from ``start`` of an mbox, or a whole ``.eml`` file when ``size`` is None)."""
 
-    def __init__(self, mail: _Mail, line: int, start: int, size: int) -> None:
+    def __init__(self, mail: _Mail, file: Path, line: int, start: int, size: int | None) -> None:
         raw = mail.raw
         light = RawMessage(
             text="", location=raw.location, id=raw.id, speaker=raw.speaker, timestamp=raw.timestamp
         )
         super().__init__(light, mail.msg_id, mail.links, mail.subject)
-        self.line, self.start, self.size = line, start, size
+        self.file, self.line, self.start, self.size = file, line, start, size
         self.chars, self.blank = len(raw.text), not raw.text.strip()
+
+    def read(self) -> _Mail:
+        if self.size is None:
+            data = read_bytes(self.file).lstrip(_LEADING)
+            return _parse(self.file, data, self.file.name, 1)
+        with self.file.open("rb") as handle:
+            handle.seek(self.start)
+            body = _unescape(handle.read(self.size))
+        return _parse(self.file, body, f"line {self.line}", self.line)
 
 
 def stream_email(path: Path, options: LoadOptions) -> StreamedSource | None:
-    """An mbox checked one message at a time, keeping of each only what threads it and
-    where it is; its messages are read again, thread by thread, from where they are
-    when they are written. None for a single message (``.eml``), which is read whole."""
+    """An mbox (or a folder of ``.eml``) checked one message at a time, keeping of each
+    only what threads it and where it is; its messages are read again, thread by thread,
+    from where they are when they are written. None for a single message (``.eml``),
+    which is read whole."""
+    if path.is_dir():
+        digest = FolderDigest(path)
+        letters: list[_Mail] = []
+        for file in _eml_files(path):
+            data = read_bytes(file)
+            digest.add(file, data)
+            mail = _parse(file, data.lstrip(_LEADING), file.name, 1)
+            letters.append(_Letter(mail, file, 1, 0, None))
+        return _stream_letters(path, letters, digest.hexdigest(), options)
     try:
         with path.open("rb") as handle:
             head = handle.read(65536)
@@ -530,11 +555,30 @@ def stream_email(path: Path, options: LoadOptions) -> StreamedSource | None:
         return None  # load_source says what is wrong
     if not head.lstrip(_LEADING).startswith(b"From "):
         return None
-    digest = hashlib.sha256()
-    letters: list[_Mail] = []
-    for line, start, size, body in _mbox_parts(path, digest):
-        letters.append(_Letter(_parse(path, body, f"line {line}", line), line, start, size))
-    checked = digest.hexdigest()
+    hashed = hashlib.sha256()
+    letters = [
+        _Letter(_parse(path, body, f"line {line}", line), path, line, start, size)
+        for line, start, size, body in _mbox_parts(path, hashed)
+    ]
+    return _stream_letters(path, letters, hashed.hexdigest(), options)
+
+
+def _now(path: Path) -> str:
+    """The hash a mailbox has now (as its check takes it)."""
+    if not path.is_dir():
+        return file_sha256(path)
+    digest = FolderDigest(path)
+    try:
+        for file in _eml_files(path):
+            digest.add(file, read_bytes(file))
+    except InputError:
+        return ""
+    return digest.hexdigest()
+
+
+def _stream_letters(
+    path: Path, letters: list[_Mail], checked: str, options: LoadOptions
+) -> StreamedSource:
     grouped, copies = _grouped(path, letters, options)
     speakers: list[set[str]] = []
     noted: list[str] = []
@@ -553,30 +597,27 @@ def stream_email(path: Path, options: LoadOptions) -> StreamedSource | None:
     warnings = [*copies, *noted] if options.conversation else [*noted, *copies]
 
     def messages() -> Iterator[Message]:
-        with path.open("rb") as handle:
-            for (conversation, members), people in zip(grouped, speakers, strict=True):
-                builder = ConversationBuilder(conversation.id, people)
-                for thread, letter in members:
-                    assert isinstance(letter, _Letter)
-                    handle.seek(letter.start)
-                    body = _unescape(handle.read(letter.size))
-                    mail = _parse(path, body, f"line {letter.line}", letter.line)
-                    if mail.msg_id != letter.msg_id:
-                        raise SourceChanged(str(path))
-                    if options.conversation:
-                        mail.raw.metadata["thread"] = thread
-                    message = builder.message(mail.raw)
-                    builder.keep()
-                    yield message
+        for (conversation, members), people in zip(grouped, speakers, strict=True):
+            builder = ConversationBuilder(conversation.id, people)
+            for thread, letter in members:
+                assert isinstance(letter, _Letter)
+                mail = letter.read()
+                if mail.msg_id != letter.msg_id:
+                    raise SourceChanged(str(path))
+                if options.conversation:
+                    mail.raw.metadata["thread"] = thread
+                message = builder.message(mail.raw)
+                builder.keep()
+                yield message
 
     def read() -> Iterator[Message]:
         try:
             yield from messages()
         except (InputError, SourceChanged):
-            if file_sha256(path) != checked:
+            if _now(path) != checked:
                 raise SourceChanged(str(path)) from None
             raise
-        if file_sha256(path) != checked:
+        if _now(path) != checked:
             raise SourceChanged(str(path))
 
     return StreamedSource(
