@@ -127,6 +127,7 @@ def main() -> None:
             write_chat(chat, args.messages, args.format)
         db = work / "index"
         shutil.rmtree(db, ignore_errors=True)
+        env = environment()  # the commit the ingest runs, taken before it starts
         figures = measure(chat, db)
         result = {
             "messages": args.messages,
@@ -136,7 +137,7 @@ def main() -> None:
             "messages_per_second": round(args.messages / figures["seconds"]),
             "load_average": os.getloadavg()[0],
             "cpus": os.cpu_count(),
-            "environment": environment(),
+            "environment": env,
         }
     finally:
         if args.keep is None:
