@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from structrag.errors import InputError, UnknownFormatError
-from structrag.importers import LoadOptions, detect_format, load_source
+from structrag.importers import LoadOptions, ParsedSource, detect_format, load_source
 from structrag.importers.base import HUGE_MESSAGE_CHARS
 from structrag.models import Action
 from tests.conftest import locomo_sample
@@ -363,6 +363,23 @@ def test_a_streamed_jsonl_file_reads_as_the_same_messages_and_warnings(tmp_path:
     assert first.recipients == ("Bo",) and first.timestamp == datetime(2023, 4, 3)
 
 
+def _same_as_whole(streamed: object, whole: ParsedSource, fmt: str | None = None) -> None:
+    """A streamed source gives what loading its input whole gives: format, hash, count,
+    conversations, warnings and messages, on each reading."""
+    from structrag.importers import StreamedSource
+
+    assert isinstance(streamed, StreamedSource)
+    assert (streamed.format, streamed.sha256, streamed.count) == (
+        fmt or whole.format,
+        whole.sha256,
+        whole.count,
+    )
+    assert streamed.conversations == whole.conversations
+    assert streamed.warnings == whole.warnings
+    assert list(streamed.iter_messages()) == whole.messages
+    assert list(streamed.iter_messages()) == whole.messages  # read again, the same
+
+
 _TEXT_EXPORTS = Path(__file__).parent / "fixtures" / "exports"
 _ODD_TEXTS = {
     # A header, a turn with a time, a multi-line turn with a blank line in it, a huge
@@ -408,7 +425,7 @@ def test_a_streamed_transcript_or_whatsapp_export_reads_as_when_loaded_whole(
     """Transcripts, WebVTT and WhatsApp exports are checked and read line by line: the
     messages, the conversation (header, events, day/month order) and the warnings are what
     loading the file whole gives."""
-    from structrag.importers import StreamedSource, scan_source
+    from structrag.importers import scan_source
 
     if name in _ODD_TEXTS:
         path = tmp_path / name
@@ -417,16 +434,7 @@ def test_a_streamed_transcript_or_whatsapp_export_reads_as_when_loaded_whole(
         path = _TEXT_EXPORTS / name
     whole = load_source(path)
     streamed = scan_source(path)
-    assert isinstance(streamed, StreamedSource)
-    assert (streamed.format, streamed.sha256, streamed.count) == (
-        whole.format,
-        whole.sha256,
-        whole.count,
-    )
-    assert streamed.conversations == whole.conversations
-    assert streamed.warnings == whole.warnings
-    assert list(streamed.iter_messages()) == whole.messages
-    assert list(streamed.iter_messages()) == whole.messages  # read again, the same
+    _same_as_whole(streamed, whole)
 
 
 @pytest.mark.parametrize("name", ["slack_export", "slack_export/general", "slack_export/seed-swap"])
@@ -436,19 +444,11 @@ def test_a_slack_export_is_checked_and_read_one_channel_at_a_time(
     """A Slack export folder comes back as a stream that reads one channel at a time; what
     it gives is what loading it whole gives. An export whose files change after the check
     says so when it is read (the ingest then checks it again)."""
-    from structrag.importers import SourceChanged, StreamedSource, scan_source
+    from structrag.importers import SourceChanged, scan_source
 
     whole = load_source(_TEXT_EXPORTS / name)
     streamed = scan_source(_TEXT_EXPORTS / name)
-    assert isinstance(streamed, StreamedSource)
-    assert (streamed.format, streamed.sha256, streamed.count) == (
-        "slack",
-        whole.sha256,
-        whole.count,
-    )
-    assert streamed.conversations == whole.conversations
-    assert streamed.warnings == whole.warnings
-    assert list(streamed.iter_messages()) == whole.messages
+    _same_as_whole(streamed, whole, "slack")
     export = tmp_path / "export"
     shutil.copytree(_TEXT_EXPORTS / "slack_export", export)
     streamed = scan_source(export)
@@ -582,7 +582,7 @@ def test_a_json_document_is_streamed_and_reads_as_when_loaded_whole(
     checked in a walk that holds one message (or chat) at a time and read again when
     written: the format, hash, messages, conversations and warnings are what loading it
     whole gives."""
-    from structrag.importers import StreamedSource, scan_source
+    from structrag.importers import scan_source
 
     if name == "locomo.json":
         path = tmp_path / name
@@ -594,16 +594,7 @@ def test_a_json_document_is_streamed_and_reads_as_when_loaded_whole(
         path = _TEXT_EXPORTS / name
     whole = load_source(path)
     streamed = scan_source(path)
-    assert isinstance(streamed, StreamedSource)
-    assert (streamed.format, streamed.sha256, streamed.count) == (
-        whole.format,
-        whole.sha256,
-        whole.count,
-    )
-    assert streamed.conversations == whole.conversations
-    assert streamed.warnings == whole.warnings
-    assert list(streamed.iter_messages()) == whole.messages
-    assert list(streamed.iter_messages()) == whole.messages  # read again, the same
+    _same_as_whole(streamed, whole)
 
 
 def test_the_json_stream_decodes_what_json_loads_does(tmp_path: Path) -> None:
@@ -765,7 +756,7 @@ def test_a_mailbox_is_streamed_and_reads_as_when_loaded_whole(
     again thread by thread: the threads, messages (mboxrd escapes undone, dates, empty
     and huge ones) and warnings are what loading it whole gives; a changed mailbox says
     so when it is read."""
-    from structrag.importers import LoadOptions, SourceChanged, StreamedSource, scan_source
+    from structrag.importers import LoadOptions, SourceChanged, scan_source
 
     path = tmp_path / "mail.mbox"
     data = _MAILBOXES[name]
@@ -777,15 +768,7 @@ def test_a_mailbox_is_streamed_and_reads_as_when_loaded_whole(
     options = LoadOptions(conversation=conversation)
     whole = load_source(path, options=options)
     streamed = scan_source(path, options=options)
-    assert isinstance(streamed, StreamedSource)
-    assert (streamed.format, streamed.sha256, streamed.count) == (
-        "email",
-        whole.sha256,
-        whole.count,
-    )
-    assert streamed.conversations == whole.conversations
-    assert streamed.warnings == whole.warnings
-    assert list(streamed.iter_messages()) == whole.messages
+    _same_as_whole(streamed, whole, "email")
     changed = min(path.glob("*.eml")) if path.is_dir() else path
     changed.write_bytes(changed.read_bytes().replace(b"Subject:", b"X-Subject:", 1))
     with pytest.raises(SourceChanged):

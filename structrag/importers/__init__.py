@@ -24,6 +24,7 @@ from structrag.importers.base import (
     SourceChanged,
     StreamedSource,
     check_name,
+    codec_of,
     decode_text,
     parse_json,
     read_bytes,
@@ -340,9 +341,7 @@ def _streamed_kind(path: Path, options: LoadOptions) -> str | None:
         with path.open("rb") as handle:
             head = handle.read(65536)
         text = head.decode(
-            "utf-8-sig"
-            if options.encoding.lower().replace("_", "-") in ("utf-8", "utf8")
-            else options.encoding,
+            codec_of(options.encoding),
             errors="ignore",  # a character cut at the end of the head
         )
     except (OSError, LookupError):

@@ -86,16 +86,8 @@ class HashedLines:
         self.sha256 = ""
 
     def __iter__(self) -> Iterator[tuple[int, str]]:
-        codec = (
-            "utf-8-sig"
-            if self.encoding.lower().replace("_", "-") in ("utf-8", "utf8")
-            else self.encoding
-        )
-        try:
-            handle = self.path.open("rb")
-        except OSError:
-            read_bytes(self.path)  # raises the error for it
-            raise
+        codec = codec_of(self.encoding)
+        handle = open_bytes(self.path)
         digest = hashlib.sha256()
         with handle:
             raw = _HashingReader(handle, digest)
@@ -235,6 +227,20 @@ def read_bytes(path: Path) -> bytes:
         raise InputError(path, f"cannot read file: {exc.strerror}") from exc
 
 
+def codec_of(encoding: str) -> str:
+    """The codec that reads a file in ``encoding``: UTF-8 drops a byte order mark."""
+    return "utf-8-sig" if encoding.lower().replace("_", "-") in ("utf-8", "utf8") else encoding
+
+
+def open_bytes(path: Path) -> io.BufferedReader:
+    """A file opened for reading bytes, with the errors :func:`read_bytes` gives."""
+    try:
+        return path.open("rb")
+    except OSError:
+        read_bytes(path)  # raises the error for it
+        raise
+
+
 def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -275,7 +281,7 @@ def read_text(path: Path, encoding: str = "utf-8") -> str:
 
 def decode_text(path: Path, data: bytes, encoding: str = "utf-8") -> str:
     """Decode bytes read from ``path``, naming the line and column of the first bad byte."""
-    codec = "utf-8-sig" if encoding.lower().replace("_", "-") in ("utf-8", "utf8") else encoding
+    codec = codec_of(encoding)
     try:
         text = data.decode(codec)
     except UnicodeDecodeError as exc:

@@ -28,7 +28,9 @@ from structrag.importers.base import (
     ParsedSource,
     StreamedSource,
     check_surrogates,
+    codec_of,
     decode_text,
+    open_bytes,
     read_again,
     read_bytes,
     too_deep,
@@ -96,22 +98,13 @@ class JsonStream:
 
     def __iter__(self) -> Iterator[JsonEvent]:
         self._start()
-        codec = (
-            "utf-8-sig"
-            if self.encoding.lower().replace("_", "-") in ("utf-8", "utf8")
-            else self.encoding
-        )
         try:
-            decoder = codecs.getincrementaldecoder(codec)()
+            decoder = codecs.getincrementaldecoder(codec_of(self.encoding))()
         except LookupError:
             raise InputError(
                 self.path, f"unknown encoding {self.encoding!r}", hint="use e.g. utf-8"
             ) from None
-        try:
-            handle = self.path.open("rb")
-        except OSError:
-            read_bytes(self.path)  # raises the error for it
-            raise
+        handle = open_bytes(self.path)
         digest = hashlib.sha256()
         with handle:
 
