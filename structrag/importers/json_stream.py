@@ -94,7 +94,7 @@ class JsonStream:
         self._eof = False
         self._line = 1  # the line of _buf[0]
         self._column = 0  # characters before _buf[0] on its line
-        self._read: Callable[[], str] = str
+        self._read: Callable[[int], str] = lambda size: ""
 
     def __iter__(self) -> Iterator[JsonEvent]:
         self._start()
@@ -108,9 +108,9 @@ class JsonStream:
         digest = hashlib.sha256()
         with handle:
 
-            def read() -> str:
+            def read(size: int) -> str:
                 while True:
-                    data = handle.read(self.chunk)
+                    data = handle.read(size)
                     digest.update(data)
                     try:
                         text: str = decoder.decode(data, final=not data)
@@ -130,8 +130,10 @@ class JsonStream:
 
     # -- the buffer ------------------------------------------------------------------
 
-    def _fill(self) -> bool:
-        """Read the next piece of the file (dropping what was consumed); False at the end."""
+    def _fill(self, grow: bool = False) -> bool:
+        """Read the next piece of the file (dropping what was consumed); False at the end.
+        ``grow``: a value did not fit in the buffer; read as much again as it holds, so a
+        huge value is decoded a few times, not once per piece."""
         if self._eof:
             return False
         if self._pos:
@@ -144,7 +146,7 @@ class JsonStream:
                 self._column += len(done)
             self._buf = self._buf[self._pos :]
             self._pos = 0
-        text = self._read()
+        text = self._read(max(self.chunk, len(self._buf) if grow else 0))
         if not text:
             self._eof = True
             return False
@@ -201,7 +203,7 @@ class JsonStream:
                     len(self._buf.rstrip()) - _LITERAL
                 )
                 if cut and not self._eof:
-                    self._fill()  # decode again with more (at the end: fail in this buffer)
+                    self._fill(grow=True)  # decode again with more (at the end: fail here)
                     continue
                 self._fail(exc.msg, exc.pos)
             if (
