@@ -94,3 +94,10 @@ def test_an_action_with_an_object_also_finds_the_verb_with_any_object(chat: Path
 def test_a_boost_of_one_is_written_out_and_parsed_back() -> None:
     node = parse("read action(Tim, read, *)^1")
     assert node.to_query() == "read action(Tim, read, *)^1"
+
+
+def test_an_action_whose_object_is_no_category_is_not_opened(chat: Path) -> None:
+    with Index(chat, read_only=True) as index:
+        query = index.ask("When did Tim read Dune?", budget=300).query
+    assert "action(Tim, read, Dune)" in query
+    assert "action(Tim, read, *)" not in query

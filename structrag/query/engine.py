@@ -18,10 +18,12 @@ import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, overload
 
 import numpy as np
 
+from structrag.analysis import term_key
 from structrag.embeddings import Embedder
 from structrag.errors import QueryError
 from structrag.lexicon import Lexicon, default_lexicon
@@ -360,13 +362,17 @@ class QueryEngine:
             facet_boost=s.facet_boost,
         )
         if s.open_object_weight > 0:
+            # Only an object that names a category ("books", a ``kind:`` term): the
+            # answers name its instances, which the action's object cannot match.
+            kinds = {term_key(t.text) for t in node.items if isinstance(t, ast.Term) and t.kinds}
             opened: list[ast.Node] = []
             for item in node.items:
                 if (
                     isinstance(item, ast.ActionPattern)
                     and isinstance(item.subject, str)
                     and item.verb is not None
-                    and item.object is not None
+                    and isinstance(item.object, str)
+                    and term_key(item.object) in kinds
                 ):
                     wider = ast.ActionPattern(item.subject, item.verb, None, None)
                     if wider not in node.items and all(
@@ -447,6 +453,7 @@ class QueryEngine:
 _TRAILING_NOTE = re.compile(r"(\s*\[[^\[\]]*\])+\s*$")
 
 
+@lru_cache(maxsize=65_536)
 def is_question(text: str) -> bool:
     """Whether a message ends with a question (a trailing bracketed note aside:
     ``Have you read it? [shares a photo of a book]``)."""

@@ -153,10 +153,11 @@ class RankingSettings:
     #: against 0.858).
     question_penalty: float = 1.0
     question_depth: int = 128
-    #: A question's action with a subject, a verb and an object ("What books has Tim
-    #: read": ``action(Tim, read, books)``) also finds the subject's actions with that verb
-    #: and any object (``action(Tim, read, *)^1``), a signal of its own weighed this many
-    #: times a pattern (0: off; every leave-one-out fold chose 1 over 0).
+    #: A question's action whose object is a category ("What books has Tim read":
+    #: ``action(Tim, read, books)`` with ``kind:books``) also finds the subject's actions
+    #: with that verb and any object (``action(Tim, read, *)^1``): the answers name
+    #: instances ("I read Dune"). A signal of its own, weighed this many times a pattern
+    #: (0: off; every leave-one-out fold chose 1 over 0).
     open_object_weight: float = 1.0
     #: Packing gives up looking for a message that still fits after this many misses in
     #: a row.
