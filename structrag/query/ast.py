@@ -267,7 +267,8 @@ class Boost(Node):
     factor: float
 
     def to_query(self) -> str:
-        return _wrap(self.item, Boost) + weight_text(self.factor)
+        # ^1 is written out: a boosted pattern is a signal of its own, whatever its factor.
+        return _wrap(self.item, Boost) + (weight_text(self.factor) or "^1")
 
 
 # -- boolean ----------------------------------------------------------------------------------

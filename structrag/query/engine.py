@@ -14,13 +14,16 @@ What it derives from the index is cached per store generation (:mod:`~structrag.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, overload
 
 import numpy as np
 
+from structrag.analysis import term_key
 from structrag.embeddings import Embedder
 from structrag.errors import QueryError
 from structrag.lexicon import Lexicon, default_lexicon
@@ -282,6 +285,11 @@ class QueryEngine:
             question, conversation=conversation, translator=translator, scope=scope
         )
         ranked = found.ranked
+        # Packed in the ranking's order, except that messages that only ask give way
+        # (``question_penalty``); ``Answer.ranked`` stays the query's own ranking.
+        packed = ranked
+        if self.settings.question_penalty > 0:
+            packed = self._demote_questions(ranked, found.view, counter)
         fill = self.nearest(question, conversation, set(ranked.mkeys.tolist()), budget, scope)
         # What packing usually reads (in batches of PACK_BATCH): the first two batches of
         # the ranking and one of the fill, looking for messages that still fit once the
@@ -291,7 +299,7 @@ class QueryEngine:
         context = build_context(
             lambda keys: self.derived.lines(keys, counter, ahead),
             counter,
-            ranked,
+            packed,
             fill,
             budget,
             knowledge=self._knowledge_lines(found.view, found.refs),
@@ -313,6 +321,25 @@ class QueryEngine:
             tree=ast.dump(found.node),
         )
 
+    def _demote_questions(
+        self, ranked: Ranking, view: ConversationView, counter: TokenCounter
+    ) -> Ranking:
+        """The ranking with its best ``question_depth`` messages ordered again, the
+        messages that only ask lowered by ``question_penalty`` (see :class:`RankingSettings`)."""
+        s = self.settings
+        depth = min(len(ranked), s.question_depth)
+        if depth < 2:
+            return ranked
+        keys = ranked.mkeys[:depth].tolist()
+        lines = self.derived.lines(keys, counter, ranked.mkeys[: 2 * PACK_BATCH].tolist())
+        asks = np.array([k in lines and is_question(lines[k].text) for k in keys], dtype=bool)
+        if not asks.any():
+            return ranked
+        scores = ranked.scores[:depth]
+        adjusted = scores - s.question_penalty * (float(scores.std()) or 1.0) * asks
+        again = np.argsort(-adjusted, kind="stable")
+        return ranked.reordered(again)
+
     def _question_query(
         self, translation: Translation, question: str, view: ConversationView, notes: list[str]
     ) -> ast.Or:
@@ -326,7 +353,7 @@ class QueryEngine:
             if names:
                 notes.append(f"graph: {owner}'s {noun} -> {', '.join(names)}")
             related.extend((name, s.graph_weight) for name in names)
-        return question_query(
+        node = question_query(
             translation,
             question,
             people=people,
@@ -334,6 +361,27 @@ class QueryEngine:
             prefer=1 + s.speaker_boost,
             facet_boost=s.facet_boost,
         )
+        if s.open_object_weight > 0:
+            # Only an object that names a category ("books", a ``kind:`` term): the
+            # answers name its instances, which the action's object cannot match.
+            kinds = {term_key(t.text) for t in node.items if isinstance(t, ast.Term) and t.kinds}
+            opened: list[ast.Node] = []
+            for item in node.items:
+                if (
+                    isinstance(item, ast.ActionPattern)
+                    and isinstance(item.subject, str)
+                    and item.verb is not None
+                    and isinstance(item.object, str)
+                    and term_key(item.object) in kinds
+                ):
+                    wider = ast.ActionPattern(item.subject, item.verb, None, None)
+                    if wider not in node.items and all(
+                        not isinstance(o, ast.Boost) or o.item != wider for o in opened
+                    ):
+                        opened.append(ast.Boost(wider, s.open_object_weight))
+            if opened:
+                node = ast.Or(node.items + tuple(opened))
+        return node
 
     def _run(self, node: ast.Node, view: ConversationView) -> tuple[PlanNode, Match, Evaluation]:
         plan = compile_query(node, view, self.settings)
@@ -401,6 +449,17 @@ class QueryEngine:
         return lines
 
 
+#: A trailing stage direction or image caption: ``[shares a photo of a dog]``.
+_TRAILING_NOTE = re.compile(r"(\s*\[[^\[\]]*\])+\s*$")
+
+
+@lru_cache(maxsize=65_536)
+def is_question(text: str) -> bool:
+    """Whether a message ends with a question (a trailing bracketed note aside:
+    ``Have you read it? [shares a photo of a book]``)."""
+    return _TRAILING_NOTE.sub("", text).rstrip().endswith("?")
+
+
 def _refs_in(match: Match, run: Evaluation) -> dict[int, float]:
     """The knowledge hits that belong to messages the match kept."""
     if not match.refs:
@@ -440,6 +499,18 @@ class Ranking(Sequence[RankedMessage]):
         if not 0 <= index < len(self):
             raise IndexError(index)
         return self._message(index)
+
+    def reordered(self, head: np.ndarray) -> Ranking:
+        """The ranking with its first ``len(head)`` messages in the order ``head`` gives
+        (positions in this ranking); the rest as they are."""
+        order = np.concatenate([self._order[head], self._order[len(head) :]])
+        scores = np.concatenate([self.scores[head], self.scores[len(head) :]])
+        out = Ranking.__new__(Ranking)
+        out._frame = self._frame
+        out._order = order
+        out.mkeys = self._frame.mkeys[order]
+        out.scores = scores
+        return out
 
     def _message(self, position: int) -> RankedMessage:
         i = int(self._order[position])

@@ -1,0 +1,103 @@
+"""Ranking a question's messages: a message that only asks gives way to the answers, and
+an action's verb finds the person's actions whatever their object. Real indexes of a
+small chat."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from structrag import Index
+from structrag.query.engine import is_question
+from structrag.query.parser import parse
+from structrag.query.settings import DEFAULT_SETTINGS
+
+CHAT = [
+    "[01.02.2024, 10:00:00] Ana: how was the trip?",
+    "[01.02.2024, 10:01:00] Tim: good, I read Dune on the train, loved it",
+    "[01.02.2024, 10:02:00] Ana: nice",
+    "[02.02.2024, 09:00:00] Ana: the weather is awful today",
+    "[02.02.2024, 09:01:00] Tim: same here, rain all day",
+    "[03.02.2024, 18:00:00] Ana: do you still read books before bed, or are books boring now?",
+    "[03.02.2024, 18:01:00] Tim: sometimes",
+    "[04.02.2024, 18:00:00] Ana: what kind of books do you read, any books you recommend?",
+    "[04.02.2024, 18:01:00] Tim: mostly old sci-fi",
+]
+QUESTION = "What books has Tim read?"
+
+
+@pytest.fixture(scope="module")
+def chat(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("books")
+    path = folder / "ana_tim.txt"
+    path.write_text("\n".join(CHAT) + "\n", encoding="utf-8")
+    with Index(folder / "ix") as index:
+        index.ingest([path], workers=1)
+    return folder / "ix"
+
+
+def _texts(index: Index, question: str) -> list[str]:
+    answer = index.ask(question, budget=1000)
+    return [index.show(m)["text"] for m in answer.message_ids]
+
+
+@pytest.mark.parametrize(
+    ("text", "asks"),
+    [
+        ("Are you reading any books?", True),
+        ("Have you read it? [shares a photo of a book]", True),
+        ("Great! Did you enjoy it?  ", True),
+        ("I loved it!", False),
+        ("Did you? I loved it. [shares a photo of a book]", False),
+        ("[shares a photo of a cat]", False),
+    ],
+)
+def test_a_message_asks_when_it_ends_with_a_question(text: str, asks: bool) -> None:
+    assert is_question(text) is asks
+
+
+def test_a_reply_is_packed_before_the_question_it_answers(chat: Path) -> None:
+    # Ana's question holds every word of the question; Tim's reply only its neighbours'.
+    off = DEFAULT_SETTINGS.with_overrides(question_penalty=0.0)
+    with Index(chat, read_only=True, settings=off) as index:
+        before = _texts(index, QUESTION)
+    with Index(chat, read_only=True) as index:
+        after = _texts(index, QUESTION)
+    asking = "do you still read books before bed, or are books boring now?"
+    assert before[0] == asking
+    assert after[0] == "mostly old sci-fi"
+    assert after.index(asking) > 0
+    assert sorted(before) == sorted(after)  # the same messages, in another order
+
+
+def test_an_action_with_an_object_also_finds_the_verb_with_any_object(chat: Path) -> None:
+    with Index(chat, read_only=True) as index:
+        answer = index.ask(QUESTION, budget=1000)
+        assert "action(Tim, read, books)" in answer.query
+        assert "action(Tim, read, *)^1" in answer.query
+        # the printed query runs with the same plan
+        assert index.query(answer.query).plan == answer.plan
+        widened = [m.score for m in answer.context.messages]
+        dune = answer.message_ids.index("2")
+    off = DEFAULT_SETTINGS.with_overrides(open_object_weight=0.0)
+    with Index(chat, read_only=True, settings=off) as index:
+        answer = index.ask(QUESTION, budget=1000)
+        assert "action(Tim, read, *)" not in answer.query
+        narrow = [m.score for m in answer.context.messages]
+        # "I read Dune" is Tim reading something other than "books": only the open
+        # pattern finds its action, so it scores higher with it
+        assert answer.context.messages[answer.message_ids.index("2")].score < widened[dune]
+    assert narrow != widened
+
+
+def test_a_boost_of_one_is_written_out_and_parsed_back() -> None:
+    node = parse("read action(Tim, read, *)^1")
+    assert node.to_query() == "read action(Tim, read, *)^1"
+
+
+def test_an_action_whose_object_is_no_category_is_not_opened(chat: Path) -> None:
+    with Index(chat, read_only=True) as index:
+        query = index.ask("When did Tim read Dune?", budget=300).query
+    assert "action(Tim, read, Dune)" in query
+    assert "action(Tim, read, *)" not in query
