@@ -392,18 +392,23 @@ def parse_json(path: Path, text: str) -> Any:
         raise too_deep(path) from None
     except json.JSONDecodeError as exc:
         truncated = exc.pos >= len(text.rstrip())
-        hint = (
-            "the file ends before the JSON value is complete: it looks truncated; "
-            "re-export or re-download it"
-            if truncated
-            else "fix the JSON at that position (a validator such as `python -m json.tool` "
-            "shows the context)"
-        )
-        raise InputError(
-            path, f"invalid JSON: {exc.msg}", line=exc.lineno, column=exc.colno, hint=hint
-        ) from None
+        raise invalid_json(path, exc.msg, exc.lineno, exc.colno, truncated=truncated) from None
     check_surrogates(path, text, data)
     return data
+
+
+def invalid_json(
+    path: Path, message: str, line: int, column: int, *, truncated: bool
+) -> InputError:
+    """The error for bad JSON at a line and column; ``truncated``: the file ends there."""
+    hint = (
+        "the file ends before the JSON value is complete: it looks truncated; "
+        "re-export or re-download it"
+        if truncated
+        else "fix the JSON at that position (a validator such as `python -m json.tool` "
+        "shows the context)"
+    )
+    return InputError(path, f"invalid JSON: {message}", line=line, column=column, hint=hint)
 
 
 def expect(path: Path, value: Any, kind: type | tuple[type, ...], where: str, what: str) -> Any:

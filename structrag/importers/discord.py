@@ -43,11 +43,10 @@ from structrag.importers.base import (
     finish,
     json_path,
     parse_json,
-    read_again,
 )
 from structrag.importers.json_stream import JsonStream, JsonSurvey, message_opens
-from structrag.importers.messages_json import KeyedRaw, check_messages, checked_messages
-from structrag.models import Conversation, Message
+from structrag.importers.messages_json import KeyedRaw, check_messages, checked_source
+from structrag.models import Conversation
 from structrag.timeparse import parse_datetime
 
 #: Message types that are someone saying something; every other type is a system message.
@@ -135,23 +134,15 @@ def stream_discord(path: Path, options: LoadOptions, survey: JsonSurvey) -> Stre
         empty=_no_messages(path),
     )
 
-    def messages(stream: JsonStream) -> Iterator[Message]:
-        return (message for _, message in checked_messages(path, raws(stream), check))
-
-    return StreamedSource(
-        path=str(path),
-        format="discord",
-        conversations=[conversation],
-        count=check.count,
-        sha256=stream.sha256,
-        read=lambda: read_again(
-            path,
-            options.encoding,
-            stream.sha256,
-            messages,
-            lambda p, e: JsonStream(p, message_opens, e),
-        ),
-        warnings=check.warnings,
+    return checked_source(
+        path,
+        "discord",
+        options,
+        check,
+        stream.sha256,
+        raws,
+        lambda p, e: JsonStream(p, message_opens, e),
+        [conversation],
     )
 
 

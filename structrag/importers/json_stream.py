@@ -30,6 +30,7 @@ from structrag.importers.base import (
     check_surrogates,
     codec_of,
     decode_text,
+    invalid_json,
     open_bytes,
     read_again,
     read_bytes,
@@ -181,14 +182,7 @@ class JsonStream:
     def _fail(self, message: str, at: int) -> None:
         line, column = self._where(at)
         truncated = self._eof and at >= len(self._buf.rstrip())
-        hint = (
-            "the file ends before the JSON value is complete: it looks truncated; "
-            "re-export or re-download it"
-            if truncated
-            else "fix the JSON at that position (a validator such as `python -m json.tool` "
-            "shows the context)"
-        )
-        raise InputError(self.path, f"invalid JSON: {message}", line=line, column=column, hint=hint)
+        raise invalid_json(self.path, message, line, column, truncated=truncated)
 
     def _value(self) -> Any:
         """Decode the value at the position whole (reading more of the file as needed)."""

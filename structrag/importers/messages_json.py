@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -32,6 +32,7 @@ from typing import Any
 from structrag.errors import InputError
 from structrag.importers.base import (
     ConversationBuilder,
+    Hashed,
     HashedLines,
     LoadOptions,
     MessageNotes,
@@ -242,19 +243,41 @@ def stream_jsonl(path: Path, options: LoadOptions) -> StreamedSource:
     line at a time, when its messages are written."""
     lines = HashedLines(path, options.encoding)
     check = check_messages(path, _jsonl_raws(path, lines, options), options)
-    digest = lines.sha256
+    return checked_source(
+        path,
+        "jsonl",
+        options,
+        check,
+        lines.sha256,
+        lambda lines: _jsonl_raws(path, lines, options),
+        HashedLines,
+    )
 
-    def messages(lines: HashedLines) -> Iterator[Message]:
-        found = checked_messages(path, _jsonl_raws(path, lines, options), check)
-        return (message for _, message in found)
+
+def checked_source(
+    path: Path,
+    fmt: str,
+    options: LoadOptions,
+    check: MessagesCheck,
+    digest: str,
+    raws: Callable[[Any], Iterable[KeyedRaw]],
+    reader: Callable[[Path, str], Hashed],
+    conversations: list[Conversation] | None = None,
+) -> StreamedSource:
+    """The stream of an input checked by :func:`check_messages` (with hash ``digest``):
+    its messages are ``raws`` of a new ``reader`` of the file, read again when written.
+    ``conversations``: when the format makes its own (else the check's)."""
+
+    def messages(reading: Any) -> Iterator[Message]:
+        return (message for _, message in checked_messages(path, raws(reading), check))
 
     def read() -> Iterator[Message]:
-        return read_again(path, options.encoding, digest, messages)
+        return read_again(path, options.encoding, digest, messages, reader)
 
     return StreamedSource(
         path=str(path),
-        format="jsonl",
-        conversations=check.conversations,
+        format=fmt,
+        conversations=conversations or check.conversations,
         count=check.count,
         sha256=digest,
         read=read,
@@ -551,26 +574,12 @@ def stream_json(path: Path, options: LoadOptions, survey: JsonSurvey) -> Streame
     check = check_messages(
         path, raws(stream), options, default=default, names=names, keyed_by_line=False
     )
-    digest = stream.sha256
-
-    def messages(stream: JsonStream) -> Iterator[Message]:
-        return (message for _, message in checked_messages(path, raws(stream), check))
-
-    def read() -> Iterator[Message]:
-        return read_again(
-            path,
-            options.encoding,
-            digest,
-            messages,
-            lambda p, e: JsonStream(p, message_opens, e),
-        )
-
-    return StreamedSource(
-        path=str(path),
-        format="json",
-        conversations=check.conversations,
-        count=check.count,
-        sha256=digest,
-        read=read,
-        warnings=check.warnings,
+    return checked_source(
+        path,
+        "json",
+        options,
+        check,
+        stream.sha256,
+        raws,
+        lambda p, e: JsonStream(p, message_opens, e),
     )
