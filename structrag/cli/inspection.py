@@ -34,6 +34,8 @@ def stats(db: str, as_json: bool, via: Via) -> None:
         details = ", ".join(f"{k} {v}" for k, v in info.items())
         click.echo(f"  extractor {name}: {details}")
     click.echo(f"sources:        {data['sources']}")
+    if data.get("embeddings"):
+        click.echo(f"embeddings:     {data['embeddings']}")
     click.echo(f"size on disk:   {data['size_bytes'] / 1e6:.1f} MB")
 
 

@@ -60,6 +60,8 @@ class StatsOut(Response):
     semantic_refs: dict[str, int]
     extractors: dict[str, dict[str, int]]
     sources: int
+    #: The message embeddings the index was built with (None before its first ingest).
+    embeddings: str | None = None
     index: str
     size_bytes: int
 
