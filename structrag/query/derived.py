@@ -12,6 +12,7 @@ changes (a committed ingest). A view implements
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -43,6 +44,9 @@ MEETING_CACHE_REFS = 5_000_000
 
 #: Word embeddings kept for fuzzy matches (all conversations together).
 WORD_VECTORS = 500_000
+
+#: Texts (questions) whose embeddings are kept, oldest dropped first.
+TEXT_VECTORS = 1_024
 
 #: Messages read ahead for rendering, kept until rendered (or this many are waiting).
 STORED_AHEAD = 10_000
@@ -258,7 +262,7 @@ class ConversationView:
         if not isinstance(self._vocab, tuple):
             return []
         words, vectors = self._vocab
-        sims = vectors @ embedder.encode([stem])[0]
+        sims = vectors @ self.owner.word_vectors(embedder, [stem])[0]
         best = np.argsort(-sims)[: s.fuzzy_max]
         return [(words[i], float(sims[i])) for i in best if sims[i] >= s.fuzzy_threshold]
 
@@ -285,7 +289,7 @@ class ConversationView:
                 self._vectors = dense
         if not isinstance(self._vectors, np.ndarray):
             return None
-        return np.asarray(self._vectors @ embedder.encode([text])[0], dtype=np.float64)
+        return np.asarray(self._vectors @ self.owner.text_vector(embedder, text), dtype=np.float64)
 
 
 @dataclass
@@ -385,10 +389,6 @@ class Derived:
         self._stored: dict[int, StoredMessage] = {}
         #: The refs of the whole index meeting one property condition, sorted.
         self._meeting: dict[PropertyCondition, np.ndarray] = {}
-        #: Word embeddings for fuzzy matches: the model, word -> row, the rows.
-        self._words_model = ""
-        self._words: dict[str, int] = {}
-        self._word_matrix = np.zeros((0, 0), dtype=np.float32)
 
     @property
     def lexicon(self) -> Lexicon | None:
@@ -414,26 +414,12 @@ class Derived:
             self.embedder = source() if callable(source) else source
 
     def word_vectors(self, embedder: Embedder, words: Sequence[str]) -> np.ndarray:
-        """The embeddings of single words, one row each, encoding only the words no
-        conversation asked about before (a word's vector does not depend on the index, so
-        these are kept across conversations and generations, up to ``WORD_VECTORS``)."""
-        if self._words_model != embedder.name or len(self._words) + len(words) > WORD_VECTORS:
-            self._words_model, self._words = embedder.name, {}
-            self._word_matrix = np.zeros((0, embedder.dim), dtype=np.float32)
-        rows = self._words
-        missing = [w for w in dict.fromkeys(words) if w not in rows]
-        if missing:
-            vectors = np.asarray(embedder.encode(missing), dtype=np.float32)
-            start, end = len(rows), len(rows) + len(missing)
-            if end > len(self._word_matrix):  # grown by doubling: appends stay cheap
-                size = max(end, 2 * len(self._word_matrix))
-                grown = np.zeros((size, vectors.shape[1]), dtype=np.float32)
-                grown[:start] = self._word_matrix[:start]
-                self._word_matrix = grown
-            self._word_matrix[start:end] = vectors
-            rows.update((w, start + i) for i, w in enumerate(missing))
-        at = np.fromiter((rows[w] for w in words), dtype=np.int64, count=len(words))
-        return self._word_matrix[at]
+        """The embeddings of single words, one row each (see :class:`EmbeddingCache`)."""
+        return EMBEDDING_CACHE.words(embedder, words)
+
+    def text_vector(self, embedder: Embedder, text: str) -> np.ndarray:
+        """The embedding of a question (see :class:`EmbeddingCache`)."""
+        return EMBEDDING_CACHE.text(embedder, text)
 
     def refs_meeting(
         self, ref_ids: Sequence[int], conditions: Sequence[PropertyCondition]
@@ -503,6 +489,58 @@ class Derived:
                 )
         return {k: self._lines[(name, k)] for k in mkeys if (name, k) in self._lines}
 
+
+class EmbeddingCache:
+    """Embeddings that depend only on the model, kept for the whole process (every index
+    and every engine of it: a server's, or one per settings in ``bench loo``).
+
+    * words, for fuzzy matches: only the words no conversation asked about before are
+      encoded, up to ``WORD_VECTORS`` (then it starts again);
+    * texts (questions), the last ``TEXT_VECTORS``: a question asked again, or of several
+      conversations, is not encoded again. With MiniLM an encoding costs more than the
+      rest of an ask.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._model = ""
+        self._words: dict[str, int] = {}
+        self._matrix = np.zeros((0, 0), dtype=np.float32)
+        self._texts: dict[tuple[str, str], np.ndarray] = {}
+
+    def words(self, embedder: Embedder, words: Sequence[str]) -> np.ndarray:
+        with self._lock:
+            if self._model != embedder.name or len(self._words) + len(words) > WORD_VECTORS:
+                self._model, self._words = embedder.name, {}
+                self._matrix = np.zeros((0, embedder.dim), dtype=np.float32)
+            rows = self._words
+            missing = [w for w in dict.fromkeys(words) if w not in rows]
+            if missing:
+                vectors = np.asarray(embedder.encode(missing), dtype=np.float32)
+                start, end = len(rows), len(rows) + len(missing)
+                if end > len(self._matrix):  # grown by doubling: appends stay cheap
+                    size = max(end, 2 * len(self._matrix))
+                    grown = np.zeros((size, vectors.shape[1]), dtype=np.float32)
+                    grown[:start] = self._matrix[:start]
+                    self._matrix = grown
+                self._matrix[start:end] = vectors
+                rows.update((w, start + i) for i, w in enumerate(missing))
+            at = np.fromiter((rows[w] for w in words), dtype=np.int64, count=len(words))
+            return self._matrix[at]
+
+    def text(self, embedder: Embedder, text: str) -> np.ndarray:
+        key = (embedder.name, text)
+        with self._lock:
+            vector = self._texts.get(key)
+            if vector is None:
+                vector = np.asarray(embedder.encode([text])[0], dtype=np.float32)
+                if len(self._texts) >= TEXT_VECTORS:
+                    self._texts.pop(next(iter(self._texts)))
+                self._texts[key] = vector
+            return vector
+
+
+EMBEDDING_CACHE = EmbeddingCache()
 
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
