@@ -227,6 +227,18 @@ class JsonStream:
     def _expect(self, what: str) -> None:
         self._fail(what, self._pos)
 
+    def _closed(self, close: str) -> bool:
+        """After an item of a container: past its ``,`` (False) or its closing ``close``
+        (True); anything else is the error ``json`` reports there."""
+        char = self._peek()
+        if char == close:
+            self._pos += 1
+            return True
+        if char != ",":
+            self._expect("Expecting ',' delimiter")
+        self._pos += 1
+        return False
+
     def _walk(self, path: JsonPath) -> Iterator[JsonEvent]:
         char = self._peek()
         if char not in ("[", "{") or not self.opens(path, char):
@@ -244,13 +256,8 @@ class JsonStream:
                     self._expect("Expecting value")
                 yield from self._walk((*path, index))
                 index += 1
-                char = self._peek()
-                self._pos += 1
-                if char == "]":
+                if self._closed("]"):
                     return
-                if char != ",":
-                    self._pos -= 1
-                    self._expect("Expecting ',' delimiter")
             return
         yield JsonEvent(path, OBJECT)
         if self._peek() == "}":
@@ -266,13 +273,8 @@ class JsonStream:
             if self._peek() == "":
                 self._expect("Expecting value")
             yield from self._walk((*path, key))
-            char = self._peek()
-            self._pos += 1
-            if char == "}":
+            if self._closed("}"):
                 return
-            if char != ",":
-                self._pos -= 1
-                self._expect("Expecting ',' delimiter")
 
 
 # -- a first walk: the document's shape -------------------------------------------------
