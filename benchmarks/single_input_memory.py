@@ -1,11 +1,13 @@
 """Peak memory of ingesting ONE large input, a file of short chat messages.
 
-    python benchmarks/single_input_memory.py --messages 1000000 [--format jsonl|json|whatsapp]
-        [--json OUT] [--keep DIR]
+    python benchmarks/single_input_memory.py --messages 1000000
+        [--format jsonl|json|whatsapp|typeagent] [--json OUT] [--keep DIR]
 
 It writes ``--messages`` one-to-five-word messages between two people (deterministic) to
-one file, JSON Lines, one JSON document (``{"messages": [...]}``) or a WhatsApp export
-(all three are read as streams), runs ``structrag
+one file, JSON Lines, one JSON document (``{"messages": [...]}``), a WhatsApp export or a
+TypeAgent index (with three semantic refs per message, kept by kind as KnowPro keeps
+them rather than by message, and a term index over them), all read as streams, runs
+``structrag
 ingest FILE --db DIR --quiet`` in a new process and samples, every 0.25 s, the resident
 memory of that process and of its extraction workers (Linux ``/proc``): RSS of the
 ingest process, RSS of the whole tree (which counts the pages the forked workers share
@@ -38,6 +40,9 @@ WORDS = [
 
 
 def write_chat(path: Path, messages: int, fmt: str = "jsonl") -> None:
+    if fmt == "typeagent":
+        write_typeagent(path, messages)
+        return
     rnd = random.Random(0)
     with path.open("w", encoding="utf-8") as out:
         if fmt == "json":
@@ -62,6 +67,64 @@ def write_chat(path: Path, messages: int, fmt: str = "jsonl") -> None:
                 out.write(json.dumps(line) + "\n")
         if fmt == "json":
             out.write("]}\n")
+
+
+def write_typeagent(path: Path, messages: int) -> None:
+    """A TypeAgent index of ``messages`` messages; message ``i`` names ``WORDS[i % 22]``,
+    which is its entity (refs ``[0, n)``), its topic (``[2n, 3n)``) and the object of its
+    action (``[n, 2n)``); the term index lists each word's refs."""
+    rnd = random.Random(0)
+    n = len(WORDS)
+    with path.open("w", encoding="utf-8") as out:
+        out.write('{"nameTag": "chat", "messages": [\n')
+        for i in range(messages):
+            words = [rnd.choice(WORDS) for _ in range(rnd.randint(0, 4))]
+            words.insert(rnd.randint(0, len(words)), WORDS[i % n])
+            day, second = 1 + (i // 10_000) % 28, i % 3600
+            message = {
+                "textChunks": [" ".join(words)],
+                "metadata": {
+                    "speaker": ("Ann", "Bob")[i % 2],
+                    "listeners": [("Bob", "Ann")[i % 2]],
+                },
+                "tags": [],
+                "timestamp": f"2024-01-{day:02d}T10:{second // 60:02d}:{second % 60:02d}Z",
+            }
+            out.write(json.dumps(message) + (",\n" if i + 1 < messages else "\n"))
+        out.write('], "tags": [], "semanticRefs": [\n')
+        for kind in ("entity", "action", "topic"):
+            for i in range(messages):
+                word = WORDS[i % n]
+                knowledge: dict[str, object] = (
+                    {"name": word, "type": ["thing"]}
+                    if kind == "entity"
+                    else {"text": word}
+                    if kind == "topic"
+                    else {
+                        "verbs": ["say"],
+                        "verbTense": "past",
+                        "subjectEntityName": "none",
+                        "objectEntityName": word,
+                        "indirectObjectEntityName": "none",
+                    }
+                )
+                ref = {
+                    "range": {"start": {"messageOrdinal": i, "chunkOrdinal": 0}},
+                    "knowledgeType": kind,
+                    "knowledge": knowledge,
+                }
+                last = kind == "topic" and i + 1 == messages
+                out.write(json.dumps(ref) + ("\n" if last else ",\n"))
+        out.write('], "semanticIndexData": {"items": [\n')
+        for w, word in enumerate(WORDS):
+            ordinals = [
+                {"semanticRefOrdinal": block * messages + i, "score": 1}
+                for block in range(3)
+                for i in range(w, messages, n)
+            ]
+            item = {"term": word.lower(), "semanticRefOrdinals": ordinals}
+            out.write(json.dumps(item) + (",\n" if w + 1 < n else "\n"))
+        out.write(']}, "fileHeader": {"version": "0.1"}}\n')
 
 
 def _tree(pid: int) -> list[int]:
@@ -112,7 +175,9 @@ def measure(path: Path, db: Path) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=200_000)
-    parser.add_argument("--format", choices=("jsonl", "json", "whatsapp"), default="jsonl")
+    parser.add_argument(
+        "--format", choices=("jsonl", "json", "whatsapp", "typeagent"), default="jsonl"
+    )
     parser.add_argument("--json", type=Path, help="write the figures here too")
     parser.add_argument("--keep", type=Path, help="work in this folder and keep it")
     args = parser.parse_args()
@@ -121,7 +186,9 @@ def main() -> None:
     work = args.keep or Path(tempfile.mkdtemp(prefix="structrag-single-input-"))
     work.mkdir(parents=True, exist_ok=True)
     try:
-        suffix = {"jsonl": ".jsonl", "json": ".json", "whatsapp": ".txt"}[args.format]
+        suffix = {"jsonl": ".jsonl", "json": ".json", "whatsapp": ".txt", "typeagent": ".json"}[
+            args.format
+        ]
         chat = work / f"chat-{args.messages}{suffix}"
         if not chat.exists():
             write_chat(chat, args.messages, args.format)

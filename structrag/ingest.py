@@ -40,6 +40,7 @@ from structrag.extract.base import (
     outcome_of,
 )
 from structrag.importers import (
+    ImportedRefs,
     LoadOptions,
     ParsedSource,
     SourceChanged,
@@ -791,14 +792,23 @@ class _RefNumbers:
 
 
 def _imported(
-    windows: Iterable[list[Pending]], knowledge: list[SemanticRef], progress: ProgressSink | None
+    windows: Iterable[list[Pending]],
+    knowledge: list[SemanticRef] | ImportedRefs,
+    progress: ProgressSink | None,
 ) -> Paired:
     """Each message with the knowledge its file brought for it."""
-    imported: dict[tuple[str, str], list[SemanticRef]] = {}
-    for ref in knowledge:
-        imported.setdefault((ref.conversation, ref.message_id), []).append(ref)
+    if isinstance(knowledge, list):
+        imported: dict[tuple[str, str], list[SemanticRef]] = {}
+        for ref in knowledge:
+            imported.setdefault((ref.conversation, ref.message_id), []).append(ref)
+
+        def refs_of(message: Message) -> list[SemanticRef]:
+            return imported.get((message.conversation, message.id), [])
+
+    else:
+        refs_of = knowledge.of
     for window in windows:
         if progress:
             progress.advance(len(window))
         for p in window:
-            yield p, imported.get((p.message.conversation, p.message.id), [])
+            yield p, refs_of(p.message)

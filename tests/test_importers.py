@@ -325,6 +325,103 @@ def test_typeagent_shapes_are_checked(tmp_path: Path) -> None:
     assert "fileHeader" in str(info.value)
 
 
+def _typeagent_document(refs_first: bool) -> dict[str, object]:
+    """A KnowPro index: messages of one and two chunks, one with no speaker; semantic refs
+    out of message order (as KnowPro keeps them), one of a kind not imported; a term index
+    and file tags; ``refs_first``: the refs come before the messages in the file."""
+    messages = [
+        {
+            "textChunks": [f"Line {i}: Ana met Bo in Porto.", "They talked about boats."][
+                : 1 + i % 2
+            ],
+            "metadata": {"speaker": "ana" if i % 3 else None, "listeners": ["bo"]},
+            "tags": ["intro"] if i == 0 else [],
+            "timestamp": f"2023-05-01T07:00:{i:02d}.346Z",
+        }
+        for i in range(12)
+    ]
+    refs: list[dict[str, object]] = []
+    for i in reversed(range(12)):
+        start = {"messageOrdinal": i, "chunkOrdinal": i % 2}
+        refs.append(
+            {
+                "range": {"start": start},
+                "knowledgeType": "entity",
+                "knowledge": {"name": "Porto" if i % 2 == 0 else "boats", "type": ["place"]},
+            }
+        )
+        refs.append(
+            {"range": {"start": start}, "knowledgeType": "topic", "knowledge": {"text": f"t{i}"}}
+        )
+    refs.insert(
+        5, {"range": {"start": {"messageOrdinal": 3}}, "knowledgeType": "mood", "knowledge": {}}
+    )
+    index = {"items": [{"term": "porto", "semanticRefOrdinals": [{"semanticRefOrdinal": 0}]}]}
+    parts: list[tuple[str, object]] = [("messages", messages), ("semanticRefs", refs)]
+    return dict(
+        [
+            ("nameTag", "ep"),
+            *(reversed(parts) if refs_first else parts),
+            ("tags", ["x", "y"]),
+            ("semanticIndexData", index),
+            ("fileHeader", {"version": "0.2"}),
+        ]
+    )
+
+
+@pytest.mark.parametrize("refs_first", [False, True])
+def test_a_typeagent_index_is_streamed_and_reads_as_when_loaded_whole(
+    tmp_path: Path, refs_first: bool
+) -> None:
+    """A TypeAgent index is checked in a walk that holds one message or ref at a time;
+    its refs are kept on disk and come back per message: the same messages, conversation,
+    warnings and knowledge (spans included) as loading it whole, in the order of its refs
+    within each message, whether the refs come before or after the messages."""
+    from structrag.importers import StreamedSource, scan_source
+
+    path = tmp_path / "ep_index_data.json"
+    path.write_text(json.dumps(_typeagent_document(refs_first), indent=1))
+    whole = load_source(path)
+    streamed = scan_source(path)
+    _same_as_whole(streamed, whole)
+    assert isinstance(streamed, StreamedSource) and not isinstance(streamed.knowledge, list)
+    assert len(streamed.knowledge) == len(whole.knowledge) == 24
+    assert whole.warnings == [f"{path}: 1 semantic ref(s) of unknown kind skipped"]
+    by_message = sorted(whole.knowledge, key=lambda r: int(r.message_id))
+    read = [ref for m in streamed.iter_messages() for ref in streamed.knowledge.of(m)]
+    assert read == by_message
+    boats = next(r for r in read if r.message_id == "1" and r.span.start > 0)
+    message = whole.messages[1]
+    assert message.text[boats.span.start : boats.span.end] == "boats"
+    assert whole.conversations[0].metadata["tags"] == ["x", "y"]
+
+
+def test_a_streamed_typeagent_index_says_what_is_wrong_at_its_check(tmp_path: Path) -> None:
+    """A ref whose message or chunk is not there, or whose ordinal is not a number, fails
+    the check with the error loading the index whole gives."""
+    from structrag.importers import scan_source
+
+    path = tmp_path / "ep_index_data.json"
+    for refs_first in (False, True):
+        for start in (
+            {"messageOrdinal": 12},
+            {"messageOrdinal": 2, "chunkOrdinal": 1},
+            {"messageOrdinal": "2"},
+            {"messageOrdinal": 3, "chunkOrdinal": -1},
+        ):
+            doc = _typeagent_document(refs_first)
+            refs = doc["semanticRefs"]
+            assert isinstance(refs, list)
+            refs[7] = {**refs[7], "range": {"start": start}}
+            path.write_text(json.dumps(doc))
+            with pytest.raises(InputError) as whole:
+                load_source(path)
+            with pytest.raises(InputError) as streamed:
+                scan_source(path)
+            assert str(streamed.value) == str(whole.value)
+            assert "semanticRefs[7].range" in str(streamed.value)
+
+
 # -- JSON Lines are checked and read as a stream ---------------------------------------
 
 

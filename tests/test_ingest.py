@@ -169,3 +169,26 @@ def test_reindex_rebuilds_the_same_postings(index: Index, locomo_file: Path) -> 
     assert before
     assert index.reindex() == 8
     assert text.text_postings("shelter", text.docs_of(everything)).mkeys.tolist() == before
+
+
+def test_a_typeagent_index_ingests_its_refs_from_the_stream(index: Index, tmp_path: Path) -> None:
+    """A TypeAgent index is ingested as a stream whose refs come from disk, message by
+    message: the index holds exactly the knowledge loading the file whole gives (spans,
+    kinds, extractor and version), and ingesting it again changes nothing."""
+    from structrag.importers import load_source
+    from structrag.models import SemanticRef
+    from tests.test_importers import _typeagent_document
+
+    path = tmp_path / "ep_index_data.json"
+    path.write_text(json.dumps(_typeagent_document(refs_first=True)), encoding="utf-8")
+    (report,) = index.ingest([path])
+    assert (report.messages_added, report.refs_added, report.format) == (12, 24, "typeagent")
+
+    def key(ref: SemanticRef) -> tuple[object, ...]:
+        return (ref.message_id, ref.span, ref.knowledge, ref.extractor, ref.extractor_version)
+
+    expected = sorted((key(r) for r in load_source(path).knowledge), key=repr)
+    assert sorted((key(r) for r in index.refs()), key=repr) == expected
+    assert index.stats()["semantic_refs"] == {"entity": 12, "action": 0, "topic": 12, "tag": 0}
+    (again,) = index.ingest([path])
+    assert again.skipped is not None

@@ -19,6 +19,7 @@ from typing import Any
 
 from structrag.errors import InputError, UnknownFormatError
 from structrag.importers.base import (
+    ImportedRefs,
     LoadOptions,
     ParsedSource,
     SourceChanged,
@@ -48,7 +49,7 @@ from structrag.importers.slack import (
     stream_slack,
 )
 from structrag.importers.transcript import load_transcript, looks_timed, stream_transcript
-from structrag.importers.typeagent import load_typeagent, looks_like_typeagent
+from structrag.importers.typeagent import load_typeagent, looks_like_typeagent, stream_typeagent
 from structrag.importers.webvtt import load_webvtt, stream_webvtt
 from structrag.importers.whatsapp import load_whatsapp, looks_like_whatsapp, stream_whatsapp
 
@@ -96,6 +97,7 @@ _CHATGPT_COMPANIONS = frozenset(
 __all__ = [
     "ALIASES",
     "FORMATS",
+    "ImportedRefs",
     "Inputs",
     "LoadOptions",
     "ParsedSource",
@@ -249,13 +251,13 @@ def scan_source(
 ) -> ParsedSource | StreamedSource:
     """Check one input for an ingest. JSON Lines, transcripts, WebVTT and WhatsApp exports
     are checked line by line, and JSON documents (generic messages, Discord and ChatGPT
-    exports, LoCoMo) one message or chat at a time; they come back as a :class:`StreamedSource`
-    that reads their messages again when they are written, so their size is not bounded
-    by memory. A Slack export folder is checked and read again one channel at a time; an
-    mbox or a folder of ``.eml`` is checked one message at a time and read again thread by
-    thread. Any other
-    input (a single .eml, a TypeAgent index, a single ChatGPT chat or LoCoMo sample) is
-    loaded whole (:func:`load_source`). Raises
+    exports, LoCoMo, TypeAgent indexes) one message or chat at a time; they come back as a
+    :class:`StreamedSource` that reads their messages again when they are written, so
+    their size is not bounded by memory (a TypeAgent index's semantic refs wait on disk
+    until their messages are written). A Slack export folder is checked and read again one
+    channel at a time; an mbox or a folder of ``.eml`` is checked one message at a time and
+    read again thread by thread. Any other input (a single .eml, a single ChatGPT chat or
+    LoCoMo sample) is loaded whole (:func:`load_source`). Raises
     :class:`~structrag.errors.InputError`."""
     path = Path(path)
     options = options or LoadOptions()
@@ -290,6 +292,7 @@ _DOCUMENT_STREAMS: dict[str, Callable[[Path, LoadOptions, JsonSurvey], StreamedS
     "chatgpt": stream_chatgpt,
     "locomo": stream_locomo,
     "discord": stream_discord,
+    "typeagent": stream_typeagent,
 }
 
 

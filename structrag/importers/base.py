@@ -54,6 +54,17 @@ class SourceChanged(Exception):
     """A streamed input's bytes changed between its check and its reading."""
 
 
+class ImportedRefs(Protocol):
+    """Knowledge an input brings for its messages, kept outside memory and looked up one
+    message at a time as the messages are written (a TypeAgent index's semantic refs)."""
+
+    def __len__(self) -> int: ...
+
+    def of(self, message: Message) -> list[SemanticRef]:
+        """The refs of one message, in the input's order."""
+        ...
+
+
 @dataclass
 class StreamedSource:
     """A checked input whose messages are read again from the file, one at a time, when
@@ -68,7 +79,7 @@ class StreamedSource:
     sha256: str
     read: Callable[[], Iterator[Message]]
     warnings: list[str] = field(default_factory=list)
-    knowledge: list[SemanticRef] = field(default_factory=list)
+    knowledge: list[SemanticRef] | ImportedRefs = field(default_factory=list)
 
     def iter_messages(self) -> Iterator[Message]:
         return self.read()

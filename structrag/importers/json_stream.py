@@ -283,12 +283,22 @@ class JsonStream:
 SKELETON_ITEMS = 5
 
 
+#: Top-level members of a TypeAgent index that are indexes of its knowledge (as large as
+#: the knowledge): walked value by value, never held.
+INDEX_MEMBERS = frozenset(
+    {"semanticIndexData", "relatedTermsIndexData", "threadData", "messageIndexData"}
+)
+
+
 def message_opens(path: JsonPath, char: str) -> bool:
     """The containers a walk of a message file steps inside: the top level, the arrays
-    right under a top-level object (``messages`` ...), and each entry of ``conversations``
-    with its ``messages`` array. Anything else (a message, a chat) is decoded whole."""
+    right under a top-level object (``messages`` ...), each entry of ``conversations``
+    with its ``messages`` array, and everything in a TypeAgent index's term indexes
+    (:data:`INDEX_MEMBERS`). Anything else (a message, a chat) is decoded whole."""
     depth = len(path)
     if depth == 0:
+        return True
+    if path[0] in INDEX_MEMBERS:
         return True
     if depth == 1:
         return char == "[" and isinstance(path[0], str)

@@ -320,6 +320,9 @@ class MessagesCheck:
     count: int
     warnings: list[str]
     default: str
+    #: Whether a message with no recipients is addressed to the conversation's other
+    #: speakers (see :class:`~structrag.importers.base.ConversationBuilder`).
+    default_recipients: bool = True
 
 
 @dataclass
@@ -348,13 +351,14 @@ def check_messages(
     names: dict[str, str] | None = None,
     keyed_by_line: bool = True,
     empty: InputError | None = None,
+    default_recipients: bool = True,
 ) -> MessagesCheck:
     """Check every message of an input read as a stream (bad fields and conflicting ids
     are :class:`InputError` naming where) without keeping them. ``default``: the
     conversation of messages that name none (``--conversation``, else the file's stem);
     ``names``: conversation names; ``keyed_by_line``: the keys are line numbers (else
     where each first copy is, is remembered by id); ``empty``: the error for an input
-    with no message."""
+    with no message; ``default_recipients``: see :class:`MessagesCheck`."""
     default = default or options.conversation or path.stem
     seen: dict[str, _Seen] = {}
     skip: set[int] = set()
@@ -415,6 +419,7 @@ def check_messages(
         count=sum(conv.count for conv in seen.values()),
         warnings=warnings,
         default=default,
+        default_recipients=default_recipients,
     )
 
 
@@ -424,7 +429,9 @@ def checked_messages(
     """The messages of a checked input, read again, in its order, with their keys."""
     parse_time = partial(parse_datetime, order=check.order)
     builders = {
-        cid: ConversationBuilder(cid, speakers, parse_time=parse_time)
+        cid: ConversationBuilder(
+            cid, speakers, parse_time=parse_time, default_recipients=check.default_recipients
+        )
         for cid, speakers in check.speakers.items()
     }
     for key, raw, conversation in raws:
