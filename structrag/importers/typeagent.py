@@ -33,7 +33,7 @@ from structrag.importers.base import (
     parse_json,
     str_list,
 )
-from structrag.importers.json_stream import JsonPath, JsonStream, JsonSurvey
+from structrag.importers.json_stream import JsonPath, JsonStream, JsonSurvey, index_opens
 from structrag.importers.messages_json import KeyedRaw, check_messages, checked_source
 from structrag.models import (
     Action,
@@ -174,15 +174,15 @@ def stream_typeagent(path: Path, options: LoadOptions, survey: JsonSurvey) -> St
 
 
 #: Top-level members of a TypeAgent index decoded whole, or (the arrays) item by item;
-#: anything else (its term, related-term, thread and message indexes) is walked value by
-#: value and let go.
+#: anything else (its term, related-term, thread and message indexes) is walked
+#: (:func:`~structrag.importers.json_stream.index_opens`) and let go.
 _KEPT = frozenset({"messages", "semanticRefs", "tags", "fileHeader", "nameTag"})
 
 
 def _typeagent_opens(at: JsonPath, char: str) -> bool:
     if len(at) <= 1:
         return not at or at[0] not in ("fileHeader", "nameTag")
-    return at[0] not in _KEPT
+    return at[0] not in _KEPT and index_opens(at, char)
 
 
 class _SpilledRefs:
