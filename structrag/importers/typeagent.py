@@ -110,11 +110,12 @@ def stream_typeagent(path: Path, options: LoadOptions, survey: JsonSurvey) -> St
     """A TypeAgent index checked in one walk that holds one message or semantic ref at a
     time (its term indexes are walked, not held), and walked again for its messages when
     they are written. Its semantic refs, which KnowPro does not keep in message order, go
-    to a temporary SQLite database on disk while it is checked (:class:`_SpilledRefs`),
-    and are looked up there message by message; it is deleted when the source is let go,
-    or by the system when the process dies. The same messages, knowledge and warnings as
-    :func:`load_typeagent`. None for a document of another shape (:func:`load_typeagent`
-    says what is wrong with it)."""
+    to a temporary SQLite database while it is checked (:class:`_SpilledRefs`), and are
+    looked up there message by message. SQLite keeps it in memory up to its page cache,
+    then in a file it unlinks on opening (in ``SQLITE_TMPDIR`` or ``TMPDIR``, else
+    ``/var/tmp``), so nothing is left behind, even by a killed process. The same
+    messages, knowledge and warnings as :func:`load_typeagent`. None for a document of
+    another shape (:func:`load_typeagent` says what is wrong with it)."""
     data = survey.skeleton
     if not (
         isinstance(data, dict)
@@ -186,9 +187,9 @@ def _typeagent_opens(at: JsonPath, char: str) -> bool:
 
 
 class _SpilledRefs:
-    """A TypeAgent index's semantic refs in a private temporary SQLite database (on disk,
-    deleted when it is closed or its process dies), with where each message's text chunks
-    start, so that a message's refs come back with their spans when it is written."""
+    """A TypeAgent index's semantic refs in a private temporary SQLite database (see
+    :func:`stream_typeagent`), with where each message's text chunks start, so that a
+    message's refs come back with their spans when it is written."""
 
     _BATCH = 2_000
 
