@@ -398,7 +398,8 @@ def test_a_typeagent_index_is_streamed_and_reads_as_when_loaded_whole(
 
 def test_a_streamed_typeagent_index_says_what_is_wrong_at_its_check(tmp_path: Path) -> None:
     """A ref whose message or chunk is not there, or whose ordinal is not a number, fails
-    the check with the error loading the index whole gives."""
+    the check with the error loading the index whole gives; an index of no messages is
+    read as one, as when loaded whole."""
     from structrag.importers import scan_source
 
     path = tmp_path / "ep_index_data.json"
@@ -420,6 +421,8 @@ def test_a_streamed_typeagent_index_says_what_is_wrong_at_its_check(tmp_path: Pa
                 scan_source(path)
             assert str(streamed.value) == str(whole.value)
             assert "semanticRefs[7].range" in str(streamed.value)
+    path.write_text(json.dumps({"nameTag": "ep", "messages": [], "semanticRefs": []}))
+    assert scan_source(path).count == load_source(path).count == 0  # empty, not an error
 
 
 # -- JSON Lines are checked and read as a stream ---------------------------------------

@@ -124,6 +124,7 @@ def stream_typeagent(path: Path, options: LoadOptions, survey: JsonSurvey) -> St
         and isinstance(data.get("fileHeader") or {}, dict)
         and isinstance(data.get("tags") or [], list)
         and not isinstance(data.get("nameTag"), dict | list)
+        and survey.length("messages")  # an index of no messages is loaded as it is
     ):
         return None
     conv_id = _conversation_id(path, data, options)
@@ -154,7 +155,6 @@ def stream_typeagent(path: Path, options: LoadOptions, survey: JsonSurvey) -> St
         options,
         default=conv_id,
         keyed_by_line=False,
-        empty=InputError(path, "the TypeAgent index holds no messages"),
         default_recipients=False,
     )
     spill.checked(path)
