@@ -301,8 +301,9 @@ def index_opens(path: JsonPath, char: str) -> bool:
 def message_opens(path: JsonPath, char: str) -> bool:
     """The containers a walk of a message file steps inside: the top level, the arrays
     right under a top-level object (``messages`` ...), each entry of ``conversations``
-    with its ``messages`` array, and everything in a TypeAgent index's term indexes
-    (:data:`INDEX_MEMBERS`). Anything else (a message, a chat) is decoded whole."""
+    with its ``messages`` array, and a TypeAgent index's term indexes
+    (:data:`INDEX_MEMBERS`, walked as :func:`index_opens` says). Anything else (a message,
+    a chat, a semantic ref) is decoded whole."""
     depth = len(path)
     if depth == 0:
         return True

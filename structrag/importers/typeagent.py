@@ -33,7 +33,7 @@ from structrag.importers.base import (
     parse_json,
     str_list,
 )
-from structrag.importers.json_stream import JsonPath, JsonStream, JsonSurvey, index_opens
+from structrag.importers.json_stream import JsonStream, JsonSurvey, message_opens
 from structrag.importers.messages_json import KeyedRaw, check_messages, checked_source
 from structrag.models import (
     Action,
@@ -89,12 +89,13 @@ def load_typeagent(path: Path, text: str, options: LoadOptions, data: Any = None
         default_recipients=False,
     )
     texts = [m.text for m in source.messages]
+    chunk_counts = [len(starts) for starts in chunk_starts]
     refs = data.get("semanticRefs") or []
     expect(path, refs, list, "semanticRefs", "'semanticRefs'")
     skipped = 0
     for r, ref in enumerate(refs):
         ordinal, chunk, knowledge = _checked_ref(path, ref, r)
-        _in_range(path, r, ordinal, chunk, [len(s) for s in chunk_starts[ordinal : ordinal + 1]])
+        _in_range(path, r, ordinal, chunk, chunk_counts[ordinal] if ordinal < len(texts) else None)
         if knowledge is None:
             skipped += 1
             continue
@@ -148,7 +149,7 @@ def stream_typeagent(path: Path, options: LoadOptions, survey: JsonSurvey) -> St
             elif checking and at[0] == "tags":
                 tags.append(event.value)
 
-    stream = JsonStream(path, _typeagent_opens, options.encoding)
+    stream = JsonStream(path, message_opens, options.encoding)
     check = check_messages(
         path,
         raws(stream, checking=True),
@@ -165,25 +166,13 @@ def stream_typeagent(path: Path, options: LoadOptions, survey: JsonSurvey) -> St
         check,
         stream.sha256,
         raws,
-        lambda p, e: JsonStream(p, _typeagent_opens, e),
+        lambda p, e: JsonStream(p, message_opens, e),
         conversations=[_conversation(path, conv_id, data.get("nameTag"), tags)],
     )
     source.knowledge = spill
     if spill.skipped:
         source.warnings.append(_skipped(path, spill.skipped))
     return source
-
-
-#: Top-level members of a TypeAgent index decoded whole, or (the arrays) item by item;
-#: anything else (its term, related-term, thread and message indexes) is walked
-#: (:func:`~structrag.importers.json_stream.index_opens`) and let go.
-_KEPT = frozenset({"messages", "semanticRefs", "tags", "fileHeader", "nameTag"})
-
-
-def _typeagent_opens(at: JsonPath, char: str) -> bool:
-    if len(at) <= 1:
-        return not at or at[0] not in ("fileHeader", "nameTag")
-    return at[0] not in _KEPT and index_opens(at, char)
 
 
 class _SpilledRefs:
@@ -246,8 +235,7 @@ class _SpilledRefs:
             " ORDER BY r.seq LIMIT 1"
         ).fetchone()
         if bad is not None:
-            seq, ordinal, chunk, chunks = bad
-            _in_range(path, seq, ordinal, chunk, [] if chunks is None else [chunks])
+            _in_range(path, *bad)
         self._db.execute("CREATE INDEX refs_by_message ON refs (ordinal, seq)")
         self._db.commit()
 
@@ -255,14 +243,13 @@ class _SpilledRefs:
         ordinal = int(message.id)
         with self._lock:
             rows = self._db.execute(
-                "SELECT chunk, knowledge FROM refs WHERE ordinal = ? ORDER BY seq", (ordinal,)
+                "SELECT r.chunk, r.knowledge, m.starts FROM refs r JOIN messages m"
+                " USING (ordinal) WHERE ordinal = ? ORDER BY r.seq",
+                (ordinal,),
             ).fetchall()
-            if not rows:
-                return []
-            (starts_json,) = self._db.execute(
-                "SELECT starts FROM messages WHERE ordinal = ?", (ordinal,)
-            ).fetchone()
-        starts: list[int] = json.loads(starts_json)
+        if not rows:
+            return []
+        starts: list[int] = json.loads(rows[0][2])
         return [
             _ref(
                 self.conversation,
@@ -273,7 +260,7 @@ class _SpilledRefs:
                 chunk,
                 self.version,
             )
-            for chunk, knowledge in rows
+            for chunk, knowledge, _ in rows
         ]
 
 
@@ -347,13 +334,13 @@ def _checked_ref(path: Path, ref: Any, r: int) -> tuple[int, int, Knowledge | No
     return ordinal, chunk, _knowledge(path, ref, where)
 
 
-def _in_range(path: Path, r: int, ordinal: int, chunk: int, chunks: list[int]) -> None:
-    """Raise for ``semanticRefs[r]`` when its message is not there (``chunks`` empty) or
+def _in_range(path: Path, r: int, ordinal: int, chunk: int, chunks: int | None) -> None:
+    """Raise for ``semanticRefs[r]`` when its message is not there (``chunks`` None) or
     has no chunk ``chunk`` (``chunks``: the message's chunk count)."""
     where = f"semanticRefs[{r}]"
-    if not chunks:
+    if chunks is None:
         raise InputError(path, f"at {where}.range: messageOrdinal {ordinal!r} is not a message")
-    if chunk >= chunks[0]:
+    if chunk >= chunks:
         raise InputError(path, f"at {where}.range: chunkOrdinal {chunk!r} is not a chunk")
 
 
