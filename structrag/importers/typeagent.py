@@ -89,13 +89,14 @@ def load_typeagent(path: Path, text: str, options: LoadOptions, data: Any = None
         default_recipients=False,
     )
     texts = [m.text for m in source.messages]
-    chunk_counts = [len(starts) for starts in chunk_starts]
     refs = data.get("semanticRefs") or []
     expect(path, refs, list, "semanticRefs", "'semanticRefs'")
     skipped = 0
     for r, ref in enumerate(refs):
         ordinal, chunk, knowledge = _checked_ref(path, ref, r)
-        _in_range(path, r, ordinal, chunk, chunk_counts[ordinal] if ordinal < len(texts) else None)
+        _in_range(
+            path, r, ordinal, chunk, len(chunk_starts[ordinal]) if ordinal < len(texts) else None
+        )
         if knowledge is None:
             skipped += 1
             continue
@@ -328,20 +329,26 @@ def _checked_ref(path: Path, ref: Any, r: int) -> tuple[int, int, Knowledge | No
     ordinal = start.get("messageOrdinal")
     chunk = start.get("chunkOrdinal", 0) or 0
     if not isinstance(ordinal, int) or isinstance(ordinal, bool) or ordinal < 0:
-        raise InputError(path, f"at {where}.range: messageOrdinal {ordinal!r} is not a message")
+        raise _not_there(path, r, "messageOrdinal", ordinal)
     if not isinstance(chunk, int) or isinstance(chunk, bool) or chunk < 0:
-        raise InputError(path, f"at {where}.range: chunkOrdinal {chunk!r} is not a chunk")
+        raise _not_there(path, r, "chunkOrdinal", chunk)
     return ordinal, chunk, _knowledge(path, ref, where)
 
 
 def _in_range(path: Path, r: int, ordinal: int, chunk: int, chunks: int | None) -> None:
     """Raise for ``semanticRefs[r]`` when its message is not there (``chunks`` None) or
     has no chunk ``chunk`` (``chunks``: the message's chunk count)."""
-    where = f"semanticRefs[{r}]"
     if chunks is None:
-        raise InputError(path, f"at {where}.range: messageOrdinal {ordinal!r} is not a message")
+        raise _not_there(path, r, "messageOrdinal", ordinal)
     if chunk >= chunks:
-        raise InputError(path, f"at {where}.range: chunkOrdinal {chunk!r} is not a chunk")
+        raise _not_there(path, r, "chunkOrdinal", chunk)
+
+
+def _not_there(path: Path, r: int, field: str, value: Any) -> InputError:
+    """The error for ``semanticRefs[r]`` whose ``messageOrdinal`` or ``chunkOrdinal`` names
+    no message or chunk of the index."""
+    what = "message" if field == "messageOrdinal" else "chunk"
+    return InputError(path, f"at semanticRefs[{r}].range: {field} {value!r} is not a {what}")
 
 
 def _ref(
