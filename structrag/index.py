@@ -282,6 +282,9 @@ class Index:
         ``retry_failed`` re-extracts the messages whose LLM extraction failed before
         (``paths`` may be empty); its report comes last.
         """
+        from structrag.query.digest import digest_builder
+        from structrag.tokens import get_counter
+
         options = IngestOptions.of(options, changes)
         if self.read_only:
             raise IndexStateError("the index was opened read-only; open it for writing")
@@ -303,6 +306,7 @@ class Index:
                 settings={"embeddings": setting},
                 workspace=self.directory,
                 memory=_as_memory(options.agent),
+                digest=digest_builder(None if embedder is None else embedder.name, get_counter()),
             )
             reports = []
             if paths or not retry_failed:
@@ -545,12 +549,26 @@ class Index:
         return written.as_dict()
 
     def reindex(self, progress: ProgressSink | None = None) -> int:
-        """Rebuild the Whoosh index from the store; returns the number of messages."""
+        """Write every conversation's digest again, then rebuild the Whoosh index from the
+        store; returns the number of messages."""
+        from structrag.query.digest import digest_builder
+        from structrag.tokens import get_counter
+
         if self.read_only:
             raise IndexStateError("reindex needs the index opened for writing")
-        total = self.store.stats().messages
+        conversations = [c.id for c in self.store.conversations()]
+        embedder = self.embedder
+        build = digest_builder(None if embedder is None else embedder.name, get_counter())
         if progress:
-            progress.start(total, "reindexing")
+            progress.start(len(conversations), "digests")
+
+        def digest(conversation: str) -> bytes | None:
+            data = build(self.store, conversation)
+            if progress:
+                progress.advance(1)
+            return data
+
+        total = self.store.stats().messages
 
         def documents() -> Iterator[IndexedMessage]:
             batch: list[StoredMessage] = []
@@ -563,7 +581,13 @@ class Index:
 
         try:
             with self.writer_lock.held("reindex"):
-                return self.text_index.rebuild(documents(), self.store.generation())
+                transaction = self.store.begin(None, [])
+                transaction.touch(conversations)
+                generation = transaction.commit(None, digest)
+                if progress:
+                    progress.finish()
+                    progress.start(total, "reindexing")
+                return self.text_index.rebuild(documents(), generation)
         finally:
             if progress:
                 progress.finish()

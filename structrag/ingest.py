@@ -251,6 +251,7 @@ class Ingestor:
         settings: dict[str, str] | None = None,
         workspace: Path | None = None,
         memory: MemoryInfo | None = None,
+        digest: Callable[[KnowledgeStore, str], bytes | None] | None = None,
     ) -> None:
         self.store = store
         self.text_index = text_index
@@ -265,6 +266,9 @@ class Ingestor:
         #: What new messages are as memories (their table and agent; None: plain
         #: conversation history).
         self.memory = memory
+        #: Makes the stored digest of a conversation an ingest wrote (see
+        #: :mod:`structrag.query.digest`); None: the ingest only drops the old ones.
+        self.digest = digest
 
     def fingerprint(self, fmt: str, options: LoadOptions) -> str:
         settings: dict[str, Any] = {
@@ -719,8 +723,12 @@ class Ingestor:
             writer.prepare()
             # 3. The store commits first; the text index then says which generation it has.
             faults.point("store-commit")
-            hook, held = before_commit, transaction
-            generation = transaction.commit(None if hook is None else (lambda: hook(held)))
+            hook, held, store = before_commit, transaction, self.store
+            digest = self.digest if record is not None else None
+            generation = transaction.commit(
+                None if hook is None else (lambda: hook(held)),
+                None if digest is None else (lambda conversation: digest(store, conversation)),
+            )
         except BaseException:
             if transaction is not None:
                 transaction.rollback()

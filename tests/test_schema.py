@@ -226,3 +226,25 @@ def test_an_index_from_a_newer_version_is_refused(tmp_path: Path, example_index:
     con.close()
     with pytest.raises(IndexStateError, match="schema version 99"):
         Index(copy)
+
+
+def test_an_index_with_schema_4_gains_an_empty_digests_table(
+    tmp_path: Path, example_index: Path
+) -> None:
+    """Schema 4 had no digests: the upgrade adds the table, empty, and questions read the
+    tables until the next ingest writes a conversation's digest."""
+    old = tmp_path / "v4"
+    shutil.copytree(example_index, old)
+    con = duckdb.connect(str(old / "structrag.duckdb"))
+    rows = con.execute("SELECT count(*) FROM messages").fetchall()
+    con.execute("DROP TABLE digests")
+    con.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
+    con.close()
+    with Index(old) as upgraded:
+        assert upgraded.store.get_setting("schema_version") == str(SCHEMA_VERSION)
+        assert upgraded.sql("SELECT count(*) FROM digests") == [(0,)]
+        assert upgraded.sql("SELECT count(*) FROM messages") == rows
+        assert upgraded.engine.view("friends").digest is None
+        assert upgraded.ask("When did Marco adopt Biscuit?", budget=200).message_ids[0] == "m11"
+        upgraded.ingest([EXAMPLES / "friends_chat.jsonl"], force=True)
+        assert upgraded.engine.view("friends").digest is not None

@@ -23,6 +23,7 @@ from structrag.embeddings import Embedder
 from structrag.errors import NotFoundError
 from structrag.lexicon import Lexicon, default_lexicon
 from structrag.query.context import Line, TokenCounter, render_message
+from structrag.query.digest import ConversationDigest, vocabulary_words
 from structrag.query.graph import EntityGraph
 from structrag.query.scope import ScopeData
 from structrag.query.settings import RankingSettings
@@ -73,7 +74,10 @@ class ConversationView:
         self.conversation = scope.conversation
         conversation = scope.conversation
         store, text = owner.store, owner.text
-        frame = store.message_frame(scope)
+        #: What an ingest stored for a first question on the conversation (None: read
+        #: the tables; see :mod:`structrag.query.digest`).
+        self.digest = owner.digest(scope)
+        frame = store.message_frame(scope) if self.digest is None else self.digest.frame
         docs = text.docs_of(frame.mkeys)
         mkeys, lengths, contents = text.lengths(docs)
         self.scope = ScopeData.build(
@@ -99,7 +103,10 @@ class ConversationView:
     @property
     def refs(self) -> RefTable:
         if self._refs is None:
-            self._refs = self.owner.store.ref_table(self.conversation)
+            digest = self.digest
+            self._refs = (
+                self.owner.store.ref_table(self.conversation) if digest is None else digest.refs
+            )
         return self._refs
 
     def _conversation_refs(self, ref_ids: Sequence[int]) -> list[int]:
@@ -144,7 +151,11 @@ class ConversationView:
         if self._aliases is None:
             weights = self.settings.alias_sources
             table: dict[str, list[tuple[str, float]]] = {}
-            for term, related, source in self.owner.store.aliases(self.conversation):
+            digest = self.digest
+            rows = (
+                self.owner.store.aliases(self.conversation) if digest is None else digest.aliases()
+            )
+            for term, related, source in rows:
                 table.setdefault(term, []).append((related, weights.get(source, 0.0)))
             self._aliases = table
         return self._aliases
@@ -250,14 +261,10 @@ class ConversationView:
         if embedder is None or s.fuzzy_weight <= 0 or len(stem) < 4 or not stem.isalpha():
             return []
         if self._vocab is False:
-            words = sorted(
-                {
-                    w
-                    for text, _, _ in self.owner.store.knowledge_vocabulary(self.conversation)
-                    for w in text.lower().split()
-                    if len(w) > 3 and w.isalpha()
-                }
-            )
+            if self.digest is not None:
+                words = self.digest.words()
+            else:
+                words = vocabulary_words(self.owner.store.knowledge_vocabulary(self.conversation))
             self._vocab = (words, self.owner.word_vectors(embedder, words)) if words else None
         if not isinstance(self._vocab, tuple):
             return []
@@ -271,7 +278,13 @@ class ConversationView:
     @property
     def graph(self) -> EntityGraph:
         if self._graph is None:
-            self._graph = EntityGraph(self.owner.store.relation_edges(self.conversation))
+            digest = self.digest
+            edges = (
+                self.owner.store.relation_edges(self.conversation)
+                if digest is None
+                else digest.edges()
+            )
+            self._graph = EntityGraph(edges)
         return self._graph
 
     def vector_scores(self, text: str) -> np.ndarray | None:
@@ -280,7 +293,11 @@ class ConversationView:
         if embedder is None:
             return None
         if self._vectors is False:
-            mkeys, vectors = self.owner.store.embedding_matrix(embedder.name, self.conversation)
+            digest = self.digest
+            if digest is not None and digest.model == embedder.name:
+                mkeys, vectors = digest.vector_mkeys, digest.vectors
+            else:
+                mkeys, vectors = self.owner.store.embedding_matrix(embedder.name, self.conversation)
             self._vectors = None
             if len(mkeys):
                 dense = np.zeros((len(self.scope), vectors.shape[1]), dtype=np.float32)
@@ -443,6 +460,15 @@ class Derived:
                 break
         return [int(r) for r in met.tolist()]
 
+    def digest(self, scope: Scope) -> ConversationDigest | None:
+        """The stored digest of a conversation's scope (only the plain one: its messages,
+        of any agent), None when it has none."""
+        conversation = scope.conversation
+        if conversation is None or scope != Scope(conversation=conversation):
+            return None
+        data = self.store.digest(conversation)
+        return None if data is None else ConversationDigest.from_bytes(conversation, data)
+
     def view(self, scope: Scope) -> ConversationView:
         self.refresh()
         if scope not in self._views:
@@ -458,16 +484,23 @@ class Derived:
         return self._views[scope]
 
     def lines(
-        self, mkeys: Sequence[int], counter: TokenCounter, ahead: Sequence[int] = ()
+        self,
+        mkeys: Sequence[int],
+        counter: TokenCounter,
+        ahead: Sequence[int] = (),
+        view: ConversationView | None = None,
     ) -> dict[int, Line]:
         """Messages rendered for a context, with token counts (cached per generation).
 
         ``ahead``: messages likely to be asked for next (the rest of a ranking being
         packed); read from the store in the same query when some of ``mkeys`` must be
-        read, and rendered only when asked for."""
+        read, and rendered only when asked for. ``view``: the view the messages were
+        ranked in, whose digest may hold their lines."""
         self.refresh()
         name = counter.name
         missing = [k for k in mkeys if (name, k) not in self._lines]
+        if missing and view is not None and view.digest is not None:
+            missing = self._digested_lines(missing, name, view)
         if missing:
             stored = self._stored
             wanted = [k for k in missing if k not in stored]
@@ -488,6 +521,22 @@ class Derived:
                     counter.count(text + "\n"),
                 )
         return {k: self._lines[(name, k)] for k in mkeys if (name, k) in self._lines}
+
+    def _digested_lines(self, mkeys: list[int], name: str, view: ConversationView) -> list[int]:
+        """Lines of ``mkeys`` from a view's digest (when it counted tokens as ``name``
+        does); returns the keys it does not hold."""
+        digest = view.digest
+        if digest is None or digest.counter != name:
+            return mkeys
+        keys = np.asarray(mkeys, dtype=np.int64)
+        positions, found = view.scope.positions(keys)
+        frame = view.scope.frame
+        for mkey, at in zip(keys[found].tolist(), positions.tolist(), strict=True):
+            line = digest.line(at)
+            self._lines[(name, mkey)] = Line(
+                str(frame.conversations[at]), str(frame.ids[at]), line, int(digest.tokens[at])
+            )
+        return [int(k) for k in keys[~found].tolist()]
 
 
 class EmbeddingCache:

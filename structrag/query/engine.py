@@ -297,7 +297,7 @@ class QueryEngine:
         ahead = ranked.mkeys[: 2 * PACK_BATCH].tolist()
         ahead += [m.mkey for m in fill[: 3 * PACK_BATCH - len(ahead)]]
         context = build_context(
-            lambda keys: self.derived.lines(keys, counter, ahead),
+            lambda keys: self.derived.lines(keys, counter, ahead, found.view),
             counter,
             packed,
             fill,
@@ -331,7 +331,7 @@ class QueryEngine:
         if depth < 2:
             return ranked
         keys = ranked.mkeys[:depth].tolist()
-        lines = self.derived.lines(keys, counter, ranked.mkeys[: 2 * PACK_BATCH].tolist())
+        lines = self.derived.lines(keys, counter, ranked.mkeys[: 2 * PACK_BATCH].tolist(), view)
         asks = np.array([k in lines and is_question(lines[k].text) for k in keys], dtype=bool)
         if not asks.any():
             return ranked

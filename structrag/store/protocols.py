@@ -155,10 +155,21 @@ class StoreTransaction(Protocol):
         reads, the facts that rest on them alone)."""
         ...
 
-    def commit(self, before: Callable[[], None] | None = None) -> int:
+    def touch(self, conversations: Iterable[str]) -> None:
+        """Count conversations as written: their digests go at commit (and are written
+        again where :meth:`commit` is given a ``digest``)."""
+        ...
+
+    def commit(
+        self,
+        before: Callable[[], None] | None = None,
+        digest: Callable[[str], bytes | None] | None = None,
+    ) -> int:
         """Log the source and commit; returns the new store generation. ``before`` runs
         inside the transaction just before it commits (with every row in place), to write
-        what else belongs to it."""
+        what else belongs to it. Every conversation the transaction wrote loses its stored
+        digest; with ``digest``, it gets the one ``digest(conversation)`` makes (reading
+        the store inside the transaction), unless that is None."""
         ...
 
     def rollback(self) -> None: ...
@@ -351,6 +362,11 @@ class KnowledgeStore(Protocol):
 
     def message_frame(self, scope: Scope) -> MessageFrame:
         """The messages of a scope, as arrays, ordered by conversation and ordinal."""
+        ...
+
+    def digest(self, conversation: str) -> bytes | None:
+        """The conversation's digest as an ingest stored it (:mod:`structrag.query.digest`),
+        None when it has none: no ingest wrote it, or another write changed it since."""
         ...
 
     def refs_meeting(

@@ -341,7 +341,7 @@ class DuckDBReader:
     def aliases(self, conversation: str | None = None) -> list[tuple[str, str, str]]:
         rows = self.sql(
             "SELECT DISTINCT term, related, source FROM aliases "
-            "WHERE (? IS NULL OR conversation = ?)",
+            "WHERE (? IS NULL OR conversation = ?) ORDER BY ALL",
             [conversation, conversation],
         )
         return [(str(a), str(b), str(s)) for a, b, s in rows]
@@ -561,6 +561,12 @@ class DuckDBReader:
             [METADATA_EXTRACTOR, conversation, conversation, conversation, conversation],
         )
         return [(str(a), str(b), int(c)) for a, b, c in rows]
+
+    def digest(self, conversation: str) -> bytes | None:
+        parts = self.sql(
+            "SELECT data FROM digests WHERE conversation = ? ORDER BY part", [conversation]
+        )
+        return b"".join(bytes(p) for (p,) in parts) if parts else None
 
     def relation_edges(self, conversation: str | None) -> list[tuple[str, str, str]]:
         # The scope's refs first, then each table joined to them: unnesting the types of

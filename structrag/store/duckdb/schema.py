@@ -15,7 +15,7 @@ from importlib import resources
 
 import duckdb
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 @lru_cache(maxsize=1)
@@ -173,11 +173,12 @@ def _from_v2(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def _from_v3(con: duckdb.DuckDBPyConnection) -> None:
-    """Schema 3 -> 4: agent memory. Messages gain their memory table, agent, world, time
-    stored, importance, unique flag and goal status (an ingested message is in the
-    ``messages`` table, of no agent); the tables of memory reads, fact sources, user
-    profiles, observations, room summaries, knowledge documents and fragments, and the
-    commit log arrive, with the v_memories and v_fragments views."""
+    """Schema 3 -> current: agent memory (schema 4). Messages gain their memory table,
+    agent, world, time stored, importance, unique flag and goal status (an ingested
+    message is in the ``messages`` table, of no agent); the tables of memory reads, fact
+    sources, user profiles, observations, room summaries, knowledge documents and
+    fragments, and the commit log arrive, with the v_memories and v_fragments views. Then
+    schema 5's digests table (see :func:`_from_v4`)."""
     for (view,) in con.execute(
         "SELECT view_name FROM duckdb_views() WHERE NOT internal"
     ).fetchall():
@@ -197,6 +198,17 @@ def _from_v3(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("DROP TABLE messages_v3")
 
 
+def _from_v4(con: duckdb.DuckDBPyConnection) -> None:
+    """Schema 4 -> 5: the ``digests`` table (empty: a conversation's first question reads
+    its tables until an ingest writes its digest). Every statement of the schema script
+    keeps what exists."""
+    con.execute(schema_sql())
+
+
 #: ``MIGRATIONS[n]`` upgrades schema ``n`` to the current one.
-MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {2: _from_v2, 3: _from_v3}
+MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {
+    2: _from_v2,
+    3: _from_v3,
+    4: _from_v4,
+}
 OLDEST_UPGRADABLE = min(MIGRATIONS)

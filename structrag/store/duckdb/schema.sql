@@ -484,6 +484,17 @@ COMMENT ON COLUMN commits.first_new_mkey IS 'The first message key it added (NUL
 COMMENT ON COLUMN commits.last_new_mkey IS 'The last message key it added.';
 COMMENT ON COLUMN commits.changed IS 'Whether it also edited or deleted messages (then caches are rebuilt).';
 
+CREATE TABLE IF NOT EXISTS digests (
+    conversation VARCHAR NOT NULL,
+    part INTEGER NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY (conversation, part)
+);
+COMMENT ON TABLE digests IS 'Internal: per conversation, what a first question on it reads (its messages as arrays, refs, aliases, vocabulary, relation edges, vectors and rendered lines), written by the ingest that last wrote it and deleted by any other write to it.';
+COMMENT ON COLUMN digests.conversation IS 'Conversation id.';
+COMMENT ON COLUMN digests.part IS 'The part''s number, from 0 (a digest is stored in parts of at most 8,000 bytes: DuckDB reads a row of a larger blob several times slower).';
+COMMENT ON COLUMN digests.data IS 'The part: the digest''s bytes (structrag.query.digest: a JSON header and numpy arrays, zlib-compressed) joined in part order.';
+
 -- Views: the stable, documented way to read an index. Provenance columns are the same in
 -- every knowledge view.
 

@@ -78,9 +78,14 @@ class StagedTransaction(RowsTransaction):
             self.rollback()
             raise
 
-    def commit(self, before: Callable[[], None] | None = None) -> int:
+    def commit(
+        self,
+        before: Callable[[], None] | None = None,
+        digest: Callable[[str], bytes | None] | None = None,
+    ) -> int:
         """Merge the staged rows into the store in one transaction (``before`` writes what
-        else belongs to it, once the rows are in); returns the new store generation."""
+        else belongs to it, once the rows are in, and ``digest`` the digests of the
+        conversations written); returns the new store generation."""
         assert self._con is not None
         try:
             deletes = [
@@ -93,7 +98,7 @@ class StagedTransaction(RowsTransaction):
             try:
                 con.execute(f"ATTACH '{_quoted(self.path)}' AS stage (READ_ONLY)")
                 try:
-                    generation = self._merge(con, deletes, before)
+                    generation = self._merge(con, deletes, before, digest)
                 finally:
                     with contextlib.suppress(duckdb.Error):
                         con.execute("DETACH stage")
@@ -108,6 +113,7 @@ class StagedTransaction(RowsTransaction):
         con: duckdb.DuckDBPyConnection,
         deletes: Sequence[int],
         before: Callable[[], None] | None,
+        digest: Callable[[str], bytes | None] | None,
     ) -> int:
         """Merge the attached stage in one transaction, its inserts with DuckDB held to
         :data:`MERGE_MEMORY_LIMIT` (the merge of a million messages otherwise took ~900 MB
@@ -121,6 +127,7 @@ class StagedTransaction(RowsTransaction):
                     transaction = DuckDBTransaction(
                         self.store, self.source, self.conversations, self.settings
                     )
+                    transaction.touch(self.rows.touched)
                     if deletes:
                         transaction.delete(deletes)
                     transaction.merge("stage")
@@ -133,7 +140,7 @@ class StagedTransaction(RowsTransaction):
                 # The commit writes the merged rows out: under the store's own limit, as
                 # before (at 1M messages it failed to pin a block under the merge's).
                 con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
-                return transaction.commit(before)
+                return transaction.commit(before, digest)
             finally:
                 con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
         raise AssertionError("unreachable: the last limit raises")  # pragma: no cover

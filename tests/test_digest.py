@@ -1,0 +1,238 @@
+"""Conversation digests: stored by an ingest, read back whole, dropped by any other write to
+their conversation, and never a different answer from the tables they summarise."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pytest
+
+from structrag import Index
+from structrag.query import digest as digest_module
+from structrag.query.digest import ConversationDigest, DigestContent, build_digest
+from structrag.store.protocols import MessageFrame, RefTable
+from structrag.tokens import get_counter
+
+QUESTIONS = {
+    "friends": [
+        "When did Marco adopt Biscuit?",
+        "What did Marco tell Priya about the engine in July 2024?",
+        "Who teaches the cooking class, and where did he work before?",
+        "Where does Ana work?",
+        "What is Priya training for?",
+    ],
+    "work": ["Who reviewed the budget?", "When is the launch?"],
+}
+
+WORK = [
+    ("w1", "Dana", "2024-06-01T09:00:00", "Kofi reviewed the budget for the Osaka launch."),
+    ("w2", "Kofi", "2024-06-01T09:05:00", "The launch is on 12 September, in Osaka."),
+    ("w3", "Dana", "2024-06-02T10:00:00", "Great, I will book the hotel near the venue."),
+]
+
+
+def _objects(values: list[object]) -> np.ndarray:
+    array = np.empty(len(values), dtype=object)
+    array[:] = values
+    return array
+
+
+def _content(vectors: np.ndarray) -> DigestContent:
+    frame = MessageFrame(
+        mkeys=np.array([7, 3, 9], dtype=np.int64),
+        conversations=_objects(["c", "c", "c"]),
+        ids=_objects(["m1", "", "m3 é"]),
+        ordinals=np.array([0, 1, 2], dtype=np.int64),
+        sessions=_objects(["1", "2023-05-08", ""]),
+        speakers=_objects(["Bé 🎉", None, ""]),
+        timestamps=np.array(["2023-05-08T13:56:00", "NaT", "1969-12-31T23:59:59"], "datetime64[s]"),
+    )
+    return DigestContent(
+        frame=frame,
+        refs=RefTable(
+            np.array([10, 11, 12], np.int64),
+            np.array([7, 7, 9], np.int64),
+            np.array([1, 2, 3], np.uint8),
+        ),
+        aliases=[("mel", "melanie", "speaker"), ("é", "", "x")],
+        words=["adopt", "biscuit", "naïve"],
+        edges=[],
+        model="static" if len(vectors) else None,
+        vector_mkeys=np.array([7, 9][: len(vectors)], dtype=np.int64),
+        vectors=vectors,
+        counter="cl100k_base",
+        lines=["[8 May 2023] Bé 🎉: two\nlines", "", "x"],
+        tokens=np.array([9, 1, 2], dtype=np.int32),
+    )
+
+
+@pytest.mark.parametrize("dims", [0, 4])
+def test_a_digest_reads_back_what_was_stored(dims: int) -> None:
+    vectors = (
+        np.arange(2 * dims, dtype=np.float32).reshape(-1, dims)
+        if dims
+        else np.zeros((0, 0), np.float32)
+    )
+    content = _content(vectors)
+    read = ConversationDigest.from_bytes("c", content.to_bytes())
+    assert read is not None
+    for name in ("mkeys", "conversations", "ids", "ordinals", "sessions", "speakers"):
+        got, want = getattr(read.frame, name), getattr(content.frame, name)
+        assert got.dtype == want.dtype and got.tolist() == want.tolist(), name
+    assert read.frame.timestamps.dtype == content.frame.timestamps.dtype
+    assert read.frame.timestamps.tobytes() == content.frame.timestamps.tobytes()
+    assert read.refs.ref_ids.tolist() == [10, 11, 12] and read.refs.kinds.tolist() == [1, 2, 3]
+    assert read.refs.mkeys.tolist() == [7, 7, 9]
+    assert read.aliases() == content.aliases and read.words() == content.words
+    assert read.edges() == [] and read.lines() == content.lines
+    assert [read.line(i) for i in range(3)] == content.lines
+    assert read.tokens.tolist() == [9, 1, 2] and read.counter == "cl100k_base"
+    assert read.model == content.model and read.vectors.shape == vectors.shape
+    assert read.vectors.tobytes() == vectors.tobytes()
+    assert read.vector_mkeys.tolist() == content.vector_mkeys.tolist()
+
+
+def test_a_digest_of_another_version_or_no_digest_is_not_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    content = _content(np.zeros((0, 0), np.float32))
+    monkeypatch.setattr(digest_module, "DIGEST_VERSION", digest_module.DIGEST_VERSION + 1)
+    newer = content.to_bytes()
+    monkeypatch.undo()
+    assert ConversationDigest.from_bytes("c", newer) is None
+    assert ConversationDigest.from_bytes("c", b"not a digest") is None
+    assert ConversationDigest.from_bytes("c", content.to_bytes()) is not None
+
+
+@pytest.fixture
+def two_chats(tmp_path: Path) -> Path:
+    """The bundled example chat and a second conversation, in one JSON Lines file."""
+    source = Path(__file__).parents[1] / "examples" / "friends_chat.jsonl"
+    rows = [json.loads(line) for line in source.read_text(encoding="utf-8").splitlines()]
+    rows += [
+        {"id": i, "conversation": "work", "speaker": s, "timestamp": t, "text": x}
+        for i, s, t, x in WORK
+    ]
+    path = tmp_path / "chats.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def chats_index(tmp_path: Path, two_chats: Path) -> Iterator[Index]:
+    """A writable index of :func:`two_chats`."""
+    with Index(tmp_path / "index") as ix:
+        ix.ingest([two_chats])
+        yield ix
+
+
+def _answers(directory: Path) -> list[tuple[str, list[str], list[tuple[int, float]]]]:
+    out = []
+    with Index(directory, read_only=True) as ix:
+        for conversation, questions in QUESTIONS.items():
+            for question in questions:
+                a = ix.ask(question, conversation=conversation, budget=120)
+                ranked = [(r.mkey, round(r.score, 9)) for r in a.ranked]
+                out.append((a.context.text, [m.text for m in a.context.messages], ranked))
+    return out
+
+
+def _digested(directory: Path) -> dict[str, bool]:
+    with Index(directory, read_only=True) as ix:
+        return {c: ix.engine.view(c).digest is not None for c in QUESTIONS}
+
+
+def test_an_ingest_stores_digests_and_answers_as_without_them(
+    tmp_path: Path, two_chats: Path
+) -> None:
+    directory = tmp_path / "index"
+    with Index(directory) as ix:
+        ix.ingest([two_chats])
+        store = ix.store
+        for conversation in QUESTIONS:
+            data = store.digest(conversation)
+            assert data is not None
+            stored = ConversationDigest.from_bytes(conversation, data)
+            fresh = build_digest(
+                store, conversation, ix.embedder.name if ix.embedder else None, get_counter()
+            )
+            assert stored is not None and fresh is not None
+            assert stored.frame.mkeys.tolist() == fresh.frame.mkeys.tolist()
+            assert stored.lines() == fresh.lines and stored.words() == fresh.words
+            assert sorted(stored.edges()) == sorted(fresh.edges)
+            assert stored.refs.ref_ids.tolist() == fresh.refs.ref_ids.tolist()
+            assert stored.vectors.tobytes() == fresh.vectors.tobytes()
+    assert _digested(directory) == {"friends": True, "work": True}
+    with_digests = _answers(directory)
+    assert any("Biscuit" in line for _, lines, _ in with_digests for line in lines)
+    with duckdb.connect(str(directory / "structrag.duckdb")) as con:
+        con.execute("DELETE FROM digests")
+    assert _digested(directory) == {"friends": False, "work": False}
+    assert _answers(directory) == with_digests
+
+
+def _stored_lines(ix: Index, conversation: str) -> list[str]:
+    """The rendered lines of a conversation's stored digest (which must be there)."""
+    data = ix.store.digest(conversation)
+    assert data is not None
+    digest = ConversationDigest.from_bytes(conversation, data)
+    assert digest is not None
+    return digest.lines()
+
+
+def test_a_live_write_drops_the_digest_of_its_conversation_only(chats_index: Index) -> None:
+    ix = chats_index
+    mem = ix.memory("assistant")
+    mem.add("Kofi moved the launch party to the Umeda rooftop bar.", user="Kofi", room="work")
+    assert ix.store.digest("work") is None
+    assert ix.store.digest("friends") is not None
+    # the answer reads the new message from the tables, not a stale digest
+    answer = ix.ask("Where is the launch party?", conversation="work", budget=200)
+    assert any("Umeda rooftop" in m.text for m in answer.context.messages)
+    # a delete drops the digest of the deleted message's conversation
+    friends = list(ix.store.iter_messages("friends"))
+    transaction = ix.store.begin(None, [])
+    transaction.delete([friends[0].mkey])
+    transaction.commit()
+    assert ix.store.digest("friends") is None
+    # reindex writes every conversation's digest again, from the tables as they are
+    ix.reindex()
+    assert ix.store.digest("friends") is not None
+    assert any("Umeda rooftop" in line for line in _stored_lines(ix, "work"))
+    assert ix.engine.view("work").digest is not None
+    answer = ix.ask("Where is the launch party?", conversation="work", budget=200)
+    assert any("Umeda rooftop" in m.text for m in answer.context.messages)
+
+
+def test_an_ingest_that_edits_a_conversation_writes_its_digest_again(
+    chats_index: Index, two_chats: Path
+) -> None:
+    ix = chats_index
+    before = ix.store.digest("friends")
+    edited = two_chats.read_text(encoding="utf-8").replace(
+        "Kofi reviewed the budget", "Amara reviewed the budget"
+    )
+    two_chats.write_text(edited, encoding="utf-8")
+    ix.ingest([two_chats])
+    assert ix.store.digest("friends") == before  # not touched: the same bytes
+    assert any("Amara reviewed the budget" in line for line in _stored_lines(ix, "work"))
+    answer = ix.ask("Who reviewed the budget?", conversation="work", budget=120)
+    assert "Amara" in answer.context.messages[0].text
+
+
+def test_messages_outside_a_digest_are_rendered_from_the_store(chats_index: Index) -> None:
+    """Lines of messages the digest does not hold (another conversation's) still come."""
+    ix = chats_index
+    view = ix.engine.view("work")
+    assert view.digest is not None
+    friends = next(iter(ix.store.iter_messages("friends")))
+    work = next(iter(ix.store.iter_messages("work")))
+    counter = get_counter()
+    lines = ix.engine.derived.lines([work.mkey, friends.mkey], counter, view=view)
+    assert lines[work.mkey].text.endswith(WORK[0][3])
+    assert lines[friends.mkey].text.endswith(friends.message.text)
+    assert lines[work.mkey].tokens == counter.count(lines[work.mkey].text + "\n")
