@@ -132,7 +132,8 @@ class ConversationDigest:
         for name, (dtype, shape, offset) in header["arrays"].items():
             count = int(np.prod(shape))
             flat = np.frombuffer(body, dtype=np.dtype(dtype), count=count, offset=offset)
-            arrays[name] = flat.reshape(shape)
+            # copied: a view kept for the generation holds its arrays, not the whole buffer
+            arrays[name] = flat.reshape(shape).copy()
         self._text: str = header["text"]
         self._ends: np.ndarray = arrays["text_ends"]
         n = len(arrays["mkeys"])
