@@ -14,6 +14,7 @@ import pytest
 from structrag import Index
 from structrag.query import digest as digest_module
 from structrag.query.digest import ConversationDigest, DigestContent, build_digest
+from structrag.store.duckdb import writer
 from structrag.store.protocols import MessageFrame, RefTable
 from structrag.tokens import get_counter
 
@@ -147,8 +148,9 @@ def _digested(directory: Path) -> dict[str, bool]:
 
 
 def test_an_ingest_stores_digests_and_answers_as_without_them(
-    tmp_path: Path, two_chats: Path
+    tmp_path: Path, two_chats: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(digest_module, "RENDER_BATCH", 7)  # lines rendered 7 at a time
     directory = tmp_path / "index"
     with Index(directory) as ix:
         ix.ingest([two_chats])
@@ -236,3 +238,15 @@ def test_messages_outside_a_digest_are_rendered_from_the_store(chats_index: Inde
     assert lines[work.mkey].text.endswith(WORK[0][3])
     assert lines[friends.mkey].text.endswith(friends.message.text)
     assert lines[work.mkey].tokens == counter.count(lines[work.mkey].text + "\n")
+
+
+def test_a_conversation_too_long_for_a_digest_is_read_from_the_tables(
+    tmp_path: Path, two_chats: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(writer, "DIGEST_MAX_MESSAGES", len(WORK))
+    with Index(tmp_path / "index") as ix:
+        ix.ingest([two_chats])
+        assert ix.store.digest("work") is not None
+        assert ix.store.digest("friends") is None  # 46 messages
+        answer = ix.ask("When did Marco adopt Biscuit?", conversation="friends", budget=150)
+        assert answer.message_ids[0] == "m11"

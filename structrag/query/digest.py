@@ -32,6 +32,9 @@ from structrag.store.protocols import KnowledgeStore, MessageFrame, RefTable, Sc
 #: Bumped when what a digest holds, or how, changes: other versions are not read.
 DIGEST_VERSION = 1
 
+#: Messages read from the store at a time while their lines are rendered.
+RENDER_BATCH = 2_000
+
 _MAGIC = b"SRD"
 _LENGTH = struct.Struct("<I")
 
@@ -220,8 +223,11 @@ def build_digest(
     frame = store.message_frame(Scope(conversation=conversation))
     if not len(frame):
         return None
-    stored = store.messages_by_keys(frame.mkeys.tolist())
-    lines = [render_message(stored[int(k)]) for k in frame.mkeys.tolist()]
+    keys = frame.mkeys.tolist()
+    lines: list[str] = []
+    for at in range(0, len(keys), RENDER_BATCH):
+        stored = store.messages_by_keys(keys[at : at + RENDER_BATCH])
+        lines.extend(render_message(stored[int(k)]) for k in keys[at : at + RENDER_BATCH])
     if model is not None:
         vector_mkeys, vectors = store.embedding_matrix(model, conversation)
     else:

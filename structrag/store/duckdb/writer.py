@@ -92,6 +92,12 @@ def bulk_insert(
 #: A digest is stored in parts of this many bytes: DuckDB reads a blob of 32 KB or more
 #: several times slower (a first question on a conversation took 3 ms more).
 DIGEST_PART = 8_000
+#: A conversation of more messages gets no digest (its first question reads the tables):
+#: a digest is built whole in memory at commit, about 1 KB per message before it is
+#: compressed, and read whole by a first question.
+DIGEST_MAX_MESSAGES = 50_000
+#: Digest parts are inserted once about this many bytes of them are waiting.
+DIGEST_BATCH_BYTES = 16_000_000
 DIGEST_COLUMNS: Columns = (("conversation", "VARCHAR"), ("part", "INTEGER"), ("data", "BLOB"))
 
 MESSAGE_COLUMNS: Columns = (
@@ -679,14 +685,26 @@ class DuckDBTransaction(RowsTransaction):
         )
         if digest is None:
             return
+        sizes = dict(
+            self.con.execute(
+                "SELECT conversation, count(*) FROM messages WHERE memory_table = 'messages' "
+                "AND conversation IN (SELECT unnest(?::VARCHAR[])) GROUP BY conversation",
+                [touched],
+            ).fetchall()
+        )
         rows: list[tuple[str, int, bytes]] = []
         for conversation in touched:
+            if not 0 < sizes.get(conversation, 0) <= DIGEST_MAX_MESSAGES:
+                continue
             data = digest(conversation)
             if data is not None:
                 parts = range(0, len(data), DIGEST_PART)
                 rows.extend(
                     (conversation, i, data[at : at + DIGEST_PART]) for i, at in enumerate(parts)
                 )
+            if len(rows) * DIGEST_PART >= DIGEST_BATCH_BYTES:  # a big ingest's, a few at a time
+                bulk_insert(self.con, "digests", DIGEST_COLUMNS, rows)
+                rows = []
         bulk_insert(self.con, "digests", DIGEST_COLUMNS, rows)
 
     def rollback(self) -> None:
