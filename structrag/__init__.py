@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     )
     from structrag.query.graph import entity_graph
 
-__version__ = "0.1.0"
+from structrag.version import __version__
 
 #: Where each public name lives (imported on first use).
 _LAZY = {

@@ -581,13 +581,11 @@ class Index:
 
         try:
             with self.writer_lock.held("reindex"):
-                transaction = self.store.begin(None, [])
-                transaction.touch(conversations)
-                generation = transaction.commit(None, digest)
+                self.store.write_digests(conversations, digest)
                 if progress:
                     progress.finish()
                     progress.start(total, "reindexing")
-                return self.text_index.rebuild(documents(), generation)
+                return self.text_index.rebuild(documents(), self.store.generation())
         finally:
             if progress:
                 progress.finish()

@@ -3,6 +3,8 @@ their conversation, and never a different answer from the tables they summarise.
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +17,7 @@ from structrag import Index
 from structrag.query import digest as digest_module
 from structrag.query.digest import ConversationDigest, DigestContent, build_digest
 from structrag.store.duckdb import writer
-from structrag.store.protocols import MessageFrame, RefTable
+from structrag.store.protocols import MessageFrame, RefTable, Scope
 from structrag.tokens import get_counter
 
 QUESTIONS = {
@@ -165,7 +167,7 @@ def test_an_ingest_stores_digests_and_answers_as_without_them(
             assert stored is not None and fresh is not None
             assert stored.frame.mkeys.tolist() == fresh.frame.mkeys.tolist()
             assert stored.lines() == fresh.lines and stored.words() == fresh.words
-            assert sorted(stored.edges()) == sorted(fresh.edges)
+            assert stored.edges() == fresh.edges
             assert stored.refs.ref_ids.tolist() == fresh.refs.ref_ids.tolist()
             assert stored.vectors.tobytes() == fresh.vectors.tobytes()
     assert _digested(directory) == {"friends": True, "work": True}
@@ -214,13 +216,16 @@ def test_an_ingest_that_edits_a_conversation_writes_its_digest_again(
     chats_index: Index, two_chats: Path
 ) -> None:
     ix = chats_index
+    mark = b"marked: not a digest"  # what an untouched conversation keeps
+    ix.sql("UPDATE digests SET data = ? WHERE conversation = 'friends' AND part = 0", [mark])
     before = ix.store.digest("friends")
+    assert before is not None and before.startswith(mark)
     edited = two_chats.read_text(encoding="utf-8").replace(
         "Kofi reviewed the budget", "Amara reviewed the budget"
     )
     two_chats.write_text(edited, encoding="utf-8")
     ix.ingest([two_chats])
-    assert ix.store.digest("friends") == before  # not touched: the same bytes
+    assert ix.store.digest("friends") == before  # not touched: not written again
     assert any("Amara reviewed the budget" in line for line in _stored_lines(ix, "work"))
     answer = ix.ask("Who reviewed the budget?", conversation="work", budget=120)
     assert "Amara" in answer.context.messages[0].text
@@ -250,3 +255,90 @@ def test_a_conversation_too_long_for_a_digest_is_read_from_the_tables(
         assert ix.store.digest("friends") is None  # 46 messages
         answer = ix.ask("When did Marco adopt Biscuit?", conversation="friends", budget=150)
         assert answer.message_ids[0] == "m11"
+
+
+def test_a_damaged_digest_is_not_read_and_the_tables_answer(chats_index: Index) -> None:
+    ix = chats_index
+    ix.sql("UPDATE digests SET data = ? WHERE conversation = 'friends' AND part = 1", [b"x"])
+    assert ix.store.digest("friends") is not None
+    assert ix.engine.view("friends").digest is None
+    answer = ix.ask("When did Marco adopt Biscuit?", conversation="friends", budget=150)
+    assert answer.message_ids[0] == "m11"
+
+
+def test_digests_serve_only_the_plain_scope_and_their_own_token_counter(
+    chats_index: Index,
+) -> None:
+    ix = chats_index
+    assert ix.engine.view("work").digest is not None
+    wider = Scope(conversation="work", tables=("messages", "knowledge"))
+    assert ix.engine.view(scope=wider).digest is None
+    assert ix.engine.view(scope=Scope(conversation="work", agent="assistant")).digest is None
+    view = ix.engine.view("work")
+    work = next(iter(ix.store.iter_messages("work")))
+    other = get_counter("o200k_base")
+    (line,) = ix.engine.derived.lines([work.mkey], other, view=view).values()
+    assert line.tokens == other.count(line.text + "\n")
+    answer = ix.ask("Who reviewed the budget?", conversation="work", encoding="o200k_base")
+    assert answer.context.tokens == other.count(answer.context.text)
+
+
+#: A fingerprint of the code that makes a digest, per DIGEST_VERSION: change that code and
+#: this test fails until DIGEST_VERSION is bumped (old digests then go unread) and the new
+#: fingerprint is recorded here.
+MAKERS_FINGERPRINT = {1: "fae39d715e5915fe"}
+
+
+def test_the_code_that_makes_digests_is_the_code_of_their_version() -> None:
+    from structrag.query import context
+    from structrag.store.duckdb.reader import DuckDBReader
+    from structrag.timeparse import format_date
+    from structrag.tokens import TiktokenCounter
+
+    makers = [
+        DigestContent.to_bytes,
+        build_digest,
+        digest_module.vocabulary_words,
+        context.render_message,
+        format_date,
+        TiktokenCounter.count,
+        *(
+            getattr(DuckDBReader, name)
+            for name in (
+                "message_frame",
+                "messages_by_keys",
+                "_messages",
+                "ref_table",
+                "aliases",
+                "knowledge_vocabulary",
+                "relation_edges",
+                "embedding_matrix",
+            )
+        ),
+    ]
+    source = "\n".join(inspect.getsource(f) for f in makers)
+    found = hashlib.sha256(source.encode()).hexdigest()[:16]
+    assert MAKERS_FINGERPRINT.get(digest_module.DIGEST_VERSION) == found, (
+        "the code that makes a digest changed: bump DIGEST_VERSION in "
+        f"structrag/query/digest.py and record {found!r} for it in MAKERS_FINGERPRINT"
+    )
+
+
+def test_an_ingest_whose_digest_fails_leaves_the_index_as_it_was(
+    chats_index: Index, two_chats: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ix = chats_index
+    before = (ix.store.generation(), ix.store.digest("work"), ix.stats())
+
+    def broken(*args: object) -> None:
+        raise RuntimeError("digest failed")
+
+    monkeypatch.setattr(digest_module, "build_digest", broken)
+    two_chats.write_text(
+        two_chats.read_text(encoding="utf-8").replace("Kofi reviewed", "Amara reviewed"),
+        encoding="utf-8",
+    )
+    with pytest.raises(RuntimeError, match="digest failed"):
+        ix.ingest([two_chats])
+    assert (ix.store.generation(), ix.store.digest("work"), ix.stats()) == before
+    assert "Kofi" in ix.ask("Who reviewed the budget?", conversation="work").context.text

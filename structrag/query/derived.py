@@ -499,8 +499,8 @@ class Derived:
         self.refresh()
         name = counter.name
         missing = [k for k in mkeys if (name, k) not in self._lines]
-        if missing and view is not None and view.digest is not None:
-            missing = self._digested_lines(missing, name, view)
+        if missing and view is not None and self._views.get(view.scope_key) is view:
+            missing = self._digested_lines(missing, name, view)  # a view of this generation
         if missing:
             stored = self._stored
             wanted = [k for k in missing if k not in stored]

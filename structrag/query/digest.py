@@ -28,14 +28,21 @@ import numpy as np
 
 from structrag.query.context import TokenCounter, render_message
 from structrag.store.protocols import KnowledgeStore, MessageFrame, RefTable, Scope
+from structrag.version import __version__
 
-#: Bumped when what a digest holds, or how, changes: other versions are not read.
+#: Bumped when what a digest holds, or how it is made, changes: a digest of another
+#: version (or written by another release of structrag) is not read. What it is made by:
+#: :meth:`DigestContent.to_bytes`, :func:`build_digest`, :func:`vocabulary_words`,
+#: :func:`~structrag.query.context.render_message` (and ``format_date``), and the store
+#: methods it calls; ``tests/test_digest.py`` fails when their code changes and this
+#: does not.
 DIGEST_VERSION = 1
 
 #: Messages read from the store at a time while their lines are rendered.
 RENDER_BATCH = 2_000
 
 _MAGIC = b"SRD"
+_VERSION = struct.Struct("<H")
 _LENGTH = struct.Struct("<I")
 
 
@@ -90,7 +97,7 @@ class DigestContent:
             layout[name] = [array.dtype.str, list(array.shape), offset]
             offset += array.nbytes
         header = {
-            "version": DIGEST_VERSION,
+            "structrag": __version__,
             "model": self.model,
             "counter": self.counter,
             "arrays": layout,
@@ -99,7 +106,8 @@ class DigestContent:
         }
         head = json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode()
         body = b"".join(np.ascontiguousarray(a).tobytes() for a in arrays.values())
-        return _MAGIC + zlib.compress(_LENGTH.pack(len(head)) + head + body, 1)
+        packed = zlib.compress(_LENGTH.pack(len(head)) + head + body, 1)
+        return _MAGIC + _VERSION.pack(DIGEST_VERSION) + packed
 
 
 class _Texts:
@@ -159,15 +167,22 @@ class ConversationDigest:
 
     @classmethod
     def from_bytes(cls, conversation: str, data: bytes) -> ConversationDigest | None:
-        """The digest ``data`` holds, or None when it is of another version."""
-        if not data.startswith(_MAGIC):
+        """The digest ``data`` holds; None when it is of another version or release, or
+        cannot be read (damaged), when the tables are read instead."""
+        start = len(_MAGIC) + _VERSION.size
+        if len(data) < start or not data.startswith(_MAGIC):
             return None
-        raw = zlib.decompress(data[len(_MAGIC) :])
-        (size,) = _LENGTH.unpack_from(raw)
-        header = json.loads(raw[_LENGTH.size : _LENGTH.size + size])
-        if header.get("version") != DIGEST_VERSION:
+        if _VERSION.unpack_from(data, len(_MAGIC))[0] != DIGEST_VERSION:
             return None
-        return cls(conversation, header, memoryview(raw)[_LENGTH.size + size :])
+        try:
+            raw = zlib.decompress(data[start:])
+            (size,) = _LENGTH.unpack_from(raw)
+            header = json.loads(raw[_LENGTH.size : _LENGTH.size + size])
+            if header.get("structrag") != __version__:
+                return None
+            return cls(conversation, header, memoryview(raw)[_LENGTH.size + size :])
+        except (zlib.error, struct.error, ValueError, KeyError, TypeError, AttributeError):
+            return None
 
     def _string(self, number: int) -> str:
         start = int(self._ends[number - 1]) if number else 0

@@ -155,11 +155,6 @@ class StoreTransaction(Protocol):
         reads, the facts that rest on them alone)."""
         ...
 
-    def touch(self, conversations: Iterable[str]) -> None:
-        """Count conversations as written: their digests go at commit (and are written
-        again where :meth:`commit` is given a ``digest``)."""
-        ...
-
     def commit(
         self,
         before: Callable[[], None] | None = None,
@@ -303,6 +298,13 @@ class KnowledgeStore(Protocol):
         settings written with it."""
         ...
 
+    def write_digests(
+        self, conversations: Sequence[str], digest: Callable[[str], bytes | None]
+    ) -> None:
+        """Store the digests ``digest(conversation)`` makes (None: none), replacing those
+        of ``conversations``, without a new generation (a digest changes no answer)."""
+        ...
+
     def stage(
         self,
         folder: Path,
@@ -410,7 +412,8 @@ class KnowledgeStore(Protocol):
 
     def relation_edges(self, conversation: str | None) -> list[tuple[str, str, str]]:
         """``(subject, verb, object)`` of actions with both ends, possessions
-        (``owner have entity``) from ``owner`` facets, and types (``entity is type``)."""
+        (``owner have entity``) from ``owner`` facets, and types (``entity is type``),
+        sorted."""
         ...
 
 

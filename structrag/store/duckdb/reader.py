@@ -583,7 +583,8 @@ class DuckDBReader:
             "JOIN wanted USING (ref_id) WHERE f.name = 'owner' "
             "UNION ALL "
             "SELECT DISTINCT n.name, 'is', t.type FROM named n, unnest(n.types) AS t(type) "
-            "WHERE t.type NOT IN ('name', 'thing', 'person') AND lower(t.type) <> n.name_lower",
+            "WHERE t.type NOT IN ('name', 'thing', 'person') AND lower(t.type) <> n.name_lower "
+            "ORDER BY ALL",
             [conversation, conversation, METADATA_EXTRACTOR, METADATA_EXTRACTOR],
         )
         return [(str(a), str(b), str(c)) for a, b, c in rows]

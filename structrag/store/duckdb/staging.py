@@ -127,7 +127,7 @@ class StagedTransaction(RowsTransaction):
                     transaction = DuckDBTransaction(
                         self.store, self.source, self.conversations, self.settings
                     )
-                    transaction.touch(self.rows.touched)
+                    transaction.rows.touched.update(self.rows.touched)
                     if deletes:
                         transaction.delete(deletes)
                     transaction.merge("stage")

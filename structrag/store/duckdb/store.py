@@ -8,7 +8,7 @@ ingested source (:class:`~structrag.store.duckdb.writer.DuckDBTransaction`).
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
@@ -20,7 +20,7 @@ from structrag.store.duckdb import schema
 from structrag.store.duckdb.lease import CursorLease, Lease
 from structrag.store.duckdb.reader import DuckDBReader
 from structrag.store.duckdb.staging import StagedTransaction
-from structrag.store.duckdb.writer import DuckDBTransaction, utc_now
+from structrag.store.duckdb.writer import DuckDBTransaction, replace_digests, utc_now
 from structrag.store.protocols import SourceRecord
 
 DB_FILENAME = "structrag.duckdb"
@@ -143,6 +143,26 @@ class DuckDBStore(DuckDBReader):
         until it commits; see :class:`DuckDBTransaction`."""
         self._writable()
         return DuckDBTransaction(self, source, conversations, settings)
+
+    def write_digests(
+        self, conversations: Sequence[str], digest: Callable[[str], bytes | None]
+    ) -> None:
+        """Store the digests ``digest`` makes of ``conversations`` (dropping theirs), in one
+        transaction that leaves the generation as it is: a digest changes no answer, so
+        readers and the text index stay as they are."""
+        self._writable()
+        con = self.hold()
+        try:
+            con.execute("BEGIN TRANSACTION")
+            try:
+                replace_digests(con, conversations, digest)
+                con.execute("COMMIT")
+            except BaseException:
+                with suppress(duckdb.Error):
+                    con.execute("ROLLBACK")
+                raise
+        finally:
+            self.let_go()
 
     def stage(
         self,

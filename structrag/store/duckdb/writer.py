@@ -320,6 +320,44 @@ def knowledge_rows(
     return rows
 
 
+def replace_digests(
+    con: duckdb.DuckDBPyConnection,
+    conversations: Sequence[str],
+    digest: Callable[[str], bytes | None] | None,
+) -> None:
+    """Delete the digests of ``conversations`` and, with ``digest``, store the ones it
+    makes (inside the caller's transaction, whose rows it reads)."""
+    if not conversations:
+        return
+    con.execute(
+        "DELETE FROM digests WHERE conversation IN (SELECT unnest(?::VARCHAR[]))",
+        [list(conversations)],
+    )
+    if digest is None:
+        return
+    sizes = dict(
+        con.execute(
+            "SELECT conversation, count(*) FROM messages WHERE memory_table = 'messages' "
+            "AND conversation IN (SELECT unnest(?::VARCHAR[])) GROUP BY conversation",
+            [list(conversations)],
+        ).fetchall()
+    )
+    rows: list[tuple[str, int, bytes]] = []
+    for conversation in conversations:
+        if not 0 < sizes.get(conversation, 0) <= DIGEST_MAX_MESSAGES:
+            continue
+        data = digest(conversation)
+        if data is not None:
+            parts = range(0, len(data), DIGEST_PART)
+            rows.extend(
+                (conversation, i, data[at : at + DIGEST_PART]) for i, at in enumerate(parts)
+            )
+        if len(rows) * DIGEST_PART >= DIGEST_BATCH_BYTES:  # a big ingest's, a few at a time
+            bulk_insert(con, "digests", DIGEST_COLUMNS, rows)
+            rows = []
+    bulk_insert(con, "digests", DIGEST_COLUMNS, rows)
+
+
 def delete_messages(
     con: duckdb.DuckDBPyConnection, mkeys: Sequence[int], *, keep_row: bool
 ) -> None:
@@ -490,9 +528,6 @@ class RowsTransaction:
         except BaseException:
             self.rollback()
             raise
-
-    def touch(self, conversations: Iterable[str]) -> None:
-        self.rows.touched.update(conversations)
 
 
 class DuckDBTransaction(RowsTransaction):
@@ -677,35 +712,7 @@ class DuckDBTransaction(RowsTransaction):
         return generation
 
     def _digests(self, digest: Callable[[str], bytes | None] | None) -> None:
-        touched = sorted(self.rows.touched)
-        if not touched:
-            return
-        self.con.execute(
-            "DELETE FROM digests WHERE conversation IN (SELECT unnest(?::VARCHAR[]))", [touched]
-        )
-        if digest is None:
-            return
-        sizes = dict(
-            self.con.execute(
-                "SELECT conversation, count(*) FROM messages WHERE memory_table = 'messages' "
-                "AND conversation IN (SELECT unnest(?::VARCHAR[])) GROUP BY conversation",
-                [touched],
-            ).fetchall()
-        )
-        rows: list[tuple[str, int, bytes]] = []
-        for conversation in touched:
-            if not 0 < sizes.get(conversation, 0) <= DIGEST_MAX_MESSAGES:
-                continue
-            data = digest(conversation)
-            if data is not None:
-                parts = range(0, len(data), DIGEST_PART)
-                rows.extend(
-                    (conversation, i, data[at : at + DIGEST_PART]) for i, at in enumerate(parts)
-                )
-            if len(rows) * DIGEST_PART >= DIGEST_BATCH_BYTES:  # a big ingest's, a few at a time
-                bulk_insert(self.con, "digests", DIGEST_COLUMNS, rows)
-                rows = []
-        bulk_insert(self.con, "digests", DIGEST_COLUMNS, rows)
+        replace_digests(self.con, sorted(self.rows.touched), digest)
 
     def rollback(self) -> None:
         if self._open:
