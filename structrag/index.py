@@ -42,6 +42,7 @@ from structrag.timeparse import DateOrder
 if TYPE_CHECKING:
     from structrag.knowledge.base import KnowledgeBase
     from structrag.memory.api import Memory, MemorySettings, RoomCounts
+    from structrag.query.digest import DigestBuilder
 
 EXTRACTORS = ("spacy", "llm", "hybrid")
 #: Where extraction runs (``IngestOptions.engine``).
@@ -282,9 +283,6 @@ class Index:
         ``retry_failed`` re-extracts the messages whose LLM extraction failed before
         (``paths`` may be empty); its report comes last.
         """
-        from structrag.query.digest import digest_builder
-        from structrag.tokens import get_counter
-
         options = IngestOptions.of(options, changes)
         if self.read_only:
             raise IndexStateError("the index was opened read-only; open it for writing")
@@ -306,7 +304,7 @@ class Index:
                 settings={"embeddings": setting},
                 workspace=self.directory,
                 memory=_as_memory(options.agent),
-                digest=digest_builder(None if embedder is None else embedder.name, get_counter()),
+                digest=_digest_builder(embedder),
             )
             reports = []
             if paths or not retry_failed:
@@ -551,14 +549,10 @@ class Index:
     def reindex(self, progress: ProgressSink | None = None) -> int:
         """Write every conversation's digest again, then rebuild the Whoosh index from the
         store; returns the number of messages."""
-        from structrag.query.digest import digest_builder
-        from structrag.tokens import get_counter
-
         if self.read_only:
             raise IndexStateError("reindex needs the index opened for writing")
         conversations = [c.id for c in self.store.conversations()]
-        embedder = self.embedder
-        build = digest_builder(None if embedder is None else embedder.name, get_counter())
+        build = _digest_builder(self.embedder)
         if progress:
             progress.start(len(conversations), "digests")
 
@@ -796,6 +790,15 @@ def _shown(message: Message, refs: Sequence[SemanticRef]) -> dict[str, Any]:
             for r in refs
         ],
     }
+
+
+def _digest_builder(embedder: Embedder | None) -> DigestBuilder:
+    """What writes a conversation's digest (:mod:`structrag.query.digest`) for an index
+    whose messages ``embedder`` embeds, with the default token counter of ``ask``."""
+    from structrag.query.digest import digest_builder
+    from structrag.tokens import get_counter
+
+    return digest_builder(None if embedder is None else embedder.name, get_counter())
 
 
 def _embedding_rows(
