@@ -127,7 +127,6 @@ class StagedTransaction(RowsTransaction):
                     transaction = DuckDBTransaction(
                         self.store, self.source, self.conversations, self.settings
                     )
-                    transaction.rows.touched.update(self.rows.touched)
                     if deletes:
                         transaction.delete(deletes)
                     transaction.merge("stage")
