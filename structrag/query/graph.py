@@ -5,9 +5,9 @@ actions with a subject and an object (``Marco -adopt-> Biscuit``), possessions f
 ``owner`` facets (``Caroline -have-> friend``) and types (``Melanie -is-> friend``). Nodes
 are normalised names (:func:`~structrag.analysis.term_key`) and keep a display name.
 
-networkx holds the graph: ``ask`` uses it for neighbourhoods (possessives: "Caroline's
-friend" is two hops from Caroline), and the analytics notebook for centrality and
-communities over the same graph (:func:`entity_graph`).
+:func:`entity_graph` builds it in networkx, for the analytics notebook (centrality,
+communities); ``ask`` reads neighbourhoods (possessives: "Caroline's friend" is two hops
+from Caroline) from :class:`EntityGraph`, the same edges as plain adjacency.
 """
 
 from __future__ import annotations
@@ -39,24 +39,30 @@ def entity_graph(edges: Iterable[tuple[str, str, str]]) -> nx.MultiDiGraph:
 
 
 class EntityGraph:
-    """Neighbourhood queries over :func:`entity_graph`."""
+    """Neighbourhood queries over the edges :func:`entity_graph` takes, held as plain
+    adjacency: ``ask`` needs neighbours and edge verbs only, and importing
+    networkx would cost a cold ``structrag ask`` about 0.1 s. Edges count in both
+    directions; nodes keep the first way they were written, as in :func:`entity_graph`."""
 
     def __init__(self, edges: Iterable[tuple[str, str, str]]) -> None:
-        self.graph = entity_graph(edges)
-        self._undirected = self.graph.to_undirected(as_view=True)
+        self._names: dict[str, str] = {}
+        #: node -> neighbour -> the verbs of the edges between them, either direction.
+        self._adjacent: dict[str, dict[str, list[str]]] = {}
+        for subject, verb, obj in edges:
+            a, b = term_key(subject), term_key(obj)
+            if not a or not b or a == b:
+                continue
+            self._names.setdefault(a, subject)
+            self._names.setdefault(b, obj)
+            self._adjacent.setdefault(a, {}).setdefault(b, []).append(verb)
+            self._adjacent.setdefault(b, {}).setdefault(a, []).append(verb)
 
     def name(self, key: str) -> str:
-        return str(self.graph.nodes[key].get("name", key)) if key in self.graph else key
+        return self._names.get(key, key)
 
-    def neighbours(self, name: str, hops: int = 2) -> dict[str, int]:
-        """Entities within ``hops`` of a named one: normalised name -> distance."""
-        import networkx as nx
-
-        start = term_key(name)
-        if start not in self.graph:
-            return {}
-        found = nx.single_source_shortest_path_length(self._undirected, start, cutoff=hops)
-        return {node: int(d) for node, d in found.items() if node != start}
+    def degree(self, key: str) -> int:
+        """How many edges touch ``key`` (a normalised name), in either direction."""
+        return sum(len(verbs) for verbs in self._adjacent.get(key, {}).values())
 
     def expand_relation(self, owner: str, noun: str) -> list[str]:
         """Display names of the entities that are the ``noun`` of ``owner``, two hops away:
@@ -64,15 +70,13 @@ class EntityGraph:
         target = term_key(noun)
         owner_key = term_key(owner)
         found: list[str] = []
-        for node, distance in self.neighbours(owner, hops=1).items():
-            if distance != 1 or target not in node.split():
+        for node in self._adjacent.get(owner_key, {}):
+            if target not in node.split():
                 continue
-            for other in self._undirected.neighbors(node):
-                edges = self._undirected.get_edge_data(node, other) or {}
-                is_a = any(data.get("verb") == "is" for data in edges.values())
-                if is_a and other not in (owner_key, node):
+            for other, verbs in self._adjacent[node].items():
+                if "is" in verbs and other not in (owner_key, node):
                     name = self.name(other)
                     if name not in found:
                         found.append(name)
         # A stable order, whatever order the edges came in: best connected first.
-        return sorted(found, key=lambda n: (-self._undirected.degree(term_key(n)), n))
+        return sorted(found, key=lambda n: (-self.degree(term_key(n)), n))
