@@ -1,0 +1,77 @@
+"""Token counting offline: the vocabulary seeded from the bundled copy, and the saved
+arguments that let a cold process skip reading it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from structrag import tokens
+from structrag.tokens import TiktokenCounter
+
+TEXTS = [
+    "",
+    "When did Marco adopt Biscuit?",
+    "[2024-07-03 10:00] Priya: the engine's fine, ça marche 👍\n",
+    "<|endoftext|> is counted as text, not as a special token",
+    "  spaces,\ttabs\r\nand 12345678901234567890 digits",
+]
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
+    return tmp_path
+
+
+def saved(cache: Path, name: str = "cl100k_base") -> list[Path]:
+    return sorted(cache.glob(f"{name}-*.marshal"))
+
+
+@pytest.mark.parametrize(("name", "question_tokens"), [("cl100k_base", 8), ("o200k_base", 7)])
+def test_a_saved_encoding_counts_as_the_vocabulary_does(
+    cache: Path, name: str, question_tokens: int
+) -> None:
+    first = TiktokenCounter(name)  # reads the vocabulary, keeps the arguments
+    assert len(saved(cache, name)) == 1
+    again = TiktokenCounter(name)  # from the saved arguments
+    assert again._encoding is not first._encoding
+    assert [again.count(t) for t in TEXTS] == [first.count(t) for t in TEXTS]
+    assert again.count(TEXTS[1]) == question_tokens
+
+
+def test_a_damaged_or_foreign_saved_file_is_not_read(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    expected = [TiktokenCounter().count(t) for t in TEXTS]
+    (path,) = saved(cache)
+    loads: list[str] = []
+    real = TiktokenCounter._load
+
+    def counted(name: str) -> Any:
+        loads.append(name)
+        return real(name)
+
+    monkeypatch.setattr(TiktokenCounter, "_load", staticmethod(counted))
+    for damage in (b"", b"\0" * 40, path.read_bytes()[:-1] + b"x"):
+        path.write_bytes(damage)
+        assert [TiktokenCounter().count(t) for t in TEXTS] == expected
+    assert loads == ["cl100k_base"] * 3
+    # Rewritten by the last load: read again without the vocabulary.
+    TiktokenCounter()
+    assert loads == ["cl100k_base"] * 3
+    assert tokens._load_saved("cl100k_base") is not None
+    assert tokens._load_saved("p50k_base") is None  # not one structrag ships
+
+
+def test_a_cache_that_cannot_be_written_still_counts(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = cache / "not-a-folder"
+    blocker.write_text("a file where the saved arguments' folder should be")
+    monkeypatch.setattr(tokens, "_saved_path", lambda name: blocker / f"{name}.marshal")
+    counter = TiktokenCounter("cl100k_base")
+    assert counter.count(TEXTS[1]) == 8
+    assert tokens._load_saved("cl100k_base") is None
