@@ -79,7 +79,7 @@ def http(
     import urllib.error
     import urllib.request
 
-    from structrag.server.discovery import OPENER
+    from structrag.server.discovery import opener
 
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(url, data=data, method=method)
@@ -88,7 +88,7 @@ def http(
     if token:
         request.add_header("Authorization", f"Bearer {token}")
     try:
-        with OPENER.open(request, timeout=timeout) as response:
+        with opener().open(request, timeout=timeout) as response:
             return response.status, json.loads(response.read() or b"null")
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read() or b"null")

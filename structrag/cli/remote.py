@@ -16,18 +16,19 @@ from __future__ import annotations
 import functools
 import json
 import os
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from structrag.errors import StructragError
-from structrag.server.discovery import OPENER, ServerInfo, find_server, fingerprint
+from structrag.server.discovery import ServerInfo, find_server, fingerprint, opener
+
+if TYPE_CHECKING:
+    import urllib.error
 
 F = TypeVar("F", bound=Callable[..., Any])
 #: Seconds a request to the server may take (an ask takes milliseconds; a batch longer).
@@ -71,6 +72,9 @@ class Remote:
         params: dict[str, Any] | None = None,
     ) -> Any:
         """One request; the answer's JSON, or :class:`ServerError` with the server's error."""
+        import urllib.error
+        import urllib.request
+
         query = {k: _param(v) for k, v in (params or {}).items() if v is not None}
         url = self.info.url + path + (f"?{urllib.parse.urlencode(query)}" if query else "")
         data = None if body is None else json.dumps(body).encode("utf-8")
@@ -80,7 +84,7 @@ class Remote:
         if self.token:
             request.add_header("Authorization", f"Bearer {self.token}")
         try:
-            with OPENER.open(request, timeout=TIMEOUT) as response:
+            with opener().open(request, timeout=TIMEOUT) as response:
                 return json.loads(response.read().decode("utf-8"))
         except urllib.error.HTTPError as exc:
             raise _server_error(exc) from None
