@@ -148,3 +148,35 @@ def test_lists_of_an_unknown_conversation_are_an_error(example_index: Path) -> N
     for command in ("entities", "topics"):
         code, _, err = run(command, "--db", str(example_index), "--conversation", "nope")
         assert code == 1 and "no conversation 'nope'" in err and "structrag conversations" in err
+
+
+def test_a_read_only_command_ends_at_once_with_its_output_whole(example_index: Path) -> None:
+    """A read-only command run as the process's entry point skips the interpreter's
+    teardown (no exit handlers run) once it has succeeded; what it printed is all there,
+    as printed in process. A command that fails, or runs with ``argv``, tears down."""
+    code = (
+        "import atexit, sys\n"
+        "atexit.register(lambda: print('torn down', file=sys.stderr))\n"
+        "from structrag.cli import main\n"
+        "sys.argv = ['structrag', *sys.argv[1:]]\n"
+        "main()\n"
+    )
+    args = ["query", "Biscuit OR Marco", "--db", str(example_index), "--limit", "40", "--json"]
+    proc = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "torn down" not in proc.stderr
+    in_process = CliRunner().invoke(cli, args)
+    assert in_process.exit_code == 0
+    printed, expected = json.loads(proc.stdout), json.loads(in_process.stdout)
+    printed.pop("seconds"), expected.pop("seconds")
+    assert printed == expected
+    assert len(printed["messages"]) > 5
+    failing = subprocess.run(
+        [sys.executable, "-c", code, "show", "nope", "--db", str(example_index)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert failing.returncode == 1 and "torn down" in failing.stderr

@@ -14,6 +14,7 @@ running server) hold what they share.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import os
 import sys
@@ -186,10 +187,46 @@ def cli() -> None:
     """
 
 
+#: Commands that only read an index and close it before they return: once one has
+#: succeeded, its output flushed, the process ends with ``os._exit`` (see :func:`main`).
+READ_ONLY_COMMANDS = frozenset(
+    {"stats", "conversations", "show", "entities", "topics", "query", "ask"}
+)
+
+
+def _exit_now() -> None:
+    """End the process at once, status 0, after flushing what it wrote.
+
+    The interpreter's own teardown frees every object of spaCy, thinc, DuckDB and
+    pydantic one by one and collects garbage over them: 0.25-0.35 s of a cold
+    ``structrag ask`` (measured), for a command whose index is already closed and whose
+    answer is already written. Only :data:`READ_ONLY_COMMANDS` end this way: a command
+    that writes, runs worker processes or serves keeps the full teardown."""
+    import logging
+
+    logging.shutdown()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:  # the reader went away after reading what it wanted
+        pass
+    os._exit(0)
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: runs the CLI and turns structrag errors into clean messages."""
+    """Entry point: runs the CLI and turns structrag errors into clean messages.
+
+    Called without ``argv`` it is the process's entry point (``structrag``, ``python -m
+    structrag``), and a read-only command that succeeded ends the process at once
+    (:func:`_exit_now`); called with ``argv`` (tests, scripts) it returns."""
     args = sys.argv[1:] if argv is None else argv
     command = next((a for a in args if not a.startswith("-")), None)
+    if argv is None and command in READ_ONLY_COMMANDS:
+        # Cyclic garbage collection over spaCy's, thinc's and pydantic's objects, while
+        # they are imported and loaded, is ~0.15 s of a cold `structrag ask` (measured);
+        # a one-shot read-only command frees its objects by reference counting, and the
+        # process ends right after it (_exit_now).
+        gc.disable()
     interrupted = (
         "interrupted: the file being ingested was not written (files finished before it are kept)"
         if command == "ingest"
@@ -199,6 +236,8 @@ def main(argv: list[str] | None = None) -> None:
         # Not cli.main(): it turns a closed pipe (`structrag query ... | head`) into exit 1.
         with cli.make_context("structrag", list(args)) as ctx:
             cli.invoke(ctx)
+        if argv is None and command in READ_ONLY_COMMANDS:
+            _exit_now()
     except click.exceptions.Exit as exc:  # --help, --version
         sys.exit(exc.exit_code)
     except (click.exceptions.Abort, KeyboardInterrupt):  # click turns Ctrl-C into Abort
