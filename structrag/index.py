@@ -25,6 +25,7 @@ from structrag.embedders import get_embedder
 from structrag.embeddings import EMBEDDERS, Embedder, message_text
 from structrag.errors import ConfigError, IndexStateError, NotFoundError, shown_path
 from structrag.extract.base import Extractor, close_extractor
+from structrag.gctune import fewer_full_collections
 from structrag.importers import LoadOptions
 from structrag.ingest import Ingestor, IngestReport, ProgressSink, indexed_message
 from structrag.llm.base import OfflineLLM, StructuredLLM
@@ -293,6 +294,7 @@ class Index:
             )
         with (
             self.writer_lock.held("ingest"),
+            fewer_full_collections(),
             self._extractor(options, llm=options.llm) as chosen,
         ):
             setting, embedder = self._ingest_embedder(options.embeddings)
@@ -574,7 +576,7 @@ class Index:
             yield from self._indexed(batch, progress)
 
         try:
-            with self.writer_lock.held("reindex"):
+            with self.writer_lock.held("reindex"), fewer_full_collections():
                 self.store.write_digests(conversations, digest)
                 if progress:
                     progress.finish()

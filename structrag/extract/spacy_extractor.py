@@ -49,6 +49,7 @@ from structrag.extract.base import (
     Progress,
     metadata_knowledge,
 )
+from structrag.gctune import freeze_before_fork, unfreeze
 from structrag.models import (
     Action,
     Entity,
@@ -192,6 +193,7 @@ class SpacyExtractor:
         self.metadata = metadata
         self._nlp: Language | None = None
         self._pool: ProcessPoolExecutor | None = None
+        self._frozen = False  # freeze_before_fork() called for the pool
 
     def settings(self) -> dict[str, object]:
         return {
@@ -302,6 +304,8 @@ class SpacyExtractor:
             if method == "fork":
                 _ = self.nlp
                 lemma_tables()
+                freeze_before_fork()  # the pipeline, out of the collectors' way
+                self._frozen = True
             self._pool = ProcessPoolExecutor(
                 self.workers,
                 mp_context=multiprocessing.get_context(method),
@@ -315,6 +319,9 @@ class SpacyExtractor:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
+        if self._frozen:
+            unfreeze()
+            self._frozen = False
 
 
 # -- worker processes --------------------------------------------------------------------
