@@ -26,8 +26,6 @@ from structrag.embeddings import EMBEDDERS, Embedder, message_text
 from structrag.errors import ConfigError, IndexStateError, NotFoundError, shown_path
 from structrag.extract.base import Extractor, close_extractor
 from structrag.gctune import fewer_full_collections
-from structrag.importers import LoadOptions
-from structrag.ingest import Ingestor, IngestReport, ProgressSink, indexed_message
 from structrag.llm.base import OfflineLLM, StructuredLLM
 from structrag.llm.cache import TableAnswerCache
 from structrag.llm.config import LLMConfig
@@ -41,6 +39,10 @@ from structrag.store.workspace import WriterLock, sweep_staging
 from structrag.timeparse import DateOrder
 
 if TYPE_CHECKING:
+    # The ingest modules (and every importer) load when something is written: they are
+    # ~55 ms of a cold `structrag ask`, which reads only.
+    from structrag.importers import LoadOptions
+    from structrag.ingest import Ingestor, IngestReport, ProgressSink
     from structrag.knowledge.base import KnowledgeBase
     from structrag.memory.api import Memory, MemorySettings, RoomCounts
     from structrag.query.digest import DigestBuilder
@@ -100,6 +102,8 @@ class IngestOptions:
         return replace(options or cls(), **changes)
 
     def load_options(self) -> LoadOptions:
+        from structrag.importers import LoadOptions
+
         return LoadOptions(
             conversation=self.conversation, encoding=self.encoding, date_order=self.date_order
         )
@@ -284,6 +288,8 @@ class Index:
         ``retry_failed`` re-extracts the messages whose LLM extraction failed before
         (``paths`` may be empty); its report comes last.
         """
+        from structrag.ingest import Ingestor
+
         options = IngestOptions.of(options, changes)
         if self.read_only:
             raise IndexStateError("the index was opened read-only; open it for writing")
@@ -327,6 +333,8 @@ class Index:
         """A dry run of :meth:`ingest` with the same options: which messages would be
         extracted and, for the LLM, how many calls and tokens that would take (answers in
         the cache cost nothing). Sends no request and writes nothing."""
+        from structrag.ingest import Ingestor
+
         options = IngestOptions.of(options, changes)
         offline = _offline(options.llm) if options.extractor in ("llm", "hybrid") else None
         with self._extractor(replace(options, workers=1, engine="local"), llm=offline) as chosen:
@@ -589,6 +597,8 @@ class Index:
     def _indexed(
         self, batch: list[StoredMessage], progress: ProgressSink | None
     ) -> Iterator[IndexedMessage]:
+        from structrag.ingest import indexed_message
+
         refs = self.store.refs_for_messages([s.mkey for s in batch])
         for stored in batch:
             yield indexed_message(stored, refs[stored.mkey])
@@ -600,6 +610,7 @@ class Index:
     def memory(self, agent: str, *, settings: MemorySettings | None = None) -> Memory:
         """An agent's memory (see :mod:`structrag.memory.api`): live memories extracted with
         spaCy in this process, searchable as soon as they are added."""
+        from structrag.ingest import Ingestor
         from structrag.memory.api import Memory, MemoryParts, MemorySettings, RoomCounts
         from structrag.memory.statement_rules import extract_statements
         from structrag.store.duckdb.memory import DuckDBMemory
@@ -645,6 +656,7 @@ class Index:
 
     def _knowledge_base(self, *, workers: int) -> KnowledgeBase:
         from structrag.extract.spacy_extractor import SpacyExtractor
+        from structrag.ingest import Ingestor
         from structrag.knowledge.base import KnowledgeBase, KnowledgeParts
         from structrag.knowledge.loaders import load_document, walk
         from structrag.store.duckdb.knowledge import DuckDBKnowledge
