@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from structrag.cli import cli, main
+from tests.entry_helpers import run_marked
 
 
 def _commands(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
@@ -153,18 +154,9 @@ def test_lists_of_an_unknown_conversation_are_an_error(example_index: Path) -> N
 def test_a_read_only_command_ends_at_once_with_its_output_whole(example_index: Path) -> None:
     """A read-only command run as the process's entry point skips the interpreter's
     teardown (no exit handlers run) once it has succeeded; what it printed is all there,
-    as printed in process. A command that fails, or runs with ``argv``, tears down."""
-    code = (
-        "import atexit, sys\n"
-        "atexit.register(lambda: print('torn down', file=sys.stderr))\n"
-        "from structrag.cli import main\n"
-        "sys.argv = ['structrag', *sys.argv[1:]]\n"
-        "main()\n"
-    )
+    as printed in process. A command that fails tears down."""
     args = ["query", "Biscuit OR Marco", "--db", str(example_index), "--limit", "40", "--json"]
-    proc = subprocess.run(
-        [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120
-    )
+    proc = run_marked(*args)
     assert proc.returncode == 0, proc.stderr
     assert "torn down" not in proc.stderr
     in_process = CliRunner().invoke(cli, args)
@@ -173,10 +165,20 @@ def test_a_read_only_command_ends_at_once_with_its_output_whole(example_index: P
     printed.pop("seconds"), expected.pop("seconds")
     assert printed == expected
     assert len(printed["messages"]) > 5
-    failing = subprocess.run(
-        [sys.executable, "-c", code, "show", "nope", "--db", str(example_index)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    failing = run_marked("show", "nope", "--db", str(example_index))
     assert failing.returncode == 1 and "torn down" in failing.stderr
+
+
+def test_an_ingest_ends_at_once_with_its_index_whole(tmp_path: Path, locomo_file: Path) -> None:
+    db = tmp_path / "db"
+    proc = run_marked("ingest", str(locomo_file), "--db", str(db), "--json", "-q")
+    assert proc.returncode == 0, proc.stderr
+    assert "torn down" not in proc.stderr
+    (report,) = json.loads(proc.stdout)
+    code, out, err = run("stats", "--db", str(db), "--json")
+    assert code == 0, err
+    assert json.loads(out)["messages"] == report["messages_added"] > 0
+    # Memory commands keep the full teardown.
+    memory = run_marked("memory", "add", "I live in Porto.", "--db", str(db), "--agent", "a")
+    assert memory.returncode == 0, memory.stderr
+    assert "torn down" in memory.stderr

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +21,7 @@ from structrag.errors import ConfigError
 from structrag.extract import ray_engine
 from structrag.extract.ray_engine import SHARDS, RayExtractor
 from structrag.extract.spacy_extractor import SpacyExtractor
+from tests.entry_helpers import run_marked
 from tests.sinks import Interrupt
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "friends_chat.jsonl"
@@ -145,18 +145,14 @@ def test_an_ingest_that_dies_resumes_from_its_shards(
 
 
 def test_the_cli_joins_a_running_cluster(cluster: str, chats: list[Path], tmp_path: Path) -> None:
-    result = subprocess.run(
-        [
-            *(sys.executable, "-m", "structrag", "ingest", *map(str, chats)),
-            *("--db", str(tmp_path / "index"), "--engine", "ray", "--address", cluster),
-            *("--workers", "2", "--json", "-q"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
+    result = run_marked(
+        *("ingest", *map(str, chats)),
+        *("--db", str(tmp_path / "index"), "--engine", "ray", "--address", cluster),
+        *("--workers", "2", "--json", "-q"),
         env={**os.environ, "PYTHONWARNINGS": "ignore"},
     )
     assert result.returncode == 0, result.stderr
+    assert "torn down" in result.stderr  # Ray's exit handlers ran (need_full_teardown)
     reports = json.loads(result.stdout)
     assert [r["messages_added"] for r in reports] == [
         len(c.read_text().splitlines()) for c in chats

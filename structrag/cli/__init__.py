@@ -187,11 +187,24 @@ def cli() -> None:
     """
 
 
-#: Commands that only read an index and close it before they return: once one has
-#: succeeded, its output flushed, the process ends with ``os._exit`` (see :func:`main`).
+#: Commands that only read an index and close it before they return.
 READ_ONLY_COMMANDS = frozenset(
     {"stats", "conversations", "show", "entities", "topics", "query", "ask"}
 )
+#: Commands that, once they have succeeded, closed what they opened and flushed their
+#: output, end the process with ``os._exit`` (see :func:`_exit_now`): the read-only ones,
+#: and the writes that stop their own workers (an ingest on Ray asks for the full
+#: teardown, :func:`~structrag.cli.common.need_full_teardown`).
+EXIT_NOW_COMMANDS = READ_ONLY_COMMANDS | {"ingest", "reindex"}
+#: A command sets this in click's context ``meta`` when its process must run the
+#: interpreter's full teardown rather than end at once.
+FULL_TEARDOWN = "structrag.full_teardown"
+
+
+def need_full_teardown() -> None:
+    """Say that this command's process must tear down fully: exit handlers that others
+    registered must run (Ray's ``shutdown`` after an ingest on Ray)."""
+    click.get_current_context().meta[FULL_TEARDOWN] = True
 
 
 def _exit_now() -> None:
@@ -199,9 +212,10 @@ def _exit_now() -> None:
 
     The interpreter's own teardown frees every object of spaCy, thinc, DuckDB and
     pydantic one by one and collects garbage over them: 0.25-0.35 s of a cold
-    ``structrag ask`` (measured), for a command whose index is already closed and whose
-    answer is already written. Only :data:`READ_ONLY_COMMANDS` end this way: a command
-    that writes, runs worker processes or serves keeps the full teardown."""
+    ``structrag ask`` and 0.5-0.7 s after an ingest (measured), for a command whose index
+    is already closed and whose output is already written. Only
+    :data:`EXIT_NOW_COMMANDS` end this way; serving, memory, knowledge and bench
+    commands keep the full teardown."""
     import logging
 
     logging.shutdown()
@@ -217,8 +231,9 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point: runs the CLI and turns structrag errors into clean messages.
 
     Called without ``argv`` it is the process's entry point (``structrag``, ``python -m
-    structrag``), and a read-only command that succeeded ends the process at once
-    (:func:`_exit_now`); called with ``argv`` (tests, scripts) it returns."""
+    structrag``), and a command of :data:`EXIT_NOW_COMMANDS` that succeeded ends the
+    process at once (:func:`_exit_now`); called with ``argv`` (tests, scripts) it
+    returns."""
     args = sys.argv[1:] if argv is None else argv
     command = next((a for a in args if not a.startswith("-")), None)
     if argv is None and command in READ_ONLY_COMMANDS:
@@ -236,7 +251,7 @@ def main(argv: list[str] | None = None) -> None:
         # Not cli.main(): it turns a closed pipe (`structrag query ... | head`) into exit 1.
         with cli.make_context("structrag", list(args)) as ctx:
             cli.invoke(ctx)
-        if argv is None and command in READ_ONLY_COMMANDS:
+        if argv is None and command in EXIT_NOW_COMMANDS and not ctx.meta.get(FULL_TEARDOWN):
             _exit_now()
     except click.exceptions.Exit as exc:  # --help, --version
         sys.exit(exc.exit_code)

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 import click
 
+from structrag.cli import need_full_teardown
 from structrag.cli.common import (
     db_option,
     emit_json,
@@ -187,6 +188,8 @@ def ingest(
         raise click.UsageError("--retry-failed redoes failed LLM extractions: pass --extractor llm")
     if options.address is not None and options.engine != "ray":
         raise click.UsageError("--address names a Ray cluster: pass it with --engine ray")
+    if options.engine == "ray":
+        need_full_teardown()  # ray.shutdown() runs at exit
     server = via.server(db) if is_dir(db) else None
     if server is not None:
         if options.engine != "local":
