@@ -12,8 +12,10 @@ With the default thresholds one runs about every 70,000 allocations, and on
 * :func:`freeze_before_fork` moves what the process holds when it forks its extraction
   workers (the pipeline just loaded) out of the collector's sight: the workers' own
   collections no longer walk it, nor write to its pages (which would copy them from the
-  parent's), and neither do the writer's. :func:`unfreeze` gives it back when the
-  workers stop. This is what the ``gc.freeze`` documentation recommends before a fork.
+  parent's), and neither do the writer's. :func:`unfreeze` gives it back when the last
+  extractor that froze stops its workers; objects the host program froze itself are
+  never given back by structrag. This is what the ``gc.freeze`` documentation
+  recommends before a fork.
 """
 
 from __future__ import annotations
@@ -38,11 +40,28 @@ def fewer_full_collections() -> Iterator[None]:
         gc.set_threshold(young, middle, old)
 
 
-def freeze_before_fork() -> None:
-    """Hide every object the process holds now from the collector (see above)."""
+#: Extractors whose workers run with the pipeline frozen (see freeze_before_fork).
+_holds = 0
+
+
+def freeze_before_fork() -> bool:
+    """Hide every object the process holds now from the collector (see above); True when
+    this call took a hold that :func:`unfreeze` must give back. A process that froze
+    objects itself (a pre-forking server) is left as it is: False."""
+    global _holds
+    if _holds == 0 and gc.get_freeze_count() > 0:
+        return False
     gc.freeze()
+    _holds += 1
+    return True
 
 
 def unfreeze() -> None:
-    """Give the objects :func:`freeze_before_fork` hid back to the collector."""
-    gc.unfreeze()
+    """Give back a hold of :func:`freeze_before_fork`; the last one gives the objects back
+    to the collector."""
+    global _holds
+    if _holds == 0:
+        return
+    _holds -= 1
+    if _holds == 0:
+        gc.unfreeze()

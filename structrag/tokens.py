@@ -121,7 +121,7 @@ def _load_saved(name: str) -> tiktoken.Encoding | None:
         return tiktoken.Encoding(
             name, pat_str=pat_str, mergeable_ranks=ranks, special_tokens=special_tokens
         )
-    except (OSError, ValueError, EOFError, TypeError):
+    except Exception:  # damaged or foreign: read the vocabulary instead
         return None
 
 
@@ -139,11 +139,14 @@ def _save(encoding: tiktoken.Encoding) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".saved-")
+    except OSError:
+        return
+    try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(hashlib.sha256(body).digest() + body)
         Path(tmp).replace(path)
     except OSError:
-        return
+        Path(tmp).unlink(missing_ok=True)
 
 
 class TiktokenCounter:

@@ -226,8 +226,8 @@ def test_parallel_extraction_matches_in_process(extractor: SpacyExtractor) -> No
         got = list(parallel.extract(messages))
         # What the process held when it forked the workers (the pipeline) is hidden
         # from the collector while they run (structrag.gctune), and given back after.
-        if sys.platform.startswith("linux"):
-            assert gc.get_freeze_count() > frozen + 10_000
+        if sys.platform.startswith("linux") and frozen == 0:
+            assert gc.get_freeze_count() > 10_000
     finally:
         module.PARALLEL_MIN_MESSAGES = old
         parallel.close()

@@ -6,7 +6,7 @@ import gc
 
 import pytest
 
-from structrag.gctune import FULL_EVERY, fewer_full_collections
+from structrag.gctune import FULL_EVERY, fewer_full_collections, freeze_before_fork, unfreeze
 
 
 def test_full_collections_are_rarer_inside_and_as_before_after() -> None:
@@ -18,3 +18,21 @@ def test_full_collections_are_rarer_inside_and_as_before_after() -> None:
     with pytest.raises(RuntimeError), fewer_full_collections():
         raise RuntimeError("a failed ingest")
     assert gc.get_threshold() == before
+
+
+def test_the_last_hold_gives_frozen_objects_back_and_a_hosts_freeze_is_kept() -> None:
+    assert gc.get_freeze_count() == 0, "a test before this one left objects frozen"
+    assert freeze_before_fork() and freeze_before_fork()  # two extractors' workers
+    unfreeze()
+    assert gc.get_freeze_count() > 0  # the other one's workers still run
+    unfreeze()
+    assert gc.get_freeze_count() == 0
+    unfreeze()  # nothing held: nothing to give back
+    gc.freeze()  # the host program's own freeze (a pre-forking server)
+    try:
+        host = gc.get_freeze_count()
+        assert not freeze_before_fork()
+        unfreeze()
+        assert gc.get_freeze_count() == host
+    finally:
+        gc.unfreeze()

@@ -3,6 +3,8 @@ arguments that let a cold process skip reading it."""
 
 from __future__ import annotations
 
+import hashlib
+import marshal
 from pathlib import Path
 from typing import Any
 
@@ -55,13 +57,20 @@ def test_a_damaged_or_foreign_saved_file_is_not_read(
         return real(name)
 
     monkeypatch.setattr(TiktokenCounter, "_load", staticmethod(counted))
-    for damage in (b"", b"\0" * 40, path.read_bytes()[:-1] + b"x"):
+    foreign = marshal.dumps(("a pattern", {}, {b"a": -1, b"b": -1}))  # sound digest, bad ranks
+    for damage in (
+        b"",
+        b"\0" * 40,
+        path.read_bytes()[:-1] + b"x",
+        hashlib.sha256(foreign).digest() + foreign,
+    ):
         path.write_bytes(damage)
         assert [TiktokenCounter().count(t) for t in TEXTS] == expected
-    assert loads == ["cl100k_base"] * 3
+    assert loads == ["cl100k_base"] * 4
     # Rewritten by the last load: read again without the vocabulary.
     TiktokenCounter()
-    assert loads == ["cl100k_base"] * 3
+    assert loads == ["cl100k_base"] * 4
+    assert not list(cache.glob(".saved-*"))
     assert tokens._load_saved("cl100k_base") is not None
     assert tokens._load_saved("p50k_base") is None  # not one structrag ships
 

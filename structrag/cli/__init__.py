@@ -14,6 +14,7 @@ running server) hold what they share.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib
 import os
@@ -194,7 +195,7 @@ READ_ONLY_COMMANDS = frozenset(
 #: Commands that, once they have succeeded, closed what they opened and flushed their
 #: output, end the process with ``os._exit`` (see :func:`_exit_now`): the read-only ones,
 #: and the writes that stop their own workers (an ingest on Ray asks for the full
-#: teardown, :func:`~structrag.cli.common.need_full_teardown`).
+#: teardown, :func:`need_full_teardown`).
 EXIT_NOW_COMMANDS = READ_ONLY_COMMANDS | {"ingest", "reindex"}
 #: A command sets this in click's context ``meta`` when its process must run the
 #: interpreter's full teardown rather than end at once.
@@ -208,7 +209,8 @@ def need_full_teardown() -> None:
 
 
 def _exit_now() -> None:
-    """End the process at once, status 0, after flushing what it wrote.
+    """End the process at once, status 0 (1 when its output cannot be written), after
+    flushing what it wrote.
 
     The interpreter's own teardown frees every object of spaCy, thinc, DuckDB and
     pydantic one by one and collects garbage over them: 0.25-0.35 s of a cold
@@ -219,11 +221,15 @@ def _exit_now() -> None:
     import logging
 
     logging.shutdown()
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except BrokenPipeError:  # the reader went away after reading what it wanted
-        pass
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BrokenPipeError:  # the reader went away after reading what it wanted
+            continue
+        except OSError as exc:  # a full disk under `--json > file`: say so, and fail
+            with contextlib.suppress(OSError):
+                os.write(2, f"error: could not write the output: {exc}\n".encode())
+            os._exit(1)
     os._exit(0)
 
 
@@ -236,11 +242,11 @@ def main(argv: list[str] | None = None) -> None:
     returns."""
     args = sys.argv[1:] if argv is None else argv
     command = next((a for a in args if not a.startswith("-")), None)
-    if argv is None and command in READ_ONLY_COMMANDS:
+    if argv is None and command in READ_ONLY_COMMANDS and "--batch" not in args:
         # Cyclic garbage collection over spaCy's, thinc's and pydantic's objects, while
         # they are imported and loaded, is ~0.15 s of a cold `structrag ask` (measured);
         # a one-shot read-only command frees its objects by reference counting, and the
-        # process ends right after it (_exit_now).
+        # process ends right after it (_exit_now). A batch of questions keeps it.
         gc.disable()
     interrupted = (
         "interrupted: the file being ingested was not written (files finished before it are kept)"

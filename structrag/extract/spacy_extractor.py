@@ -304,8 +304,8 @@ class SpacyExtractor:
             if method == "fork":
                 _ = self.nlp
                 lemma_tables()
-                freeze_before_fork()  # the pipeline, out of the collectors' way
-                self._frozen = True
+                # the pipeline, out of the collectors' way
+                self._frozen = freeze_before_fork()
             self._pool = ProcessPoolExecutor(
                 self.workers,
                 mp_context=multiprocessing.get_context(method),
