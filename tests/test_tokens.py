@@ -70,7 +70,7 @@ def test_a_damaged_or_foreign_saved_file_is_not_read(
     # Rewritten by the last load: read again without the vocabulary.
     TiktokenCounter()
     assert loads == ["cl100k_base"] * 4
-    assert not list(cache.glob(".saved-*"))
+    assert [p.name for p in cache.iterdir() if p.name.startswith(".")] == []
     assert tokens._load_saved("cl100k_base") is not None
     assert tokens._load_saved("p50k_base") is None  # not one structrag ships
 
