@@ -774,3 +774,14 @@ def test_what_a_conversation_leaves_standing() -> None:
         ("Priya", "likes", "tea", False),
         ("Priya", "answer_length", "detailed", False),
     }
+
+
+def test_names_and_things_that_look_like_verb_slots_are_kept_as_written() -> None:
+    # Found by hypothesis: an object of "<0>" was read as a verb slot (KeyError).
+    assert describe("Priya", "lives_in", "<0>") == "Priya lives in <0>"
+    assert describe("<live>", "lives_in", "<b>Porto</b>", tense="past") == (
+        "<live> lived in <b>Porto</b>"
+    )
+    for predicate in PREDICATES:
+        text = describe("Ann <be>", predicate, "the <like> club", negated=True)
+        assert "Ann <be>" in text and "<like>" in text, (predicate, text)

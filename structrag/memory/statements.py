@@ -382,10 +382,12 @@ def describe(
     if spec.category == "goal" and first.endswith("ing"):
         pattern = pattern.replace("to {o}", "{o}")  # "Priya's goal is running a marathon"
     d = detail or spec.noun or ""
-    text = pattern.format(
+    # Verbs first, in the pattern alone: the names and things filled in after it may hold
+    # anything, "<b>" or "<3" included, and are never read as verb slots.
+    pattern = _VERB_SLOT.sub(lambda m: _conjugate(m.group(1), tense, negated), pattern)
+    return pattern.format(
         s=subject, o=object, d=d, a=_article(object), ao=_with_article(object), ad=_article(d)
     )
-    return _VERB_SLOT.sub(lambda m: _conjugate(m.group(1), tense, negated), text)
 
 
 # -- comparing ---------------------------------------------------------------------------
