@@ -12,7 +12,7 @@ from Caroline) from :class:`EntityGraph`, the same edges as plain adjacency.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from structrag.analysis import term_key
@@ -21,16 +21,22 @@ if TYPE_CHECKING:
     import networkx as nx
 
 
+def _keyed(edges: Iterable[tuple[str, str, str]]) -> Iterator[tuple[str, str, str, str, str]]:
+    """``(subject key, subject, verb, object key, object)`` of each edge between two
+    different, non-empty normalised names: the edges both graphs below hold."""
+    for subject, verb, obj in edges:
+        a, b = term_key(subject), term_key(obj)
+        if a and b and a != b:
+            yield a, subject, verb, b, obj
+
+
 def entity_graph(edges: Iterable[tuple[str, str, str]]) -> nx.MultiDiGraph:
     """A directed multigraph of ``(subject, verb, object)`` edges between normalised
     names; each node's ``name`` attribute is the first way it was written."""
     import networkx as nx  # on first use: importing it costs ~90 ms of a cold start
 
     graph = nx.MultiDiGraph()
-    for subject, verb, obj in edges:
-        a, b = term_key(subject), term_key(obj)
-        if not a or not b or a == b:
-            continue
+    for a, subject, verb, b, obj in _keyed(edges):
         for key, name in ((a, subject), (b, obj)):
             if key not in graph:
                 graph.add_node(key, name=name)
@@ -48,10 +54,7 @@ class EntityGraph:
         self._names: dict[str, str] = {}
         #: node -> neighbour -> the verbs of the edges between them, either direction.
         self._adjacent: dict[str, dict[str, list[str]]] = {}
-        for subject, verb, obj in edges:
-            a, b = term_key(subject), term_key(obj)
-            if not a or not b or a == b:
-                continue
+        for a, subject, verb, b, obj in _keyed(edges):
             self._names.setdefault(a, subject)
             self._names.setdefault(b, obj)
             self._adjacent.setdefault(a, {}).setdefault(b, []).append(verb)
