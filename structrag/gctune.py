@@ -3,8 +3,9 @@
 A full collection walks every object the process holds: during an ingest, the loaded
 spaCy pipeline (hundreds of thousands of objects) and all the ingest has built so far.
 With the default thresholds one runs about every 70,000 allocations, and on
-``locomo_dev.json`` (2 workers) they took 1.4-1.6 s of the writer's ~6 CPU-seconds
-(measured with ``gc.callbacks``), on a machine whose two cores the workers already fill.
+``locomo_dev.json`` (2 workers) they took 1.4-1.9 s of the writer's 6-7 CPU-seconds
+(measured with ``gc.callbacks``; 0.3 s with what follows), on a machine whose two
+cores the workers already fill.
 
 * :func:`fewer_full_collections` makes full collections ten times rarer for the length
   of a write. Young objects are still collected as usual, so cyclic garbage is still

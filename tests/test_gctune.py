@@ -30,9 +30,11 @@ def test_the_last_hold_gives_frozen_objects_back_and_a_hosts_freeze_is_kept() ->
     unfreeze()  # nothing held: nothing to give back
     gc.freeze()  # the host program's own freeze (a pre-forking server)
     try:
-        host = gc.get_freeze_count()
+        assert gc.get_freeze_count() > 0
         assert not freeze_before_fork()
         unfreeze()
-        assert gc.get_freeze_count() == host
+        # Still frozen (frozen objects that die in between leave the count, so it is
+        # not compared exactly): structrag's unfreeze would have made it 0.
+        assert gc.get_freeze_count() > 0
     finally:
         gc.unfreeze()
