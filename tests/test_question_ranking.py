@@ -101,3 +101,49 @@ def test_an_action_whose_object_is_no_category_is_not_opened(chat: Path) -> None
         query = index.ask("When did Tim read Dune?", budget=300).query
     assert "action(Tim, read, Dune)" in query
     assert "action(Tim, read, *)" not in query
+
+
+COOKING = [
+    "[01.02.2024, 10:00:00] Ana: what did you cook yesterday?",
+    "[01.02.2024, 10:01:00] Tim: I cooked pasta with my brother",
+    "[02.02.2024, 19:00:00] Ana: hey! what's new with you?",
+    "[02.02.2024, 19:01:00] Tim: tried a homemade coconut ice cream tonight, so good",
+    "[03.02.2024, 12:00:00] Tim: I cooked a curry for lunch",
+    "[04.02.2024, 18:00:00] Ana: cooking again?",
+    "[04.02.2024, 18:01:00] Tim: yes, I cooked soup",
+]
+
+
+@pytest.fixture(scope="module")
+def cooking(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("cooking")
+    path = folder / "ana_tim.txt"
+    path.write_text("\n".join(COOKING) + "\n", encoding="utf-8")
+    with Index(folder / "ix") as index:
+        index.ingest([path], workers=1)
+    return folder / "ix"
+
+
+def test_a_dropped_time_scope_keeps_its_messages_first(cooking: Path) -> None:
+    # Nothing on 2 February says "cook", so the question is widened until the date is
+    # dropped; that day's messages still come before the other days' cooking.
+    question = "What did Tim cook on 2 February 2024?"
+    day = [
+        "hey! what's new with you?",
+        "tried a homemade coconut ice cream tonight, so good",
+    ]
+    with Index(cooking, read_only=True) as index:
+        answer = index.ask(question, budget=1000)
+        texts = [index.show(m)["text"] for m in answer.message_ids]
+        assert any("dropped scopes" in note for note in answer.notes)
+        assert 'the messages of when:"on 2 February 2024" (2 in all) come first' in answer.notes
+        assert sorted(texts[:2]) == sorted(day)
+        assert "I cooked a curry for lunch" in texts  # the wider query's matches follow
+    off = DEFAULT_SETTINGS.with_overrides(scope_keep_max=0)
+    with Index(cooking, read_only=True, settings=off) as index:
+        answer = index.ask(question, budget=1000)
+        texts = [index.show(m)["text"] for m in answer.message_ids]
+        # only what the wider query matches comes first: the day's messages, unmatched,
+        # are left to the vector fill after every other day's cooking
+        assert texts[0] != day[1]
+        assert texts.index("I cooked a curry for lunch") < texts.index(day[1])

@@ -245,6 +245,7 @@ class QueryEngine:
         notes = list(translation.notes)
         node = self._question_query(translation, question, view, notes)
         plan, match, run = self._run(node, view)
+        dropped: tuple[str, np.ndarray] | None = None
         for step, what in ((1, "verbs"), (2, "scopes")):
             if int(match.mask.sum()) >= self.settings.min_matches:
                 break
@@ -254,18 +255,37 @@ class QueryEngine:
             notes.append(
                 f"fewer than {self.settings.min_matches} matches: widened (dropped {what})"
             )
+            if step == 2:
+                dropped = self._scope_members(node, view)
             node = wider
             plan, match, run = self._run(node, view)
         notes.extend(run.notes)
+        ranked = _rank(match, view, None)
+        if dropped is not None and dropped[1].any():
+            scopes, members = dropped
+            keep = self.settings.scope_keep_max
+            ranked = _scope_first(ranked, match, members, keep, view)
+            count = int(members.sum())
+            which = "messages" if count <= keep else "matching messages"
+            notes.append(f"the {which} of {scopes} ({count} in all) come first")
         return RankedQuestion(
             node=node,
             kind=translation.kind,
             plan=plan.explain(),
-            ranked=_rank(match, view, None),
+            ranked=ranked,
             refs=_refs_in(match, run),
             notes=notes,
             view=view,
         )
+
+    def _scope_members(self, node: ast.Or, view: ConversationView) -> tuple[str, np.ndarray] | None:
+        """The hard scopes of a question's group (its time phrases) as a query, and which
+        messages they hold, before widening drops them; ``None`` when it has none."""
+        scopes = [item for item in node.items if isinstance(item, ast.SCOPES)]
+        if not scopes:
+            return None
+        plan = compile_query(ast.And(tuple(scopes)), view, self.settings)
+        return " ".join(s.to_query() for s in scopes), plan.eval(Evaluation(view)).mask
 
     @consistent_reads
     def ask(
@@ -337,7 +357,8 @@ class QueryEngine:
             return ranked
         scores = ranked.scores[:depth]
         adjusted = scores - s.question_penalty * (float(scores.std()) or 1.0) * asks
-        again = np.argsort(-adjusted, kind="stable")
+        # Within tiers (a dropped time scope's messages stay first): lexsort is stable.
+        again = np.lexsort((-adjusted, ranked.tiers[:depth]))
         return ranked.reordered(again)
 
     def _question_query(
@@ -475,12 +496,21 @@ class Ranking(Sequence[RankedMessage]):
     tens of thousands of matches, while a caller reads the first few (``mkeys`` and
     ``scores`` are the whole ranking as arrays)."""
 
-    def __init__(self, order: np.ndarray, scores: np.ndarray, view: ConversationView) -> None:
+    def __init__(
+        self,
+        order: np.ndarray,
+        scores: np.ndarray,
+        view: ConversationView,
+        tiers: np.ndarray | None = None,
+    ) -> None:
         frame = view.scope.frame
         self._frame = frame
         self._order = order
         self.mkeys: np.ndarray = frame.mkeys[order]
         self.scores: np.ndarray = np.where(np.isfinite(scores), np.round(scores, 4), 0.0)
+        #: Ranked groups, best first (non-decreasing): a reordering by score stays within
+        #: its tier. All 0 unless a dropped time scope's messages come first.
+        self.tiers: np.ndarray = tiers if tiers is not None else np.zeros(len(order), dtype=np.int8)
 
     def __len__(self) -> int:
         return len(self._order)
@@ -505,11 +535,13 @@ class Ranking(Sequence[RankedMessage]):
         (positions in this ranking); the rest as they are."""
         order = np.concatenate([self._order[head], self._order[len(head) :]])
         scores = np.concatenate([self.scores[head], self.scores[len(head) :]])
+        tiers = np.concatenate([self.tiers[head], self.tiers[len(head) :]])
         out = Ranking.__new__(Ranking)
         out._frame = self._frame
         out._order = order
         out.mkeys = self._frame.mkeys[order]
         out.scores = scores
+        out.tiers = tiers
         return out
 
     def _message(self, position: int) -> RankedMessage:
@@ -542,3 +574,33 @@ def _rank(match: Match, view: ConversationView, limit: int | None) -> Ranking:
     if limit is not None:
         order = order[:limit]
     return Ranking(order, match.scores[order].astype(float), view)
+
+
+def _scope_first(
+    ranking: Ranking, match: Match, members: np.ndarray, keep_max: int, view: ConversationView
+) -> Ranking:
+    """A widened question's ranking with the messages of the scope it dropped first: those
+    the wider query matched, in its order; then, when the scope holds at most
+    ``keep_max`` messages, the rest of them in conversation order (score 0); then the
+    other matches. "What did Nate cook on 9 November 2022?" keeps that day's messages
+    ahead of every other day's cooking when none of them says "cook"."""
+    order = ranking._order
+    inside = members[order]
+    head = order[inside]
+    rest = order[~inside]
+    extra = np.zeros(0, dtype=order.dtype)
+    if int(members.sum()) <= keep_max:
+        ranked = np.zeros(len(members), dtype=bool)
+        ranked[order] = True
+        extra = np.flatnonzero(members & ~ranked).astype(order.dtype)
+    new = np.concatenate([head, extra, rest])
+    scores = np.where(np.isfinite(match.scores), match.scores, 0.0)
+    values = np.concatenate([scores[head], np.zeros(len(extra)), scores[rest]])
+    tiers = np.concatenate(
+        [
+            np.zeros(len(head), dtype=np.int8),
+            np.ones(len(extra), dtype=np.int8),
+            np.full(len(rest), 2, dtype=np.int8),
+        ]
+    )
+    return Ranking(new, values.astype(float), view, tiers)

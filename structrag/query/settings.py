@@ -131,6 +131,11 @@ class RankingSettings:
     nested_max_refs: int = 500
     #: ``ask`` widens the query (drops verbs, then scopes) when fewer messages match.
     min_matches: int = 3
+    #: When a question's time scope ("on 9 November 2022") leaves fewer than
+    #: ``min_matches`` and is dropped, its messages still come first: those the wider
+    #: query matches, then, if the scope holds at most this many messages (a day or a
+    #: week of chat), all the others in conversation order (0: only the matched ones).
+    scope_keep_max: int = 64
     #: ``during:<topic>`` keeps this many turns on each side of a match.
     during_radius: int = 3
     #: Share of an answer's budget the entity/topic summary lines may take; the summary
