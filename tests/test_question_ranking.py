@@ -27,14 +27,19 @@ CHAT = [
 QUESTION = "What books has Tim read?"
 
 
-@pytest.fixture(scope="module")
-def chat(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("books")
+def _indexed(tmp_path_factory: pytest.TempPathFactory, name: str, lines: list[str]) -> Path:
+    """A real index of one chat export with these lines."""
+    folder = tmp_path_factory.mktemp(name)
     path = folder / "ana_tim.txt"
-    path.write_text("\n".join(CHAT) + "\n", encoding="utf-8")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     with Index(folder / "ix") as index:
         index.ingest([path], workers=1)
     return folder / "ix"
+
+
+@pytest.fixture(scope="module")
+def chat(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _indexed(tmp_path_factory, "books", CHAT)
 
 
 def _texts(index: Index, question: str) -> list[str]:
@@ -116,12 +121,7 @@ COOKING = [
 
 @pytest.fixture(scope="module")
 def cooking(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("cooking")
-    path = folder / "ana_tim.txt"
-    path.write_text("\n".join(COOKING) + "\n", encoding="utf-8")
-    with Index(folder / "ix") as index:
-        index.ingest([path], workers=1)
-    return folder / "ix"
+    return _indexed(tmp_path_factory, "cooking", COOKING)
 
 
 def test_a_dropped_time_scope_keeps_its_messages_first(cooking: Path) -> None:
