@@ -590,12 +590,12 @@ def _scope_first(
     rest = order[~inside]
     extra = np.zeros(0, dtype=order.dtype)
     if int(members.sum()) <= keep_max:
-        ranked = np.zeros(len(members), dtype=bool)
-        ranked[order] = True
-        extra = np.flatnonzero(members & ~ranked).astype(order.dtype)
+        listed = np.zeros(len(members), dtype=bool)
+        listed[order] = True
+        extra = np.flatnonzero(members & ~listed).astype(order.dtype)
     new = np.concatenate([head, extra, rest])
-    scores = np.where(np.isfinite(match.scores), match.scores, 0.0)
-    values = np.concatenate([scores[head], np.zeros(len(extra)), scores[rest]])
+    # Ranking reads a score that is not finite (outside a filter) as 0.
+    values = np.concatenate([match.scores[head], np.zeros(len(extra)), match.scores[rest]])
     tiers = np.concatenate(
         [
             np.zeros(len(head), dtype=np.int8),
