@@ -284,8 +284,8 @@ class QueryEngine:
         scopes = [item for item in node.items if isinstance(item, ast.SCOPES)]
         if not scopes:
             return None
-        plan = compile_query(ast.And(tuple(scopes)), view, self.settings)
-        return " ".join(s.to_query() for s in scopes), plan.eval(Evaluation(view)).mask
+        _, match, _ = self._run(ast.And(tuple(scopes)), view)
+        return " ".join(s.to_query() for s in scopes), match.mask
 
     @consistent_reads
     def ask(
@@ -590,9 +590,8 @@ def _scope_first(
     rest = order[~inside]
     extra = np.zeros(0, dtype=order.dtype)
     if int(members.sum()) <= keep_max:
-        listed = np.zeros(len(members), dtype=bool)
-        listed[order] = True
-        extra = np.flatnonzero(members & ~listed).astype(order.dtype)
+        # the ranking holds exactly the messages the match has
+        extra = np.flatnonzero(members & ~match.mask).astype(order.dtype)
     new = np.concatenate([head, extra, rest])
     # Ranking reads a score that is not finite (outside a filter) as 0.
     values = np.concatenate([match.scores[head], np.zeros(len(extra)), match.scores[rest]])
