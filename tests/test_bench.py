@@ -737,6 +737,34 @@ def test_report_writes_markdown_and_plots(tmp_path: Path) -> None:
     assert "## Notes on this run\n\nA build ran beside the benchmark." in report
 
 
+def test_report_sets_ingest_against_the_parser_and_checks_the_perf_targets(
+    tmp_path: Path,
+) -> None:
+    perf = json.loads((FIXTURE_RESULTS / "perf.json").read_text())
+    (tmp_path / "perf.json").write_text(json.dumps(perf))
+    report = write_report(tmp_path)[0].read_text()
+    assert "| api-warm | 92 (83-101) | 30.0 | 0.67 |" in report
+    assert "| parser-pipe | 138 (120-150) | 20.0 |  |" in report
+    assert "| 2 | 69 | 40.0 |" in report  # the local Ray cluster's two actors
+    # The lower of the CLI's and the API's ratio is the one held to the target.
+    ratio = "`nlp.pipe` on the same messages >= 1.0 (the lower of `cli` and `api-warm`) | 0.42 |"
+    assert f"{ratio} **no** |" in report
+    assert "| ingest >= 600 messages/s (api-warm) | 92 | **no** |" in report
+    assert "writer and workers together <= 2,000 MB |  | n/a |" in report  # 1M not run
+    assert "| cold `structrag ask` <= 1.5 s (at 10,000) | 1.20 | yes |" in report
+    assert "| `structrag --help` <= 0.3 s | 0.21 | yes |" in report
+
+    # A measured million: its peak (writer and workers together) against 2,000 MB.
+    million = {**perf["scaling"][0], "messages": 1_000_000, "extrapolated": False}
+    for together, met in ((2_400.0, "**no**"), (1_500.0, "yes")):
+        million["peak_rss_mb"] = {**million["peak_rss_mb"], "together": together}
+        (tmp_path / "perf.json").write_text(
+            json.dumps({**perf, "scaling": [perf["scaling"][0], million]})
+        )
+        report = write_report(tmp_path)[0].read_text()
+        assert f"together <= 2,000 MB | {together:.0f} | {met} |" in report
+
+
 @pytest.mark.parametrize(("seed", "shown"), [("0", "0"), (None, "random")])
 def test_results_record_the_hash_seed(
     seed: str | None, shown: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
