@@ -296,6 +296,7 @@ def test_measure_corpus_reports_speed_size_and_memory(tmp_path: Path) -> None:
     size = result["size"]
     assert size["total_bytes"] == size["duckdb_bytes"] + size["whoosh_bytes"] > 0
     assert 0 <= size["vectors_bytes"] <= size["total_bytes"]
+    assert 0 <= size["digests_bytes"] <= size["total_bytes"] - size["vectors_bytes"]
     assert size["float32_store_bytes_per_message"] == {"384": 1536, "1536": 6144}
     assert result["peak_rss_mb"]["process"] > 0
 
@@ -755,13 +756,19 @@ def test_report_sets_ingest_against_the_parser_and_checks_the_perf_targets(
 
     # A measured million: its peak (writer and workers together) against 2,000 MB.
     million = {**perf["scaling"][0], "messages": 1_000_000, "extrapolated": False}
-    for together, met in ((2_400.0, "**no**"), (1_500.0, "yes")):
-        million["peak_rss_mb"] = {**million["peak_rss_mb"], "together": together}
+    # Summed resident sets count the pages workers share with the writer twice: PSS,
+    # where it was sampled, is the figure held to the target.
+    for peak, shown in (
+        ({"together": 2_400.0}, "| 2400 (RSS) | **no** |"),
+        ({"together": 2_400.0, "together_pss": 1_500.0}, "| 1500 (PSS) | yes |"),
+    ):
+        million["peak_rss_mb"] = {**million["peak_rss_mb"], **peak}
         (tmp_path / "perf.json").write_text(
             json.dumps({**perf, "scaling": [perf["scaling"][0], million]})
         )
         report = write_report(tmp_path)[0].read_text()
-        assert f"together <= 2,000 MB | {together:.0f} | {met} |" in report
+        assert f"writer and workers together <= 2,000 MB {shown}" in report
+    assert "| 800 (+350) [2,400 / 1,500] |" in report  # writer (+workers) [RSS / PSS]
 
 
 @pytest.mark.parametrize(("seed", "shown"), [("0", "0"), (None, "random")])

@@ -38,6 +38,7 @@ def test_tree_peak_counts_the_memory_of_grandchildren() -> None:
     peak = sampler.peak()
     assert peak["workers"] >= 300
     assert peak["together"] >= peak["workers"] + 1
+    assert peak["together_pss"] >= 300  # the grandchild's pages are its own
     assert 0 < peak["process"] < peak["together"]
     assert peak["process_run"] >= peak["process"]
 
