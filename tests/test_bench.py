@@ -759,8 +759,8 @@ def test_report_sets_ingest_against_the_parser_and_checks_the_perf_targets(
     # Summed resident sets count the pages workers share with the writer twice: PSS,
     # where it was sampled, is the figure held to the target.
     for peak, shown in (
-        ({"together": 2_400.0}, "| 2400 (RSS) | **no** |"),
-        ({"together": 2_400.0, "together_pss": 1_500.0}, "| 1500 (PSS) | yes |"),
+        ({"together": 2_400.0}, "| 2,400 (RSS) | **no** |"),
+        ({"together": 2_400.0, "together_pss": 1_500.0}, "| 1,500 (PSS) | yes |"),
     ):
         million["peak_rss_mb"] = {**million["peak_rss_mb"], **peak}
         (tmp_path / "perf.json").write_text(

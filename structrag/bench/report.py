@@ -608,7 +608,7 @@ def perf_targets(perf: dict[str, Any], series: Sequence[dict[str, Any]]) -> list
         f"| ingest >= 600 messages/s (api-warm) | {_fmt(rate, 0)} | "
         f"{_mark(None if rate is None else rate >= 600)} |",
         "| peak memory of the 1,000,000-message ingest, writer and workers together "
-        f"<= 2,000 MB | {_fmt(peak, 0)}{f' ({kind})' if peak else ''} | "
+        f"<= 2,000 MB | {f'{peak:,.0f} ({kind})' if peak else ''} | "
         f"{_mark(None if peak is None else peak <= 2000)} |",
         f"| `ask` p50 <= 20 ms at 100k messages | {_fmt(p50, 1)}{note} | "
         f"{_mark(None if p50 is None else p50 <= 20)} |",
