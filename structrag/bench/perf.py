@@ -134,12 +134,15 @@ class TreePeak:
 
         me = os.getpid()
         tree = _descendants(me)
-        own, others = _memory_kb(me, "VmRSS"), sum(_memory_kb(p, "VmRSS") for p in tree)
+        own, others = (
+            process_memory_kb(me, "VmRSS"),
+            sum(process_memory_kb(p, "VmRSS") for p in tree),
+        )
         self.process = max(self.process, own / 1024)
         self.workers = max(self.workers, others / 1024)
         self.together = max(self.together, (own + others) / 1024)
         if self._samples % self.pss_every == 0:
-            pss = sum(_memory_kb(p, "Pss", "smaps_rollup") for p in (me, *tree))
+            pss = sum(process_memory_kb(p, "Pss", "smaps_rollup") for p in (me, *tree))
             self.together_pss = max(self.together_pss, pss / 1024)
         self._samples += 1
 
@@ -156,7 +159,7 @@ class TreePeak:
         }
 
 
-def _memory_kb(pid: int, field: str, file: str = "status") -> int:
+def process_memory_kb(pid: int, field: str, file: str = "status") -> int:
     """A process's ``field`` (kB) from ``/proc/PID/FILE``; 0 when it is gone."""
     try:
         with Path(f"/proc/{pid}/{file}").open(encoding="ascii", errors="replace") as f:
