@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 from structrag.bench.machine import environment
+from structrag.bench.perf import process_memory_kb
 
 WORDS = [
     *("yes", "no", "haha", "ok", "sure", "great", "thanks", "lol", "maybe", "tomorrow"),
@@ -141,17 +142,6 @@ def _tree(pid: int) -> list[int]:
     return found
 
 
-def _kb(pid: int, name: str, file: str) -> int:
-    try:
-        with Path(f"/proc/{pid}/{file}").open(encoding="ascii", errors="replace") as f:
-            for line in f:
-                if line.startswith(name):
-                    return int(line.split()[1])
-    except OSError:
-        return 0
-    return 0
-
-
 def measure(path: Path, db: Path) -> dict[str, float]:
     command = [sys.executable, "-m", "structrag", "ingest", str(path), "--db", str(db)]
     started = time.perf_counter()
@@ -160,9 +150,9 @@ def measure(path: Path, db: Path) -> dict[str, float]:
     while proc.poll() is None:
         pids = _tree(proc.pid)
         sample = {
-            "ingest_rss_mb": _kb(proc.pid, "VmRSS:", "status") / 1024,
-            "tree_rss_mb": sum(_kb(p, "VmRSS:", "status") for p in pids) / 1024,
-            "tree_pss_mb": sum(_kb(p, "Pss:", "smaps_rollup") for p in pids) / 1024,
+            "ingest_rss_mb": process_memory_kb(proc.pid, "VmRSS") / 1024,
+            "tree_rss_mb": sum(process_memory_kb(p, "VmRSS") for p in pids) / 1024,
+            "tree_pss_mb": sum(process_memory_kb(p, "Pss", "smaps_rollup") for p in pids) / 1024,
         }
         peaks = {k: max(v, sample[k]) for k, v in peaks.items()}
         time.sleep(0.25)
