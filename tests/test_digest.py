@@ -271,8 +271,6 @@ def test_digests_serve_only_the_plain_scope_and_their_own_token_counter(
 ) -> None:
     ix = chats_index
     assert ix.engine.view("work").digest is not None
-    wider = Scope(conversation="work", tables=("messages", "knowledge"))
-    assert ix.engine.view(scope=wider).digest is None
     assert ix.engine.view(scope=Scope(conversation="work", agent="assistant")).digest is None
     view = ix.engine.view("work")
     work = next(iter(ix.store.iter_messages("work")))
@@ -281,6 +279,31 @@ def test_digests_serve_only_the_plain_scope_and_their_own_token_counter(
     assert line.tokens == other.count(line.text + "\n")
     answer = ix.ask("Who reviewed the budget?", conversation="work", encoding="o200k_base")
     assert answer.context.tokens == other.count(answer.context.text)
+
+
+def test_a_query_shares_the_view_of_ask_until_the_index_holds_documents(
+    chats_index: Index,
+) -> None:
+    """``query`` searches a conversation with the documents beside it: in an index without
+    documents that is the conversation's plain scope, with the view ``ask`` built (and
+    its digest); once a document is added, its fragments are searched too."""
+    ix = chats_index
+    wider = Scope(conversation="work", tables=("messages", "knowledge"))
+    plain = ix.engine.view("work")
+    assert ix.engine.view(scope=wider) is plain
+    found = ix.query("budget", conversation="work")
+    assert found.messages[0].id == "w1"
+    assert {m.conversation for m in found.messages} == {"work"}
+    ix.knowledge.add("The budget for the Osaka venue is 40,000 euros.", shared=True)
+    assert ix.engine.view("work").digest is not None
+    assert ix.engine.view(scope=wider).digest is None
+    found = ix.query("budget", conversation="work")
+    assert {m.conversation for m in found.messages} == {"work", f"doc:{_only_document(ix)}"}
+
+
+def _only_document(ix: Index) -> str:
+    ((document,),) = ix.sql("SELECT document_id FROM documents")
+    return str(document)
 
 
 #: A fingerprint of the code that makes a digest, per DIGEST_VERSION: change that code and

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -401,6 +401,8 @@ class Derived:
         self._views: dict[Scope, ConversationView] = {}
         #: The ids of the index's conversations (a view's conversation must be one).
         self._conversations: set[str] | None = None
+        #: The memory tables that hold messages (see :meth:`held`).
+        self._tables: set[str] | None = None
         self._lines: dict[tuple[str, int], Line] = {}
         #: Messages read ahead for :meth:`lines`, not rendered yet.
         self._stored: dict[int, StoredMessage] = {}
@@ -424,6 +426,7 @@ class Derived:
             self._generation = generation
             self._views.clear()
             self._conversations = None
+            self._tables = None
             self._lines.clear()
             self._stored.clear()
             self._meeting.clear()
@@ -469,8 +472,19 @@ class Derived:
         data = self.store.digest(conversation)
         return None if data is None else ConversationDigest.from_bytes(conversation, data)
 
+    def held(self, scope: Scope) -> Scope:
+        """The scope without the memory tables that hold nothing: in an index without
+        documents, a conversation with the documents beside it (what ``query`` searches)
+        is the conversation's plain scope, whose view ``ask`` has built and whose digest
+        the ingest stored."""
+        if self._tables is None:
+            self._tables = self.store.memory_tables()
+        tables = tuple(t for t in scope.tables if t in self._tables)
+        return replace(scope, tables=tables) if tables and tables != scope.tables else scope
+
     def view(self, scope: Scope) -> ConversationView:
         self.refresh()
+        scope = self.held(scope)
         if scope not in self._views:
             conversation = scope.conversation
             if self._conversations is None:

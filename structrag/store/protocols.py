@@ -366,6 +366,11 @@ class KnowledgeStore(Protocol):
         """The messages of a scope, as arrays, ordered by conversation and ordinal."""
         ...
 
+    def memory_tables(self) -> set[str]:
+        """The memory tables that hold at least one message (``messages``, ``knowledge``,
+        ``facts`` ...)."""
+        ...
+
     def digest(self, conversation: str) -> bytes | None:
         """The conversation's digest as an ingest stored it (:mod:`structrag.query.digest`),
         None when it has none: no ingest wrote it, or another write changed it since."""

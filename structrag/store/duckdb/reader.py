@@ -386,6 +386,9 @@ class DuckDBReader:
             timestamps=_timestamp_column(found["ts"]),
         )
 
+    def memory_tables(self) -> set[str]:
+        return {str(t) for (t,) in self.sql("SELECT DISTINCT memory_table FROM messages")}
+
     def ref_table(self, conversation: str | None) -> RefTable:
         with self.using() as con:
             found = con.execute(
