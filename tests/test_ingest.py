@@ -18,6 +18,18 @@ def _counts(index: Index) -> dict[str, object]:
     return {k: stats[k] for k in ("conversations", "messages", "semantic_refs")}
 
 
+def _repeated_keys(index: Index) -> dict[str, int]:
+    """Rows whose ids repeat, per table that has no primary key (the writer keeps them
+    unique)."""
+    from structrag.store.duckdb.schema import UNKEYED
+
+    counts = {
+        table: index.sql(f"SELECT count(*) - count(DISTINCT ({key})) FROM {table}")[0][0]
+        for table, key in UNKEYED.items()
+    }
+    return {table: n for table, n in counts.items() if n}
+
+
 def test_ingest_counts_every_turn_and_finds_knowledge(index: Index, locomo_file: Path) -> None:
     (report,) = index.ingest([locomo_file])
     assert report.messages_added == 8
@@ -100,6 +112,8 @@ def test_appended_messages_are_the_only_ones_extracted(index: Index, tmp_path: P
     assert not any(k.get("name") == "2 tulips" for k in shown["knowledge"])
     ordinals = [m.message.ordinal for m in index.messages("chat")]
     assert ordinals == list(range(6))
+    assert index.sql("SELECT count(*) FROM embeddings") == [(6,)]
+    assert _repeated_keys(index) == {}
 
 
 def test_messages_appended_from_another_file_continue_the_ordinals(
@@ -167,8 +181,11 @@ def test_reindex_rebuilds_the_same_postings(index: Index, locomo_file: Path) -> 
     everything = np.array([s.mkey for s in index.messages()], dtype=np.int64)
     before = text.text_postings("shelter", text.docs_of(everything)).mkeys.tolist()
     assert before
+    refs = index.sql("SELECT count(*) FROM semantic_refs")
     assert index.reindex() == 8
     assert text.text_postings("shelter", text.docs_of(everything)).mkeys.tolist() == before
+    assert index.sql("SELECT count(*) FROM semantic_refs") == refs
+    assert _repeated_keys(index) == {}
 
 
 def test_a_typeagent_index_ingests_its_refs_from_the_stream(index: Index, tmp_path: Path) -> None:

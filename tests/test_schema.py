@@ -10,7 +10,7 @@ import duckdb
 import pytest
 
 from structrag import Index, IndexStateError
-from structrag.store.duckdb.schema import SCHEMA_VERSION
+from structrag.store.duckdb.schema import SCHEMA_VERSION, UNKEYED
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -78,7 +78,8 @@ def test_keys_and_not_null_constraints(con: duckdb.DuckDBPyConnection) -> None:
             "SELECT table_name FROM duckdb_constraints() WHERE constraint_type = 'PRIMARY KEY'"
         ).fetchall()
     }
-    assert keys >= {"messages", "semantic_refs", "entities", "actions", "conversations", "sources"}
+    assert keys >= {"messages", "conversations", "sources", "aliases"}
+    assert not keys & set(UNKEYED)  # ids the writer gives out: no index behind them
     foreign = con.execute(
         "SELECT table_name FROM duckdb_constraints() WHERE constraint_type = 'FOREIGN KEY'"
     ).fetchall()
@@ -248,3 +249,43 @@ def test_an_index_with_schema_4_gains_an_empty_digests_table(
         assert upgraded.ask("When did Marco adopt Biscuit?", budget=200).message_ids[0] == "m11"
         upgraded.ingest([EXAMPLES / "friends_chat.jsonl"], force=True)
         assert upgraded.engine.view("friends").digest is not None
+
+
+def _keyed_tables(con: duckdb.DuckDBPyConnection) -> set[str]:
+    return {
+        str(t)
+        for (t,) in con.execute(
+            "SELECT table_name FROM duckdb_constraints() WHERE constraint_type = 'PRIMARY KEY'"
+        ).fetchall()
+    }
+
+
+def test_an_index_with_schema_5_loses_the_keys_of_its_knowledge_tables(
+    tmp_path: Path, example_index: Path
+) -> None:
+    """Schema 5 kept a primary key (and DuckDB's index behind it) on every knowledge table
+    and on the embeddings: the upgrade copies their rows into tables without one."""
+    old = tmp_path / "v5"
+    shutil.copytree(example_index, old)
+    con = duckdb.connect(str(old / "structrag.duckdb"))
+    for table, key in UNKEYED.items():  # the keys schema 5 had: each table's order
+        con.execute(f"ALTER TABLE {table} ADD PRIMARY KEY ({key})")
+    assert _keyed_tables(con) >= set(UNKEYED)
+    rows = {t: con.execute(f"SELECT * FROM {t} ORDER BY {UNKEYED[t]}").fetchall() for t in UNKEYED}
+    entities = con.execute("SELECT * FROM v_entities ORDER BY ALL").fetchall()
+    con.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
+    con.close()
+    with Index(old) as upgraded:
+        assert upgraded.store.get_setting("schema_version") == str(SCHEMA_VERSION)
+        for table in UNKEYED:
+            assert upgraded.sql(f"SELECT * FROM {table} ORDER BY {UNKEYED[table]}") == rows[table]
+        assert upgraded.sql("SELECT * FROM v_entities ORDER BY ALL") == entities
+        assert upgraded.ask("When did Marco adopt Biscuit?", budget=200).message_ids[0] == "m11"
+        (report,) = upgraded.ingest([EXAMPLES / "friends_chat.jsonl"], force=True)
+        assert report.messages_added + report.messages_updated + report.messages_unchanged == 46
+    con = duckdb.connect(str(old / "structrag.duckdb"), read_only=True)
+    assert not _keyed_tables(con) & set(UNKEYED)
+    comments = con.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'entities' AND comment <> ''"
+    ).fetchall()
+    assert comments == [(1,)]

@@ -15,7 +15,7 @@ from importlib import resources
 
 import duckdb
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 
 @lru_cache(maxsize=1)
@@ -178,11 +178,8 @@ def _from_v3(con: duckdb.DuckDBPyConnection) -> None:
     message is in the ``messages`` table, of no agent); the tables of memory reads, fact
     sources, user profiles, observations, room summaries, knowledge documents and
     fragments, and the commit log arrive, with the v_memories and v_fragments views. Then
-    schema 5's digests table (see :func:`_from_v4`)."""
-    for (view,) in con.execute(
-        "SELECT view_name FROM duckdb_views() WHERE NOT internal"
-    ).fetchall():
-        con.execute(f"DROP VIEW {view}")
+    schema 5's digests table (see :func:`_from_v4`) and schema 6 (:func:`_unkeyed`)."""
+    _drop_views(con)
     con.execute("ALTER TABLE messages RENAME TO messages_v3")
     con.execute(schema_sql())
     now = datetime.now(UTC).replace(tzinfo=None)
@@ -196,13 +193,63 @@ def _from_v3(con: duckdb.DuckDBPyConnection) -> None:
         [now],
     )
     con.execute("DROP TABLE messages_v3")
+    _unkeyed(con)
 
 
 def _from_v4(con: duckdb.DuckDBPyConnection) -> None:
     """Schema 4 -> 5: the ``digests`` table (empty: a conversation's first question reads
     its tables until an ingest writes its digest). Every statement of the schema script
-    keeps what exists."""
+    keeps what exists. Then schema 6 (see :func:`_unkeyed`)."""
     con.execute(schema_sql())
+    _unkeyed(con)
+
+
+#: The tables without a primary key since schema 6, and the order their rows are copied
+#: in (the order the writer appends them).
+UNKEYED = {
+    "semantic_refs": "ref_id",
+    "entities": "ref_id",
+    "entity_facets": "ref_id, position",
+    "actions": "ref_id",
+    "action_params": "ref_id, position",
+    "topics": "ref_id",
+    "tag_refs": "ref_id",
+    "embeddings": "mkey, model",
+}
+
+
+def _unkeyed(con: duckdb.DuckDBPyConnection) -> None:
+    """Schema 5 -> 6: the knowledge tables and the embeddings lose their primary keys.
+
+    Their ids are given out by the one writer, so a key checked nothing, and DuckDB kept
+    an index for each (about 470 of the 1,700 bytes a message took on disk, and memory in
+    the writer that checked every appended row against it). DuckDB cannot drop a
+    constraint: each table is copied into the schema's new one, in the order the writer
+    appends rows, and the old one dropped."""
+    keyed = {
+        str(table)
+        for (table,) in con.execute(
+            "SELECT table_name FROM duckdb_constraints() WHERE constraint_type = 'PRIMARY KEY'"
+        ).fetchall()
+    }
+    tables = [t for t in UNKEYED if t in keyed]
+    if not tables:
+        return
+    _drop_views(con)
+    for table in tables:
+        con.execute(f"ALTER TABLE {table} RENAME TO {table}_v5")
+    con.execute(schema_sql())
+    for table in tables:
+        con.execute(f"INSERT INTO {table} SELECT * FROM {table}_v5 ORDER BY {UNKEYED[table]}")
+        con.execute(f"DROP TABLE {table}_v5")
+
+
+def _drop_views(con: duckdb.DuckDBPyConnection) -> None:
+    """Drop the views (the schema script makes them again) before their tables change."""
+    for (view,) in con.execute(
+        "SELECT view_name FROM duckdb_views() WHERE NOT internal"
+    ).fetchall():
+        con.execute(f"DROP VIEW {view}")
 
 
 #: ``MIGRATIONS[n]`` upgrades schema ``n`` to the current one.
@@ -210,5 +257,6 @@ MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {
     2: _from_v2,
     3: _from_v3,
     4: _from_v4,
+    5: _unkeyed,
 }
 OLDEST_UPGRADABLE = min(MIGRATIONS)

@@ -1,4 +1,4 @@
--- The structrag index schema, version 4: a public, documented contract.
+-- The structrag index schema, version 6: a public, documented contract.
 --
 -- Analysts read the index from plain DuckDB, pandas or a notebook. The v_* views are the
 -- stable way in: plain names, no internal columns. The tables are documented too (every
@@ -11,7 +11,9 @@
 -- within the transaction that deleted the referencing rows, and messages (and their
 -- knowledge) are deleted together by edits and by memory pruning, so the references from
 -- the knowledge tables to `messages` and `semantic_refs` are documented, not enforced;
--- the writer keeps them whole (no orphans: the test suite counts them).
+-- the writer keeps them whole (no orphans: the test suite counts them). The knowledge
+-- tables and the embeddings have no primary key either: the one writer gives out ref ids
+-- and message keys, and DuckDB's index behind a key cost more than a quarter of the file.
 
 CREATE TABLE IF NOT EXISTS meta (
     key VARCHAR PRIMARY KEY,
@@ -110,7 +112,7 @@ COMMENT ON COLUMN messages.is_unique IS 'Added as unique: an exact duplicate in 
 COMMENT ON COLUMN messages.status IS 'A goal''s status (open, done, dropped); NULL for other memories.';
 
 CREATE TABLE IF NOT EXISTS semantic_refs (
-    ref_id BIGINT PRIMARY KEY,
+    ref_id BIGINT NOT NULL,
     mkey BIGINT NOT NULL,
     conversation VARCHAR NOT NULL,
     message_id VARCHAR NOT NULL,
@@ -132,7 +134,7 @@ COMMENT ON COLUMN semantic_refs.extractor IS 'What produced it: spacy, llm, meta
 COMMENT ON COLUMN semantic_refs.extractor_version IS 'Version of that extractor.';
 
 CREATE TABLE IF NOT EXISTS entities (
-    ref_id BIGINT PRIMARY KEY,
+    ref_id BIGINT NOT NULL,
     name VARCHAR NOT NULL,
     name_lower VARCHAR NOT NULL,
     stem_key VARCHAR NOT NULL,
@@ -152,8 +154,7 @@ CREATE TABLE IF NOT EXISTS entity_facets (
     value VARCHAR NOT NULL,
     number DOUBLE,
     is_bool BOOLEAN NOT NULL,
-    units VARCHAR,
-    PRIMARY KEY (ref_id, position)
+    units VARCHAR
 );
 COMMENT ON TABLE entity_facets IS 'Properties of entities: owner, count, quality, job ...';
 COMMENT ON COLUMN entity_facets.ref_id IS 'The entity (entities.ref_id).';
@@ -165,7 +166,7 @@ COMMENT ON COLUMN entity_facets.is_bool IS 'Whether the value is a boolean.';
 COMMENT ON COLUMN entity_facets.units IS 'Units of a numeric value (years, km ...).';
 
 CREATE TABLE IF NOT EXISTS actions (
-    ref_id BIGINT PRIMARY KEY,
+    ref_id BIGINT NOT NULL,
     verbs VARCHAR[] NOT NULL,
     verb VARCHAR NOT NULL,
     tense VARCHAR NOT NULL CHECK (tense IN ('past', 'present', 'future')),
@@ -191,8 +192,7 @@ CREATE TABLE IF NOT EXISTS action_params (
     value VARCHAR NOT NULL,
     number DOUBLE,
     is_bool BOOLEAN NOT NULL,
-    units VARCHAR,
-    PRIMARY KEY (ref_id, position)
+    units VARCHAR
 );
 COMMENT ON TABLE action_params IS 'Other arguments of actions: prepositional phrases (in Lisbon, for the shelter), place, time, manner.';
 COMMENT ON COLUMN action_params.ref_id IS 'The action (actions.ref_id).';
@@ -204,7 +204,7 @@ COMMENT ON COLUMN action_params.is_bool IS 'Whether the value is a boolean.';
 COMMENT ON COLUMN action_params.units IS 'Units of a numeric value.';
 
 CREATE TABLE IF NOT EXISTS topics (
-    ref_id BIGINT PRIMARY KEY,
+    ref_id BIGINT NOT NULL,
     text VARCHAR NOT NULL,
     stem_key VARCHAR NOT NULL
 );
@@ -214,7 +214,7 @@ COMMENT ON COLUMN topics.text IS 'The phrase as written.';
 COMMENT ON COLUMN topics.stem_key IS 'Internal: the phrase''s stems joined by spaces.';
 
 CREATE TABLE IF NOT EXISTS tag_refs (
-    ref_id BIGINT PRIMARY KEY,
+    ref_id BIGINT NOT NULL,
     text VARCHAR NOT NULL,
     stem_key VARCHAR NOT NULL
 );
@@ -249,8 +249,7 @@ COMMENT ON COLUMN aliases.source IS 'Why: first-name (a first name and the full 
 CREATE TABLE IF NOT EXISTS embeddings (
     mkey BIGINT NOT NULL,
     model VARCHAR NOT NULL,
-    vector FLOAT[] NOT NULL,
-    PRIMARY KEY (mkey, model)
+    vector FLOAT[] NOT NULL
 );
 COMMENT ON TABLE embeddings IS 'Message embeddings (L2-normalised): the vector fill of ask and fuzzy term matching.';
 COMMENT ON COLUMN embeddings.mkey IS 'The message (messages.mkey).';
