@@ -477,6 +477,8 @@ class Derived:
         documents, a conversation with the documents beside it (what ``query`` searches)
         is the conversation's plain scope, whose view ``ask`` has built and whose digest
         the ingest stored."""
+        if len(scope.tables) < 2:
+            return scope  # nothing to leave out (ask's scope: no query for it)
         if self._tables is None:
             self._tables = self.store.memory_tables()
         tables = tuple(t for t in scope.tables if t in self._tables)
