@@ -264,8 +264,9 @@ def test_the_store_checks_property_conditions_as_the_conversation_table_does(
     example_index: Path, monkeypatch: pytest.MonkeyPatch, direct: int
 ) -> None:
     """A scope wider than a conversation has its pattern conditions checked by the store
-    (in SQL: few candidates one by one, many against each condition's refs over the
-    index, kept per generation); a conversation's against its property table. All agree."""
+    (few candidates: their property rows read in one SELECT and checked; many: each
+    condition's refs over the index, in SQL, kept per generation); a conversation's
+    against its property table. All agree."""
     from structrag.query import derived
     from structrag.query.derived import _by_name
     from structrag.store.protocols import PropertyCondition
