@@ -71,13 +71,17 @@ def test_every_table_view_and_column_is_commented(con: duckdb.DuckDBPyConnection
     assert not missing, f"columns without a comment: {missing}"
 
 
-def test_keys_and_not_null_constraints(con: duckdb.DuckDBPyConnection) -> None:
-    keys = {
-        table
-        for (table,) in con.execute(
+def _keyed_tables(con: duckdb.DuckDBPyConnection) -> set[str]:
+    return {
+        str(t)
+        for (t,) in con.execute(
             "SELECT table_name FROM duckdb_constraints() WHERE constraint_type = 'PRIMARY KEY'"
         ).fetchall()
     }
+
+
+def test_keys_and_not_null_constraints(con: duckdb.DuckDBPyConnection) -> None:
+    keys = _keyed_tables(con)
     assert keys >= {"messages", "conversations", "sources", "aliases"}
     assert not keys & set(UNKEYED)  # ids the writer gives out: no index behind them
     foreign = con.execute(
@@ -249,15 +253,6 @@ def test_an_index_with_schema_4_gains_an_empty_digests_table(
         assert upgraded.ask("When did Marco adopt Biscuit?", budget=200).message_ids[0] == "m11"
         upgraded.ingest([EXAMPLES / "friends_chat.jsonl"], force=True)
         assert upgraded.engine.view("friends").digest is not None
-
-
-def _keyed_tables(con: duckdb.DuckDBPyConnection) -> set[str]:
-    return {
-        str(t)
-        for (t,) in con.execute(
-            "SELECT table_name FROM duckdb_constraints() WHERE constraint_type = 'PRIMARY KEY'"
-        ).fetchall()
-    }
 
 
 def test_an_index_with_schema_5_loses_the_keys_of_its_knowledge_tables(
