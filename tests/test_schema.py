@@ -10,7 +10,7 @@ import duckdb
 import pytest
 
 from structrag import Index, IndexStateError
-from structrag.store.duckdb.schema import SCHEMA_VERSION, UNKEYED
+from structrag.store.duckdb.schema import SCHEMA_VERSION, UNKEYED, keyed_tables
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -71,17 +71,8 @@ def test_every_table_view_and_column_is_commented(con: duckdb.DuckDBPyConnection
     assert not missing, f"columns without a comment: {missing}"
 
 
-def _keyed_tables(con: duckdb.DuckDBPyConnection) -> set[str]:
-    return {
-        str(t)
-        for (t,) in con.execute(
-            "SELECT table_name FROM duckdb_constraints() WHERE constraint_type = 'PRIMARY KEY'"
-        ).fetchall()
-    }
-
-
 def test_keys_and_not_null_constraints(con: duckdb.DuckDBPyConnection) -> None:
-    keys = _keyed_tables(con)
+    keys = keyed_tables(con)
     assert keys >= {"messages", "conversations", "sources", "aliases"}
     assert not keys & set(UNKEYED)  # ids the writer gives out: no index behind them
     foreign = con.execute(
@@ -265,7 +256,7 @@ def test_an_index_with_schema_5_loses_the_keys_of_its_knowledge_tables(
     con = duckdb.connect(str(old / "structrag.duckdb"))
     for table, key in UNKEYED.items():  # the keys schema 5 had: each table's order
         con.execute(f"ALTER TABLE {table} ADD PRIMARY KEY ({key})")
-    assert _keyed_tables(con) >= set(UNKEYED)
+    assert keyed_tables(con) >= set(UNKEYED)
     rows = {t: con.execute(f"SELECT * FROM {t} ORDER BY {UNKEYED[t]}").fetchall() for t in UNKEYED}
     entities = con.execute("SELECT * FROM v_entities ORDER BY ALL").fetchall()
     con.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
@@ -279,7 +270,7 @@ def test_an_index_with_schema_5_loses_the_keys_of_its_knowledge_tables(
         (report,) = upgraded.ingest([EXAMPLES / "friends_chat.jsonl"], force=True)
         assert report.messages_added + report.messages_updated + report.messages_unchanged == 46
     con = duckdb.connect(str(old / "structrag.duckdb"), read_only=True)
-    assert not _keyed_tables(con) & set(UNKEYED)
+    assert not keyed_tables(con) & set(UNKEYED)
     comments = con.execute(
         "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'entities' AND comment <> ''"
     ).fetchall()

@@ -134,10 +134,8 @@ class TreePeak:
 
         me = os.getpid()
         tree = _descendants(me)
-        own, others = (
-            process_memory_kb(me, "VmRSS"),
-            sum(process_memory_kb(p, "VmRSS") for p in tree),
-        )
+        own = process_memory_kb(me, "VmRSS")
+        others = sum(process_memory_kb(p, "VmRSS") for p in tree)
         self.process = max(self.process, own / 1024)
         self.workers = max(self.workers, others / 1024)
         self.together = max(self.together, (own + others) / 1024)

@@ -226,12 +226,7 @@ def _unkeyed(con: duckdb.DuckDBPyConnection) -> None:
     in the writer, which checked every appended row against them. DuckDB cannot drop a
     constraint: each table is copied into the schema's new one, in the order the writer
     appends rows, and the old one dropped."""
-    keyed = {
-        str(table)
-        for (table,) in con.execute(
-            "SELECT table_name FROM duckdb_constraints() WHERE constraint_type = 'PRIMARY KEY'"
-        ).fetchall()
-    }
+    keyed = keyed_tables(con)
     tables = [t for t in UNKEYED if t in keyed]
     if not tables:
         return
@@ -242,6 +237,16 @@ def _unkeyed(con: duckdb.DuckDBPyConnection) -> None:
     for table in tables:
         con.execute(f"INSERT INTO {table} SELECT * FROM {table}_v5 ORDER BY {UNKEYED[table]}")
         con.execute(f"DROP TABLE {table}_v5")
+
+
+def keyed_tables(con: duckdb.DuckDBPyConnection) -> set[str]:
+    """The tables that have a primary key."""
+    return {
+        str(table)
+        for (table,) in con.execute(
+            "SELECT table_name FROM duckdb_constraints() WHERE constraint_type = 'PRIMARY KEY'"
+        ).fetchall()
+    }
 
 
 def _drop_views(con: duckdb.DuckDBPyConnection) -> None:
