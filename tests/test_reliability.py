@@ -149,5 +149,32 @@ def test_a_merge_that_runs_out_of_the_merge_memory_limit_is_done_again_under_the
         assert report.messages_added == 46
         assert index.store.sql(tables) == expected
         (limits,) = index.store.sql("SELECT current_setting('memory_limit')")
+        assert not _logged(tmp_path / "retried")  # checkpointed under the store's limit
     with Index(tmp_path / "plain") as index:
         assert index.store.sql("SELECT current_setting('memory_limit')") == [limits]
+
+
+def _logged(index_dir: Path) -> int:
+    """Bytes in the DuckDB log of an index (what a checkpoint has not written out)."""
+    wal = index_dir / "structrag.duckdb.wal"
+    return wal.stat().st_size if wal.exists() else 0
+
+
+def test_a_merge_is_checkpointed_after_its_commit_and_duckdb_settings_are_set_back(
+    tmp_path: Path,
+) -> None:
+    """DuckDB's own checkpoint, at a commit that takes its log past 16 MiB, ran under the
+    store's 1 GB limit and was the peak of a large ingest; the merge's commit leaves it
+    out and checkpoints next, under the merge's limit. A small ingest, which DuckDB
+    would not have checkpointed, leaves nothing in the log, and the settings are back."""
+    import duckdb
+
+    settings = "SELECT current_setting('checkpoint_threshold'), current_setting('memory_limit')"
+    with Index(tmp_path / "idx") as index:
+        before = index.store.sql(settings)
+        (report,) = index.ingest([EXAMPLE])
+        assert report.messages_added == 46
+        assert not _logged(tmp_path / "idx")
+        assert index.store.sql(settings) == before
+        assert before[0][0] == duckdb.connect().execute(settings).fetchall()[0][0]
+        assert index.store.sql("SELECT count(*) FROM messages") == [(46,)]
