@@ -187,7 +187,8 @@ def checkpoint(con: duckdb.DuckDBPyConnection) -> None:
     under the store's limit (1 GB): in a 1,000,000-message ingest of 40 files, one commit
     in three or four took 300-700 MB more than the rest (the writer's peak of the whole
     ingest), and a store of 975,000 messages given copies of a 25,000-message file showed
-    the same, 853 MB at its fifth commit, against 415 for this checkpoint. The data is
+    the same: 969 MB at its fifth commit, against 463 with this checkpoint
+    (``benchmarks/checkpoint_memory.py``). The data is
     committed before: a checkpoint that fails (out of memory twice, or another
     transaction in the way) loses nothing, and the next one writes it."""
     for limit in (MERGE_MEMORY_LIMIT, MEMORY_LIMIT):
