@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
+import os
 import shutil
 import subprocess
 import sys
@@ -33,6 +33,7 @@ from typing import Any
 
 import duckdb
 
+from structrag.bench.perf import process_memory_kb
 from structrag.store.duckdb.lease import MEMORY_LIMIT
 from structrag.store.duckdb.staging import NO_CHECKPOINT, checkpoint
 
@@ -52,9 +53,7 @@ MKEY_STEP, REF_STEP = 100_000_000, 1_000_000_000
 
 
 def peak_mb() -> int:
-    status = Path("/proc/self/status").read_text()
-    found = re.search(r"VmHWM:\s+(\d+)", status)
-    return int(found.group(1)) // 1024 if found else 0
+    return process_memory_kb(os.getpid(), "VmHWM") // 1024
 
 
 def reset_peak() -> None:
