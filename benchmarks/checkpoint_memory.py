@@ -10,7 +10,8 @@ ingest does, and commits:
 
 * ``duckdb``: under the store's 1 GB limit, DuckDB checkpointing by itself at the commit
   that takes its log past 16 MiB (how merges committed before);
-* ``structrag``: the log only, then :func:`structrag.store.duckdb.staging.checkpoint`.
+* ``structrag``: as a merge commits
+  (:func:`structrag.store.duckdb.staging.commit_then_checkpoint`).
 
 Each way runs in a process of its own; for each commit it reports the process's peak RSS
 (``VmHWM``, reset before the commit) and the seconds it took. The index needs a few
@@ -35,7 +36,7 @@ import duckdb
 
 from structrag.bench.perf import process_memory_kb
 from structrag.store.duckdb.lease import MEMORY_LIMIT
-from structrag.store.duckdb.staging import NO_CHECKPOINT, checkpoint
+from structrag.store.duckdb.staging import commit_then_checkpoint
 
 #: Tables copied, and how their rows find the last file's: by message key or by ref id.
 BY_MKEY = ("messages", "embeddings")
@@ -116,10 +117,7 @@ def run(path: Path, way: str, commits: int) -> list[dict[str, Any]]:
         reset_peak()
         start = time.perf_counter()
         if way == "structrag":
-            con.execute(f"SET checkpoint_threshold = '{NO_CHECKPOINT}'")
-            con.execute("COMMIT")
-            con.execute("RESET checkpoint_threshold")
-            checkpoint(con)
+            commit_then_checkpoint(con, lambda: con.execute("COMMIT"))
         else:
             con.execute("COMMIT")
         rows.append(

@@ -11,8 +11,10 @@ million rows (DuckDB copies column-wise from the attached file).
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import duckdb
 
@@ -30,6 +32,8 @@ from structrag.store.duckdb.writer import (
 from structrag.store.protocols import SourceRecord
 
 _STAGED_DELETES = "staged_deletes"
+
+T = TypeVar("T")
 
 
 #: DuckDB's memory limit while a staged ingest is merged into the store.
@@ -150,13 +154,8 @@ class StagedTransaction(RowsTransaction):
                 # before (at 1M messages it failed to pin a block under the merge's), and
                 # without DuckDB's own checkpoint, which comes after it, on its own.
                 con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
-                threshold = current_setting(con, "checkpoint_threshold")
-                con.execute(f"SET checkpoint_threshold = '{NO_CHECKPOINT}'")
-                try:
-                    generation = transaction.commit(before, digest)
-                finally:
-                    con.execute(f"SET checkpoint_threshold = '{threshold}'")
-                checkpoint(con)
+                commit = functools.partial(transaction.commit, before, digest)
+                generation = commit_then_checkpoint(con, commit)
                 # A lower limit evicts what is cached and not pinned (what is pinned stays:
                 # then DuckDB refuses the limit, and nothing is lost but the memory).
                 with contextlib.suppress(duckdb.OutOfMemoryException):
@@ -179,6 +178,19 @@ class StagedTransaction(RowsTransaction):
                 leftover.unlink()
 
 
+def commit_then_checkpoint(con: duckdb.DuckDBPyConnection, commit: Callable[[], T]) -> T:
+    """Run ``commit`` (what commits the open transaction on ``con``) with DuckDB's own
+    checkpoint left out of it, then :func:`checkpoint`; returns what ``commit`` did."""
+    threshold = current_setting(con, "checkpoint_threshold")
+    con.execute(f"SET checkpoint_threshold = '{NO_CHECKPOINT}'")
+    try:
+        result = commit()
+    finally:
+        con.execute(f"SET checkpoint_threshold = '{threshold}'")
+    checkpoint(con)
+    return result
+
+
 def checkpoint(con: duckdb.DuckDBPyConnection) -> None:
     """Write what the store's log holds into its file, with DuckDB held to
     :data:`MERGE_MEMORY_LIMIT`; under the store's own limit if that is too little.
@@ -188,9 +200,9 @@ def checkpoint(con: duckdb.DuckDBPyConnection) -> None:
     in three or four took 300-700 MB more than the rest (the writer's peak of the whole
     ingest), and a store of 975,000 messages given copies of a 25,000-message file showed
     the same: 969 MB at its fifth commit, against 463 with this checkpoint
-    (``benchmarks/checkpoint_memory.py``). The data is
-    committed before: a checkpoint that fails (out of memory twice, or another
-    transaction in the way) loses nothing, and the next one writes it."""
+    (``benchmarks/checkpoint_memory.py``). The data is committed before: a checkpoint
+    that fails (out of memory twice, or another transaction in the way) loses nothing,
+    and the next one writes it."""
     for limit in (MERGE_MEMORY_LIMIT, MEMORY_LIMIT):
         try:
             con.execute(f"SET memory_limit = '{limit}'")
