@@ -168,9 +168,10 @@ def test_facts_are_grounded_in_their_source(index: Index) -> None:
         assert source.kind == "message" and source.grounded
         assert source.start is not None and source.end is not None
         assert said.text[source.start : source.end]
+        assert source.source_id == said.id  # the memory id, not the store's key
     stated = mem.add("Sam works at Initech", table="facts", room="r", source=said.id)
     (row,) = mem.sources(stated.id)
-    assert row.grounded and row.source_ref == said.id
+    assert row.grounded and row.source_ref == said.id and row.source_id == said.id
     invented = mem.add("Sam owns a yacht", table="facts", room="r", source=said.id)
     assert not mem.sources(invented.id)[0].grounded
 
@@ -204,6 +205,18 @@ def test_the_context_window_stays_within_budget(mem: Memory, budget: int) -> Non
     if budget >= 600:
         names = {s.name for s in window.sections if s.lines}
         assert {"history", "profile"} <= names
+
+
+def test_the_context_states_a_profile_fact_once(index: Index) -> None:
+    mem = index.memory("bot")
+    mem.add("My sister Ana sails every weekend.", user="priya", room="dm")
+    mem.add("I live in Porto.", user="priya", room="dm")
+    question = "Where does priya live? Does she have a sister?"
+    assert mem.search(question, table="facts")  # the fact would be found
+    window = mem.context(question, room="dm", user="priya", budget=500)
+    (about,) = [s for s in window.sections if s.name == "profile"]
+    texts = [line.split("] ", 1)[1].lower() for line in about.lines]
+    assert "priya lives in porto" in texts and len(texts) == len(set(texts))
 
 
 def test_unused_shares_pass_on(index: Index) -> None:
@@ -277,6 +290,14 @@ def test_the_cli_mirrors_the_api(tmp_path: Path) -> None:
     }
     profile = run("memory", "profile", "--user", "priya")
     assert isinstance(profile, list) and profile and profile[0]["object"] == "Porto"
+    facts = run("memory", "facts", "--user", "priya")
+    assert isinstance(facts, list) and facts
+    assert facts[0]["sources"][0]["source_id"] == added["id"]
+    # The text form cites the memory a fact comes from by its id (the first memory's
+    # store key is 0, which used to print nothing).
+    text = runner.invoke(cli, ["memory", "facts", "--user", "priya", "--db", db, "--agent", "bot"])
+    assert text.exit_code == 0, text.output
+    assert f"<- message {added['id']}" in text.output
     window = run("memory", "context", "Where do I live?", "--room", "dm", "--budget", "300")
     assert isinstance(window, dict) and window["tokens"] <= 300
     pruned = run("memory", "prune", "--older-than", "0s")

@@ -436,7 +436,7 @@ def facts(db: str, agent: str, user: str | None, room: str | None, as_json: bool
         return
     for row in rows:
         cited = ", ".join(
-            f"{s['kind']} {s['source_ref'] or s['source_mkey'] or ''}".strip()
+            f"{s['kind']} {s.get('source_id') or s['source_ref'] or ''}".strip()
             for s in row["sources"]
         )
         click.echo(f"{row['id']}  {row['text']}" + (f"   <- {cited}" if cited else ""))

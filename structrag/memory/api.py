@@ -461,8 +461,8 @@ class Memory:
         if not found:
             raise NotFoundError(
                 f"agent {self.agent!r} has no memory {memory_id!r}",
-                hint="ids come from add(), recent() and search(); another agent's memories "
-                "are not visible",
+                hint="memory ids come from adding, listing (recent) and searching memories; "
+                "another agent's memories are not visible",
             )
         if len(found) > 1:
             rooms = ", ".join(sorted(m.room for m in found))
@@ -838,19 +838,19 @@ class Memory:
     def _about(self, message: str, user: str | None, room: str) -> Lines:
         settings = self.parts.settings
         lines: Lines = []
-        if user:
-            for entry in self.profile(user):
-                cited = ", ".join(entry.sources[-3:])
-                lines.append(
-                    (
-                        f"[profile-{entry.entry_id} <- {cited}] {entry.text}",
-                        f"profile-{entry.entry_id}",
-                    )
-                )
+        entries = self.profile(user) if user else []
+        for entry in entries:
+            cited = ", ".join(entry.sources[-3:])
+            lines.append(
+                (f"[profile-{entry.entry_id} <- {cited}] {entry.text}", f"profile-{entry.entry_id}")
+            )
+        # A fact the profile already states (its entry was made from it) is not repeated.
+        said = {entry.text.strip().lower() for entry in entries}
         if message.strip() and self.count(table="facts") + self.count(table="relationships"):
             for table in ("facts", "relationships"):
                 for hit in self.search(message, table=table, count=settings.retrieve_facts):
-                    lines.append((f"[{hit.memory.id}] {hit.memory.text}", hit.memory.id))
+                    if hit.memory.text.strip().lower() not in said:
+                        lines.append((f"[{hit.memory.id}] {hit.memory.text}", hit.memory.id))
         for observation in self.observations(room)[:5]:
             lines.append(
                 (

@@ -43,6 +43,9 @@ class SourceRow:
     end: int | None
     confidence: float
     grounded: bool
+    #: The memory id (or document fragment id) of ``source_mkey``, as the store reads it
+    #: back; not stored (the key is).
+    source_id: str | None = None
 
 
 @dataclass(frozen=True)

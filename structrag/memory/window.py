@@ -87,8 +87,8 @@ def check_shares(shares: dict[str, float]) -> dict[str, float]:
     if unknown or any(v < 0 for v in shares.values()) or not sum(shares.values()):
         raise MemoryInputError(
             f"bad context shares {shares}",
-            hint="give history, retrieval and profile non-negative shares, e.g. "
-            "history=0.5 retrieval=0.3 profile=0.2",
+            hint="give history, retrieval and profile non-negative shares (weights, "
+            "scaled to sum to 1), e.g. history 0.5, retrieval 0.3, profile 0.2",
         )
     total = sum(shares.values())
     return {name: shares.get(name, 0.0) / total for name in ORDER}

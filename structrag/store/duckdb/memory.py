@@ -178,10 +178,13 @@ class DuckDBMemory:
         if not len(mkeys):
             return out
         rows = self._sql(
-            "SELECT * FROM memory_sources WHERE mkey IN (SELECT unnest(?::BIGINT[]))",
+            "SELECT s.mkey, s.source_kind, s.source_mkey, s.source_ref, s.span_start, s.span_end, "
+            "s.confidence, s.grounded, m.message_id FROM memory_sources s "
+            "LEFT JOIN messages m ON m.mkey = s.source_mkey "
+            "WHERE s.mkey IN (SELECT unnest(?::BIGINT[])) ORDER BY s.rowid",
             [sorted({int(k) for k in mkeys})],
         )
-        for mkey, kind, source, ref, start, end, confidence, grounded in rows:
+        for mkey, kind, source, ref, start, end, confidence, grounded, source_id in rows:
             out.setdefault(int(mkey), []).append(
                 SourceRow(
                     int(mkey),
@@ -192,6 +195,7 @@ class DuckDBMemory:
                     end,
                     float(confidence),
                     bool(grounded),
+                    source_id,
                 )
             )
         return out
