@@ -42,11 +42,30 @@ def query_json(index: Index, result: QueryResult, *, explain: bool = False) -> d
     for item, message in zip(data["messages"], result.messages, strict=True):
         found = stored.get(message.mkey)
         item["text"] = render_message(found) if found else ""
-    texts = index.store.knowledge_texts([r for r, _ in result.refs])
-    for item in data["semantic_refs"]:  # actions have no one text: kind and text are None
-        text = texts.get(item["ref_id"])
-        item["kind"], item["text"] = (text[0], text[1]) if text else (None, None)
+    ref_ids = [r for r, _ in result.refs]
+    texts = {r: (kind, text) for r, (kind, text, _) in index.store.knowledge_texts(ref_ids).items()}
+    texts.update(_action_texts(index, [r for r in ref_ids if r not in texts]))
+    for item in data["semantic_refs"]:
+        item["kind"], item["text"] = texts.get(item["ref_id"], (None, None))
     return data
+
+
+def _action_texts(index: Index, ref_ids: list[int]) -> dict[int, tuple[str, str]]:
+    """Actions as one line each: ``Marco adopt puppy``, ``Kevin tell AI models -> Satya``,
+    ``Sam not like olives`` (a missing subject or object is ``*``)."""
+    if not ref_ids:
+        return {}
+    rows = index.sql(
+        "SELECT ref_id, subject, verb, object, indirect_object, negated FROM actions "
+        "WHERE ref_id IN (SELECT unnest(?::BIGINT[]))",
+        [ref_ids],
+    )
+    out: dict[int, tuple[str, str]] = {}
+    for ref_id, subject, verb, obj, indirect, negated in rows:
+        words = [subject or "*", f"not {verb}" if negated else verb, obj or "*"]
+        line = " ".join(words) + (f" -> {indirect}" if indirect else "")
+        out[int(ref_id)] = ("action", line)
+    return out
 
 
 def message_page(

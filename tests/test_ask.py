@@ -155,6 +155,10 @@ def test_cli_query_ask_and_batch(example_index: Path, tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     assert data["messages"] and "plan" in data and "ast" in data
+    done = run_cli("query", "action(Marco, adopt, *)", "--db", db, "--json")
+    refs = json.loads(done.stdout)["semantic_refs"]
+    assert refs and all(r["kind"] == "action" for r in refs)
+    assert all(r["text"].startswith("Marco adopt ") for r in refs)
     done = run_cli("ask", "When did Marco adopt Biscuit?", "--db", db, "--budget", "100", "--json")
     answer = json.loads(done.stdout)
     assert answer["tokens"] <= 100 and answer["message_ids"][0] == "m11"
