@@ -629,7 +629,8 @@ def test_cli_ingests_a_folder(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["ingest", str(folder), "--db", str(db), "--quiet"])
     assert result.exit_code == 0, result.output
     assert result.output.count("(whatsapp):") == 3
-    assert "skipped, left out 1 file(s): photo.jpg" in result.output
+    assert f"{folder}: left out 1 file(s): photo.jpg" in result.output
+    assert "skipped" not in result.output  # the folder's files were ingested
     with Index(db, read_only=True) as index:
         assert {c.id for c in index.conversations()} == {
             "WhatsApp Chat with Allotment crew",

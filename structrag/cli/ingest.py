@@ -238,7 +238,9 @@ def _print_reports(reports: list[dict[str, Any]], options: Any, db: str, as_json
         for warning in report.get("warnings", []):
             note(f"warning: {warning}")
         if report.get("skipped"):
-            click.echo(f"{report['path']}: skipped, {report['skipped']}")
+            # A folder's report only says which of its files were left out.
+            done = "" if report.get("format") == "folder" else "skipped, "
+            click.echo(f"{report['path']}: {done}{report['skipped']}")
             continue
         added, seconds = report["messages_added"], report["seconds"]
         rate = f", {added / seconds:.0f} messages/s" if seconds >= 0.5 and added >= seconds else ""
