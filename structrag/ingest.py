@@ -441,7 +441,7 @@ class Ingestor:
 
     def _ingest_one(
         self,
-        path: Path,
+        path: Path | str,
         digest: str,
         fingerprint: str,
         source: Source,
@@ -462,7 +462,8 @@ class Ingestor:
         else:
             pairs = self._extracted(windows, progress)
         record = SourceRecord(
-            path=str(path.resolve()),
+            # a file's absolute path; another reader's source names itself
+            path=str(path.resolve()) if isinstance(path, Path) else path,
             sha256=digest,
             format=source.format,
             fingerprint=fingerprint,
@@ -500,7 +501,7 @@ class Ingestor:
             progress.start(total, "extracting")
         try:
             self._ingest_one(
-                Path(source.path),
+                source.path,
                 source.sha256,
                 fingerprint,
                 source,

@@ -187,6 +187,13 @@ def test_a_knowledge_folder_says_whose_each_document_is(index: Index, tmp_path: 
         "quillmark_guide.md",
         "orchard_handbook.pdf",
     }
+    # The ingest log names the files where they are (one source per owner).
+    logged = {r[0] for r in index.sql("SELECT path FROM sources WHERE format = 'knowledge'")}
+    assert logged == {
+        str((root / "shared" / "quillmark_guide.md").resolve()),
+        str((root / "alice" / "orchard_handbook.pdf").resolve()),
+        str((root / "bob" / "secret.md").resolve()),
+    }
 
 
 def test_files_that_cannot_be_read_are_reported_and_the_rest_goes_on(
@@ -225,6 +232,7 @@ def test_inline_text_is_knowledge_too(index: Index) -> None:
     assert hits and hits[0].fragment.text == text and hits[0].path == "inline"
     assert {s.text.lower() for s in hits[0].spans} >= {"wifi", "password"}
     assert index.knowledge.search("what is the wifi password?", agent="other") == []
+    assert index.sql("SELECT path FROM sources WHERE format = 'knowledge'") == [("inline text",)]
 
 
 @pytest.mark.parametrize("mode", ["structured", "text", "vector", "hybrid"])
@@ -308,6 +316,10 @@ def test_knowledge_commands(tmp_path: Path) -> None:
     dry = runner.invoke(cli, ["knowledge", "add", str(folder), "--db", db, "--dry-run", "--json"])
     assert dry.exit_code == 0, dry.output
     assert json.loads(dry.output)["documents_added"] == 2 and not (tmp_path / "ix").exists()
+    dry = runner.invoke(cli, ["knowledge", "add", str(folder), "--db", db, "--dry-run"])
+    assert dry.exit_code == 0, dry.output
+    assert "would add 2 new" in dry.output and " added " not in dry.output
+    assert dry.output.count("  new  ") == 2
     added = runner.invoke(cli, ["knowledge", "add", str(folder), "--db", db, "--agent", "bot"])
     assert added.exit_code == 0, added.output
     assert "added 2 new and 0 changed documents" in added.output

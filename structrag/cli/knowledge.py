@@ -82,10 +82,12 @@ def add(
         note(f"skipped {skipped['path']}: {skipped['reason']}")
     for warning in report.warnings:
         note(f"warning: {warning}")
+    planned = {"added": "new", "updated": "changed"}  # a dry run added nothing
     for doc in report.documents:
         owner = "shared" if doc["shared"] else f"agent {doc['agent']}"
+        status = planned.get(doc["status"], doc["status"]) if dry_run else doc["status"]
         click.echo(
-            f"{doc['document_id']}  {doc['status']:9}  {doc['fragments']:4} fragments "
+            f"{doc['document_id']}  {status:9}  {doc['fragments']:4} fragments "
             f"{doc['tokens']:7} tokens  {owner}  {doc['path']}"
         )
     verb = "would add" if dry_run else "added"

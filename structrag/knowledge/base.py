@@ -366,9 +366,10 @@ class KnowledgeBase:
         def documents(transaction: StoreTransaction) -> None:
             rows.write_documents(new_documents)
 
+        # The ingest log's path: the files' absolute paths (the first three).
+        files = [str(p.item.file.resolve()) if p.item.file else "inline text" for p in planned]
         source = ParsedSource(
-            path=", ".join(p.item.label for p in planned[:3])
-            + (f" and {len(planned) - 3} more" if len(planned) > 3 else ""),
+            path=", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else ""),
             format="knowledge",
             conversations=conversations,
             messages=messages,
