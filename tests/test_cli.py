@@ -119,6 +119,59 @@ def test_main_turns_structrag_errors_into_exit_1(
     assert "error: no index" in capsys.readouterr().err
 
 
+def _duckdb_interrupts() -> list[Exception]:
+    """What DuckDB raises when Ctrl-C (Python's SIGINT handler) or an interrupt stops a
+    query, made for real."""
+    import os
+    import signal
+    import threading
+
+    import duckdb
+
+    found: list[Exception] = []
+    for stop in ("interrupt", "sigint"):
+        con = duckdb.connect()
+        if stop == "interrupt":
+            timer = threading.Timer(0.3, con.interrupt)
+        else:
+            timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
+        timer.start()
+        try:
+            con.execute("SELECT count(*) FROM range(10000000000) a").fetchall()
+        except Exception as exc:
+            found.append(exc)
+        finally:
+            timer.join()
+            con.close()
+    return found
+
+
+def test_ctrl_c_inside_a_duckdb_query_is_an_interruption_not_a_traceback(
+    tmp_path: Path,
+    example_index: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from structrag.index import Index
+
+    raised = _duckdb_interrupts()
+    assert len(raised) == 2
+    for exc in raised:
+
+        def stats(self: Index, exc: Exception = exc) -> dict[str, object]:
+            raise exc
+
+        monkeypatch.setattr(Index, "stats", stats)
+        with pytest.raises(SystemExit) as info:
+            main(["stats", "--db", str(example_index), "--no-server"])
+        assert info.value.code == 130, exc
+        assert capsys.readouterr().err.strip() == "interrupted"
+    monkeypatch.undo()
+    with pytest.raises(SystemExit):  # an index that does not exist: not an interruption
+        main(["stats", "--db", str(tmp_path / "none")])
+    assert "interrupted" not in capsys.readouterr().err
+
+
 def test_a_failed_first_ingest_leaves_no_index_behind(tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"speaker": "Ann", "text": "hi"}\n{"speaker": ', encoding="utf-8")
@@ -182,3 +235,46 @@ def test_an_ingest_ends_at_once_with_its_index_whole(tmp_path: Path, locomo_file
     memory = run_marked("memory", "add", "I live in Porto.", "--db", str(db), "--agent", "a")
     assert memory.returncode == 0, memory.stderr
     assert "torn down" in memory.stderr
+
+
+def test_ctrl_c_during_an_ingest_ends_it_cleanly_and_a_rerun_finishes(tmp_path: Path) -> None:
+    """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) in the middle of
+    extraction: exit 130 with one line and no tracebacks (the workers leave it to the
+    ingest), nothing written; the same command again ingests the file."""
+    import os
+    import signal
+    import time
+
+    source = tmp_path / "big.jsonl"
+    lines = [
+        json.dumps(
+            {
+                "id": f"m{i}",
+                "conversation": f"c{i // 500}",
+                "speaker": ("Ana", "Ben")[i % 2],
+                "text": f"Message {i}: Ana told Ben about the trip to Porto and the boat {i}.",
+            }
+        )
+        for i in range(4000)
+    ]
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    db = tmp_path / "db"
+    args = [sys.executable, "-m", "structrag", "ingest", str(source), "--db", str(db), "-q"]
+    proc = subprocess.Popen(
+        args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    deadline = time.monotonic() + 120
+    while not (db / ".staging").exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(1.5)  # extracting
+    assert proc.poll() is None, proc.communicate()
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and err.strip().startswith("interrupted:"), err
+    code, out, err = run("stats", "--db", str(db), "--json")
+    assert (code, json.loads(out)["messages"]) == (0, 0) if code == 0 else "no index at" in err
+    again = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    code, out, err = run("stats", "--db", str(db), "--json")
+    assert json.loads(out)["messages"] == 4000

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import signal
 import sys
 from collections.abc import Sequence
 from functools import lru_cache
@@ -228,6 +229,9 @@ def test_parallel_extraction_matches_in_process(extractor: SpacyExtractor) -> No
         # from the collector while they run (structrag.gctune), and given back after.
         if sys.platform.startswith("linux") and frozen == 0:
             assert gc.get_freeze_count() > 10_000
+        # Ctrl-C is the ingest's to handle: a worker that died of it could hang the pool.
+        pool = parallel._workers()
+        assert pool.submit(signal.getsignal, signal.SIGINT).result() == signal.SIG_IGN
     finally:
         module.PARALLEL_MIN_MESSAGES = old
         parallel.close()

@@ -249,7 +249,8 @@ def main(argv: list[str] | None = None) -> None:
         # process ends right after it (_exit_now). A batch of questions keeps it.
         gc.disable()
     interrupted = (
-        "interrupted: the file being ingested was not written (files finished before it are kept)"
+        "interrupted: each file is written whole or not at all, and the files finished "
+        "before are kept; run the same command again to finish (written files are skipped)"
         if command == "ingest"
         else "interrupted"
     )
@@ -275,3 +276,21 @@ def main(argv: list[str] | None = None) -> None:
         # /dev/null so the interpreter's final flush does not complain, and succeed.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(0)
+    except Exception as exc:
+        if not _duckdb_interrupted(exc):
+            raise
+        click.echo(interrupted, err=True)
+        sys.exit(130)
+
+
+def _duckdb_interrupted(exc: BaseException) -> bool:
+    """Whether ``exc`` is Ctrl-C as DuckDB reports it: a query running when it came
+    raises ``RuntimeError("Query interrupted")`` (or an error naming KeyboardInterrupt)
+    instead of Python's ``KeyboardInterrupt``."""
+    if isinstance(exc, RuntimeError) and str(exc) == "Query interrupted":
+        return True
+    if type(exc).__module__.split(".")[0] in {"duckdb", "_duckdb"}:
+        return type(exc).__name__ == "InterruptException" or str(exc).startswith(
+            "KeyboardInterrupt"
+        )
+    return False

@@ -372,6 +372,10 @@ def _alive(pid: int) -> bool:
 
 def _worker_init(config: tuple[str, bool, int], owner: int) -> None:
     global _WORKER
+    # Ctrl-C reaches the whole process group. The owner handles it and stops the pool; a
+    # worker that died of it could hold the result queue's lock and hang the pool's
+    # shutdown (and each printed a traceback).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _exit_with(owner)
     # One BLAS thread per worker: the workers already use every core between them.
     with contextlib.suppress(ImportError):
