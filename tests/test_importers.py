@@ -205,6 +205,25 @@ def test_non_utf8_bytes_name_line_and_column(tmp_path: Path) -> None:
     assert source.messages[1].text == "café time"
 
 
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [("chat.txt", "ALICE: hello\n"), ("chat.jsonl", '{"speaker": "Ann", "text": "hi"}\n')],
+)
+def test_utf16_without_and_with_a_byte_order_mark(tmp_path: Path, name: str, text: str) -> None:
+    path = tmp_path / name
+    from structrag.importers import scan_source
+
+    path.write_bytes(text.encode("utf-16-le"))  # no byte order mark
+    with pytest.raises(InputError, match="--encoding utf-16le"):  # read as a stream
+        scan_source(path, options=LoadOptions(encoding="utf-16"))
+    assert scan_source(path, options=LoadOptions(encoding="utf-16le")).count == 1
+    path.write_bytes(text.encode("utf-16"))  # with one
+    with pytest.raises(InputError) as info:
+        load_source(path)
+    assert "pass --encoding utf-16" in str(info.value)
+    assert load_source(path, options=LoadOptions(encoding="utf-16")).count == 1
+
+
 def test_conflicting_duplicate_ids_are_rejected(tmp_path: Path) -> None:
     path = tmp_path / "dupes.jsonl"
     path.write_text('{"id": "1", "text": "a"}\n{"id": "1", "text": "b"}\n')

@@ -9,6 +9,7 @@ from, so the ingest log never pairs one version's messages with another version'
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import io
 import json
@@ -115,12 +116,15 @@ class HashedLines:
                             self.path,
                             "file contains NUL bytes; it looks binary or UTF-16 encoded",
                             line=lineno,
-                            hint="convert it to UTF-8 text, or pass --encoding utf-16",
+                            hint="convert it to UTF-8 text, or pass --encoding utf-16 "
+                            "(utf-16le for a file without a byte order mark)",
                         )
                     yield lineno, line[:-1] if line.endswith("\n") else line
             except UnicodeDecodeError:
                 decode_text(self.path, read_bytes(self.path), self.encoding)
                 raise  # pragma: no cover - the whole file decoded after all (it changed)
+            except UnicodeError as exc:  # e.g. UTF-16 without a byte order mark
+                raise undecodable(self.path, self.encoding, exc) from None
         self.sha256 = digest.hexdigest()
 
 
@@ -298,24 +302,41 @@ def decode_text(path: Path, data: bytes, encoding: str = "utf-8") -> str:
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        utf16 = data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE))
         raise InputError(
             path,
             f"byte 0x{data[exc.start]:02x} is not valid {encoding}",
             line=line,
             column=column,
-            hint="re-save the file as UTF-8, or pass --encoding with the file's real "
+            hint="the file starts with a UTF-16 byte order mark: pass --encoding utf-16"
+            if utf16
+            else "re-save the file as UTF-8, or pass --encoding with the file's real "
             "encoding (for example --encoding cp1252 or --encoding latin-1)",
         ) from None
     except LookupError:
         raise InputError(path, f"unknown encoding {encoding!r}", hint="use e.g. utf-8") from None
+    except UnicodeError as exc:
+        raise undecodable(path, encoding, exc) from None
     if "\x00" in text:
         raise InputError(
             path,
             "file contains NUL bytes; it looks binary or UTF-16 encoded",
             line=text.count("\n", 0, text.index("\x00")) + 1,
-            hint="convert it to UTF-8 text, or pass --encoding utf-16",
+            hint="convert it to UTF-8 text, or pass --encoding utf-16 (utf-16le for a file "
+            "without a byte order mark)",
         )
     return text
+
+
+def undecodable(path: Path, encoding: str, exc: UnicodeError) -> InputError:
+    """A file the codec refuses as a whole (not at one byte): UTF-16 without a byte order
+    mark, say."""
+    return InputError(
+        path,
+        f"cannot read the file as {encoding}: {exc}",
+        hint="for UTF-16 without a byte order mark pass --encoding utf-16le (or utf-16be); "
+        "for other files, the encoding they were saved in",
+    )
 
 
 def file_lines(text: str) -> list[str]:

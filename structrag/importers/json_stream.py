@@ -35,6 +35,7 @@ from structrag.importers.base import (
     read_again,
     read_bytes,
     too_deep,
+    undecodable,
 )
 from structrag.models import Conversation, Message, SemanticRef
 
@@ -118,6 +119,8 @@ class JsonStream:
                     except UnicodeDecodeError:
                         decode_text(self.path, read_bytes(self.path), self.encoding)
                         raise  # pragma: no cover - the whole file decoded after all (changed)
+                    except UnicodeError as exc:  # e.g. UTF-16 without a byte order mark
+                        raise undecodable(self.path, self.encoding, exc) from None
                     if text or not data:
                         return text
 
