@@ -172,6 +172,28 @@ def test_ctrl_c_inside_a_duckdb_query_is_an_interruption_not_a_traceback(
     assert "interrupted" not in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("reindex",),
+        ("knowledge", "clear", "--shared"),
+        ("knowledge", "remove", "doc-1"),
+        ("memory", "prune", "--agent", "bot", "--older-than", "1d"),
+        ("memory", "remove", "mem-1", "--agent", "bot"),
+        ("memory", "search", "hi", "--agent", "bot"),
+    ],
+)
+def test_a_mistyped_db_is_an_error_not_a_new_empty_index(
+    tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    typo = tmp_path / "typo"
+    result = CliRunner().invoke(cli, [*args, "--db", str(typo)])
+    # a StructragError (main prints it), or a usage error
+    assert result.exit_code != 0
+    assert "no index at" in result.output + str(result.exception or "")
+    assert not typo.exists()
+
+
 def test_a_failed_first_ingest_leaves_no_index_behind(tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"speaker": "Ann", "text": "hi"}\n{"speaker": ', encoding="utf-8")

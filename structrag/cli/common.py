@@ -97,15 +97,19 @@ def on_index(
 
 
 @contextmanager
-def open_for(db: str, *, write: bool = False, served_ok: bool = False) -> Iterator[Index]:
+def open_for(
+    db: str, *, write: bool = False, create: bool = False, served_ok: bool = False
+) -> Iterator[Index]:
     """The index at ``db`` (read-only unless ``write``), its notes printed, closed after.
+    Only a command that adds (``create``) makes a new one: a mistyped ``--db`` given to
+    any other is an error, not an empty index.
 
     An index a server owns cannot be opened (the server holds its lock): that is an
     error at once, naming the server, unless ``served_ok`` (``--no-server``: wait for
     the lock)."""
     from structrag.index import Index
 
-    if not write and not Path(db).is_dir():
+    if not create and not Path(db).is_dir():
         shown = shown_path(db)
         raise StructragError(
             f"no index at {shown}", hint=f"create one with `structrag ingest FILE --db {shown}`"
@@ -121,7 +125,7 @@ def open_for(db: str, *, write: bool = False, served_ok: bool = False) -> Iterat
                 hint=f"stop the server first (kill -TERM {served.pid}); it closes the index "
                 "cleanly",
             )
-    index = Index(db, read_only=not write, create=write)
+    index = Index(db, read_only=not write, create=write and create)
     try:
         for text in index.notes:
             note(f"note: {text}")

@@ -67,7 +67,9 @@ def add(
     with contextlib.ExitStack() as stack:
         if dry_run and not Path(db).is_dir():  # nothing stored yet: plan against nothing
             db = stack.enter_context(tempfile.TemporaryDirectory(prefix="structrag-dry-"))
-        index = stack.enter_context(open_for(db, write=not dry_run or Path(db).is_dir()))
+        index = stack.enter_context(
+            open_for(db, write=not dry_run or Path(db).is_dir(), create=True)
+        )
         report = index.knowledge.add(
             list(paths),
             agent=agent,

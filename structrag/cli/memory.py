@@ -38,11 +38,14 @@ def agent_option(func: F) -> F:
 
 
 @contextmanager
-def memory_of(db: str, agent: str, *, write: bool, via: Via | None = None) -> Iterator[Memory]:
-    """The agent's memory in the index at ``db`` (created by a first ``add``)."""
-    if not write and not is_dir(db):
+def memory_of(
+    db: str, agent: str, *, write: bool, create: bool = False, via: Via | None = None
+) -> Iterator[Memory]:
+    """The agent's memory in the index at ``db`` (created by a first ``add``: ``create``)."""
+    if not create and not is_dir(db):
         raise click.UsageError(f"no index at {db}: add a memory first")
-    with open_for(db, write=write, served_ok=via is not None and via.no_server) as index:
+    served_ok = via is not None and via.no_server
+    with open_for(db, write=write, create=create, served_ok=served_ok) as index:
         yield index.memory(agent)
 
 
@@ -54,13 +57,14 @@ def on_memory(
     remote: Callable[[Remote, str], T],
     local: Callable[[Memory], T],
     write: bool,
+    create: bool = False,
 ) -> T:
     """What a memory command does: through the server that owns ``db`` (``remote`` gets
-    the agent's path, ``/v1/agents/AGENT``), or on the index files."""
+    the agent's path, ``/v1/agents/AGENT``), or on the index files (made if ``create``)."""
     server = via.server(db) if is_dir(db) else None
     if server is not None:
         return remote(server, agent_path(agent))
-    with memory_of(db, agent, write=write, via=via) as mem:
+    with memory_of(db, agent, write=write, create=create, via=via) as mem:
         return local(mem)
 
 
@@ -140,6 +144,7 @@ def add(
         remote=lambda r, path: r.post(f"{path}/memories", {"text": text, **fields}),
         local=lambda mem: mem.add(text, **fields).as_dict(),
         write=True,
+        create=True,
     )
     if as_json:
         emit_json(record)
