@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from datetime import datetime
 from pathlib import Path
@@ -222,6 +223,34 @@ def test_utf16_without_and_with_a_byte_order_mark(tmp_path: Path, name: str, tex
         load_source(path)
     assert "pass --encoding utf-16" in str(info.value)
     assert load_source(path, options=LoadOptions(encoding="utf-16")).count == 1
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "error"),
+    [
+        (
+            "c.json",
+            '{"conversations": [{"id": ["x"], "messages": [{"text": "hi"}]}]}',
+            "conversations[0].id: a conversation id must be a JSON string or integer, found array",
+        ),
+        (
+            "c.json",
+            '{"conversations": [{"id": 7, "messages": [{"id": true, "text": "hi"}]}]}',
+            "a message id must be a JSON string or integer, found boolean",
+        ),
+        ("c.jsonl", '{"id": 1.5, "text": "hi"}\n', "string or integer, found number"),
+        ("c.jsonl", '{"conversation": true, "text": "hi"}\n', "'conversation' must be a string"),
+    ],
+)
+def test_ids_of_the_wrong_json_type_are_refused(
+    tmp_path: Path, name: str, text: str, error: str
+) -> None:
+    from structrag.importers import scan_source
+
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(InputError, match=re.escape(error)):
+        scan_source(path)
 
 
 def test_conflicting_duplicate_ids_are_rejected(tmp_path: Path) -> None:

@@ -444,10 +444,18 @@ def invalid_json(
 
 
 def expect(path: Path, value: Any, kind: type | tuple[type, ...], where: str, what: str) -> Any:
-    """Check a JSON value's type, naming its JSON path when it is wrong."""
-    if not isinstance(value, kind):
-        kinds = kind if isinstance(kind, tuple) else (kind,)
-        names = " or ".join(dict.fromkeys(_JSON_NAMES.get(t.__name__, t.__name__) for t in kinds))
+    """Check a JSON value's type, naming its JSON path when it is wrong (``true`` and
+    ``false`` are not numbers here, though Python's bool is an int)."""
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+        names = " or ".join(
+            dict.fromkeys(
+                "integer"
+                if t is int and float not in kinds
+                else _JSON_NAMES.get(t.__name__, t.__name__)
+                for t in kinds
+            )
+        )
         found = _JSON_NAMES.get(type(value).__name__, type(value).__name__)
         raise InputError(path, f"at {where}: {what} must be a JSON {names}, found {found}")
     return value

@@ -447,9 +447,16 @@ def checked_messages(
 
 def _line_conversation(path: Path, obj: Any, lineno: int, options: LoadOptions) -> str | None:
     conv = obj.get("conversation")
-    if conv is not None and not isinstance(conv, str | int):
+    if conv is not None and (not isinstance(conv, str | int) or isinstance(conv, bool)):
         raise InputError(path, "'conversation' must be a string", line=lineno)
     return options.conversation or (str(conv) if conv is not None else None)
+
+
+def _conversation_id(path: Path, value: Any, where: str, default: str) -> str:
+    """A conversation's ``id`` (a string or an integer), or ``default`` when it has none."""
+    if value is None or value == "":
+        return default
+    return str(expect(path, value, (str, int), where, "a conversation id"))
 
 
 def _fingerprint(raw: RawMessage) -> int:
@@ -499,7 +506,9 @@ def load_json(path: Path, text: str, options: LoadOptions, data: Any = None) -> 
         for ci, conv in enumerate(convs):
             where = f"conversations[{ci}]"
             expect(path, conv, dict, where, "a conversation")
-            cid = options.conversation or str(conv.get("id") or f"{path.stem}-{ci + 1}")
+            cid = options.conversation or _conversation_id(
+                path, conv.get("id"), json_path(where, ".id"), f"{path.stem}-{ci + 1}"
+            )
             if isinstance(conv.get("name"), str):
                 names[cid] = conv["name"]
             msgs = expect(
@@ -543,7 +552,9 @@ def stream_json(path: Path, options: LoadOptions, survey: JsonSurvey) -> Streame
             header = survey.headers.get(i, {})
             if not (header.get("object") and header.get("messages")):
                 return None
-            cid = options.conversation or str(header.get("id") or f"{path.stem}-{i + 1}")
+            cid = options.conversation or _conversation_id(
+                path, header.get("id"), f"conversations[{i}].id", f"{path.stem}-{i + 1}"
+            )
             cids[i] = cid
             if isinstance(header.get("name"), str):
                 names[cid] = header["name"]
