@@ -324,7 +324,9 @@ def test_whatsapp_ambiguous_dates_use_the_default_and_warn() -> None:
     path = EXPORTS / "whatsapp" / "ambiguous dates.txt"
     source = load_source(path)
     assert source.messages[0].timestamp == datetime(2023, 4, 3, 9, 15)  # 3 April
-    assert any("LoadOptions(date_order='mdy')" in w for w in source.warnings)
+    assert any(
+        "--date-order mdy" in w and "LoadOptions(date_order='mdy')" in w for w in source.warnings
+    )
     assert "default" in source.conversations[0].metadata["date_order"]
     month_first = load_source(path, options=LoadOptions(date_order="mdy"))
     assert month_first.messages[0].timestamp == datetime(2023, 3, 4, 9, 15)

@@ -193,6 +193,10 @@ def test_truncated_jsonl_names_the_last_line(jsonl_file: Path) -> None:
         load_source(jsonl_file)
     assert info.value.line == 3
     assert "truncated" in str(info.value)
+    assert not re.search(r"invalid JSON: .* (at|starting)$", str(info.value), re.MULTILINE)
+    jsonl_file.write_text('{"text": "ab\n{"text": "c"}\n')  # the position is given apart
+    with pytest.raises(InputError, match=r"column 10: invalid JSON: Unterminated string\n"):
+        load_source(jsonl_file)
 
 
 def test_non_utf8_bytes_name_line_and_column(tmp_path: Path) -> None:

@@ -370,9 +370,7 @@ def read_json_lines(
         try:
             item = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise InputError(
-                path, f"invalid JSON: {exc.msg}", line=lineno, column=exc.colno
-            ) from None
+            raise InputError(path, json_error(exc.msg), line=lineno, column=exc.colno) from None
         except RecursionError:
             raise too_deep(path, line=lineno) from None
         check_surrogates(path, line, item, line=lineno)
@@ -440,7 +438,13 @@ def invalid_json(
         else "fix the JSON at that position (a validator such as `python -m json.tool` "
         "shows the context)"
     )
-    return InputError(path, f"invalid JSON: {message}", line=line, column=column, hint=hint)
+    return InputError(path, json_error(message), line=line, column=column, hint=hint)
+
+
+def json_error(message: str) -> str:
+    """A JSON decoder's message as ours: its position is given apart, so "Unterminated
+    string starting at" loses its dangling "at"."""
+    return f"invalid JSON: {message.removesuffix(' at').removesuffix(' starting')}"
 
 
 def expect(path: Path, value: Any, kind: type | tuple[type, ...], where: str, what: str) -> Any:

@@ -45,6 +45,7 @@ from structrag.importers.base import (
     expect,
     file_lines,
     finish,
+    json_error,
     json_path,
     merge_sources,
     parse_json,
@@ -483,7 +484,7 @@ def _parse_line(path: Path, line: str, lineno: int, *, is_last: bool) -> Any:
             else "each line must be one complete JSON object"
         )
         raise InputError(
-            path, f"invalid JSON: {exc.msg}", line=lineno, column=exc.colno, hint=hint
+            path, json_error(exc.msg), line=lineno, column=exc.colno, hint=hint
         ) from None
     check_surrogates(path, line, data, line=lineno)
     return data
