@@ -193,7 +193,9 @@ def ask(
             "drop the --llm-* flags (or stop the server)"
         )
     if batch is not None:
-        lines = _batch_questions(Path(batch))
+        # The whole file is checked before the first answer: a bad line does not leave
+        # half the answers written.
+        lines = list(_batch_questions(Path(batch)))
         if server is not None:
             _ask_batch_remote(server, Path(batch), lines, options, explain)
         else:
@@ -231,13 +233,22 @@ def _llm(options: dict[str, Any], settings: dict[str, Any]) -> Any:
 def _ask_batch_local(
     index: Index,
     path: Path,
-    lines: Iterator[tuple[int, dict[str, Any]]],
+    lines: list[tuple[int, dict[str, Any]]],
     options: dict[str, Any],
     llm_settings: dict[str, Any],
     explain: bool,
 ) -> None:
     from structrag import shapes
 
+    known = {c.id for c in index.conversations()}
+    for lineno, item in lines:
+        if item.get("conversation") and item["conversation"] not in known:
+            raise InputError(
+                path,
+                f"no conversation {item['conversation']!r} in the index",
+                line=lineno,
+                hint="list them with `structrag conversations`",
+            )
     llm = _llm(options, llm_settings)
     for lineno, item in lines:
         try:
@@ -264,7 +275,7 @@ def _ask_batch_local(
 def _ask_batch_remote(
     server: Remote,
     path: Path,
-    lines: Iterator[tuple[int, dict[str, Any]]],
+    lines: list[tuple[int, dict[str, Any]]],
     options: dict[str, Any],
     explain: bool,
 ) -> None:
