@@ -110,6 +110,8 @@ def test_rendering_round_trips(text: str) -> None:
         ("NOT " * 4000 + "x", 0, "nests too deeply"),
         ("meta.session. = 1", 12, "unexpected '.'"),
         ("word^0", 4, "above 0"),
+        ("Biscuit)", 7, "this ')' closes no '('"),
+        ("foo:bar", 3, "'foo' is not a field: the scopes are speaker:, from:"),
     ],
 )
 def test_errors_point_at_the_problem(text: str, position: int, message: str) -> None:
@@ -124,6 +126,18 @@ def test_errors_point_at_the_problem(text: str, position: int, message: str) -> 
 
 def test_grammar_ships_in_the_package() -> None:
     assert "?disjunction" in grammar_text()
+
+
+def test_the_error_hints_name_the_grammars_scopes() -> None:
+    import re
+
+    from structrag.query.parser import SCOPE_NAMES
+
+    (kw,) = re.findall(r"SCOPE_KW[.\d]*: /\(([^)]*)\)", grammar_text())
+    assert ", ".join(f"{name}:" for name in kw.split("|")) == SCOPE_NAMES
+    with pytest.raises(QuerySyntaxError) as info:  # a ')' with its '(' is another matter
+        parse("action(Marco, )")
+    assert "closes no" not in str(info.value)
 
 
 _FRAGMENTS = st.sampled_from(

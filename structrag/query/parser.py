@@ -298,8 +298,16 @@ def parse(text: str) -> ast.Node:
                 "the query ends too early",
                 hint="close brackets and finish patterns",
             ) from None
+        hint = _expected_hint(exc.expected)
+        if token.type == "RPAR" and text.count("(", 0, pos) <= text.count(")", 0, pos):
+            hint = "this ')' closes no '(' before it"
+        elif token.type == "COLON" and (field := _WORD_BEFORE.search(text, 0, pos)):
+            hint = (
+                f"{field.group(1)!r} is not a field: the scopes are {SCOPE_NAMES}, and "
+                "entity:, type:, topic:, meta.KEY; put a value that holds ':' in double quotes"
+            )
         raise QuerySyntaxError(
-            text, pos, f"unexpected {_tokens_text(token)!r}", hint=_expected_hint(exc.expected)
+            text, pos, f"unexpected {_tokens_text(token)!r}", hint=hint
         ) from None
     except UnexpectedInput as exc:  # pragma: no cover - other lark input errors
         raise QuerySyntaxError(text, getattr(exc, "pos_in_stream", 0) or 0, str(exc)) from None
@@ -346,6 +354,27 @@ _NAMES = {
     "META_KEY": "meta.<key>",
     "NAME": "an argument name",
 }
+
+
+_WORD_BEFORE = re.compile(r"([\w.-]+)\s*$")
+SCOPE_NAMES = ", ".join(
+    f"{name}:"
+    for name in [
+        "speaker",
+        "from",
+        "to",
+        "conversation",
+        "tag",
+        "date",
+        "after",
+        "before",
+        "when",
+        "during",
+        "source",
+        "document",
+        "section",
+    ]
+)
 
 
 def _expected_hint(expected: set[str]) -> str | None:
