@@ -257,6 +257,16 @@ def test_ids_of_the_wrong_json_type_are_refused(
         scan_source(path)
 
 
+def test_json_lines_read_as_one_json_document_point_to_jsonl(tmp_path: Path) -> None:
+    from structrag.importers import scan_source
+
+    path = tmp_path / "two.json"
+    path.write_text('{"text": "hi"}\n{"text": "yo"}\n', encoding="utf-8")
+    with pytest.raises(InputError, match="--format jsonl") as info:
+        scan_source(path)
+    assert info.value.line == 2
+
+
 def test_conflicting_duplicate_ids_are_rejected(tmp_path: Path) -> None:
     path = tmp_path / "dupes.jsonl"
     path.write_text('{"id": "1", "text": "a"}\n{"id": "1", "text": "b"}\n')

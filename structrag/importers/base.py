@@ -435,6 +435,9 @@ def invalid_json(
         "the file ends before the JSON value is complete: it looks truncated; "
         "re-export or re-download it"
         if truncated
+        else "the file holds more than one JSON value: for JSON Lines (one object a line) "
+        "name it .jsonl or pass --format jsonl"
+        if message == "Extra data"
         else "fix the JSON at that position (a validator such as `python -m json.tool` "
         "shows the context)"
     )
