@@ -300,3 +300,20 @@ def test_ctrl_c_during_an_ingest_ends_it_cleanly_and_a_rerun_finishes(tmp_path: 
     assert again.returncode == 0, again.stderr
     code, out, err = run("stats", "--db", str(db), "--json")
     assert json.loads(out)["messages"] == 4000
+
+
+def test_a_text_index_with_a_segment_missing_says_to_reindex(
+    tmp_path: Path, example_index: Path
+) -> None:
+    import shutil
+
+    db = tmp_path / "ix"
+    shutil.copytree(example_index, db)
+    for segment in (db / "whoosh").glob("*.seg"):
+        segment.unlink()
+    code, _, err = run("query", "Biscuit", "--db", str(db))
+    assert code == 1 and "Traceback" not in err
+    assert "cannot read the text index" in err and "structrag reindex" in err
+    assert run("reindex", "--db", str(db))[0] == 0
+    code, out, err = run("query", "Biscuit", "--db", str(db), "--json")
+    assert code == 0 and json.loads(out)["messages"], err

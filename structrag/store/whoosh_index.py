@@ -435,7 +435,14 @@ class WhooshTextIndex:
         if self._searcher is None:
             if self._ix is None:
                 return None
-            self._searcher = self._ix.searcher()
+            try:
+                self._searcher = self._ix.searcher()
+            except (OSError, EOFError) as exc:  # a segment file missing or cut short
+                raise IndexStateError(
+                    f"cannot read the text index at {self.path}: {exc}",
+                    hint="rebuild it from the store with `structrag reindex --db DIR` "
+                    "(the store is the record; the text index is derived from it)",
+                ) from exc
         return self._searcher.reader()
 
     def _cols(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
