@@ -303,7 +303,7 @@ def parse(text: str) -> ast.Node:
             hint = "this ')' closes no '(' before it"
         elif token.type == "COLON" and (field := _WORD_BEFORE.search(text, 0, pos)):
             hint = (
-                f"{field.group(1)!r} is not a field: the scopes are {SCOPE_NAMES}, and "
+                f"{field.group(1)!r} is not a field: the scopes are {scope_names()}, and "
                 "entity:, type:, topic:, meta.KEY; put a value that holds ':' in double quotes"
             )
         raise QuerySyntaxError(
@@ -357,24 +357,13 @@ _NAMES = {
 
 
 _WORD_BEFORE = re.compile(r"([\w.-]+)\s*$")
-SCOPE_NAMES = ", ".join(
-    f"{name}:"
-    for name in [
-        "speaker",
-        "from",
-        "to",
-        "conversation",
-        "tag",
-        "date",
-        "after",
-        "before",
-        "when",
-        "during",
-        "source",
-        "document",
-        "section",
-    ]
-)
+
+
+@lru_cache(maxsize=1)
+def scope_names() -> str:
+    """The scope keywords of the grammar, as a hint lists them: ``speaker:, from:, ...``."""
+    found = re.search(r"SCOPE_KW[.\d]*: /\(([^)]*)\)", grammar_text())
+    return ", ".join(f"{name}:" for name in found.group(1).split("|")) if found else "speaker:"
 
 
 def _expected_hint(expected: set[str]) -> str | None:
