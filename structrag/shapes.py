@@ -51,8 +51,7 @@ def query_json(index: Index, result: QueryResult, *, explain: bool = False) -> d
 
 
 def _action_texts(index: Index, ref_ids: list[int]) -> dict[int, tuple[str, str]]:
-    """Actions as one line each: ``Marco adopt puppy``, ``Kevin tell AI models -> Satya``,
-    ``Sam not like olives`` (a missing subject or object is ``*``)."""
+    """Actions as one line each (:func:`action_text`)."""
     if not ref_ids:
         return {}
     rows = index.sql(
@@ -60,12 +59,23 @@ def _action_texts(index: Index, ref_ids: list[int]) -> dict[int, tuple[str, str]
         "WHERE ref_id IN (SELECT unnest(?::BIGINT[]))",
         [ref_ids],
     )
-    out: dict[int, tuple[str, str]] = {}
-    for ref_id, subject, verb, obj, indirect, negated in rows:
-        words = [subject or "*", f"not {verb}" if negated else verb, obj or "*"]
-        line = " ".join(words) + (f" -> {indirect}" if indirect else "")
-        out[int(ref_id)] = ("action", line)
-    return out
+    return {
+        int(ref_id): ("action", action_text(subject, verb, obj, indirect, negated))
+        for ref_id, subject, verb, obj, indirect, negated in rows
+    }
+
+
+def action_text(
+    subject: str | None, verb: str, obj: str | None, indirect: str | None, negated: bool
+) -> str:
+    """An action as a line: ``Marco adopt puppy``, ``Kevin tell AI models (to Satya)``,
+    ``Sam NOT like olives``; ``?`` for a missing subject."""
+    parts = [subject or "?", ("NOT " if negated else "") + verb]
+    if obj:
+        parts.append(obj)
+    if indirect:
+        parts.append(f"(to {indirect})")
+    return " ".join(parts)
 
 
 def message_page(

@@ -102,16 +102,18 @@ def _describe(item: dict[str, Any]) -> str:
         types = "/".join(item.get("types", []))
         return f"{item['name']} ({types})" + (f" [{facets}]" if facets else "")
     if kind == "action":
-        parts = [item.get("subject") or "?"]
-        verb = " ".join(item["verbs"])
-        parts.append(("NOT " if item.get("negated") else "") + verb)
-        if item.get("object"):
-            parts.append(item["object"])
-        if item.get("indirect_object"):
-            parts.append(f"(to {item['indirect_object']})")
+        from structrag.shapes import action_text
+
+        line = action_text(
+            item.get("subject"),
+            " ".join(item["verbs"]),
+            item.get("object"),
+            item.get("indirect_object"),
+            bool(item.get("negated")),
+        )
         params = " ".join(f"{p['name']} {p['value']}" for p in item.get("params", []))
         tense = item.get("tense", "present")
-        return " ".join(parts) + (f" [{params}]" if params else "") + f" <{tense}>"
+        return line + (f" [{params}]" if params else "") + f" <{tense}>"
     return str(item.get("text", ""))
 
 
