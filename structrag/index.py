@@ -733,7 +733,7 @@ class Index:
         self, kind: str | None = None, conversation: str | None = None
     ) -> Iterator[SemanticRef]:
         """All semantic refs, optionally of one kind (``entity``, ``action``, ``topic``)."""
-        self._check_conversation(conversation)
+        self.check_conversation(conversation)
         for _, ref in self.store.iter_refs(kind, conversation):
             yield ref
 
@@ -763,15 +763,16 @@ class Index:
 
     def entities(self, top: int = 20, conversation: str | None = None) -> list[dict[str, Any]]:
         """The most mentioned entities, merged by normalised name."""
-        self._check_conversation(conversation)
+        self.check_conversation(conversation)
         return self.store.top_entities(top, conversation)
 
     def topics(self, top: int = 20, conversation: str | None = None) -> list[dict[str, Any]]:
         """The most mentioned topics."""
-        self._check_conversation(conversation)
+        self.check_conversation(conversation)
         return self.store.top_topics(top, conversation)
 
-    def _check_conversation(self, conversation: str | None) -> None:
+    def check_conversation(self, conversation: str | None) -> None:
+        """Raise :class:`NotFoundError` unless the index holds ``conversation`` (or it is None)."""
         if conversation is not None and conversation not in {
             c.id for c in self.store.conversations()
         }:

@@ -240,15 +240,15 @@ def _ask_batch_local(
 ) -> None:
     from structrag import shapes
 
-    known = {c.id for c in index.conversations()}
+    named: dict[str, int] = {}  # each conversation the file names, at its first line
     for lineno, item in lines:
-        if item.get("conversation") and item["conversation"] not in known:
-            raise InputError(
-                path,
-                f"no conversation {item['conversation']!r} in the index",
-                line=lineno,
-                hint="list them with `structrag conversations`",
-            )
+        named.setdefault(item.get("conversation") or "", lineno)
+    named.pop("", None)
+    for conversation, lineno in named.items():
+        try:
+            index.check_conversation(conversation)
+        except NotFoundError as exc:
+            raise InputError(path, exc.message, line=lineno, hint=exc.hint) from None
     llm = _llm(options, llm_settings)
     for lineno, item in lines:
         try:
