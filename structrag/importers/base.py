@@ -112,13 +112,7 @@ class HashedLines:
             try:
                 for lineno, line in enumerate(text, start=1):
                     if "\x00" in line:
-                        raise InputError(
-                            self.path,
-                            "file contains NUL bytes; it looks binary or UTF-16 encoded",
-                            line=lineno,
-                            hint="convert it to UTF-8 text, or pass --encoding utf-16 "
-                            "(utf-16le for a file without a byte order mark)",
-                        )
+                        raise _nul_bytes(self.path, lineno)
                     yield lineno, line[:-1] if line.endswith("\n") else line
             except UnicodeDecodeError:
                 decode_text(self.path, read_bytes(self.path), self.encoding)
@@ -318,14 +312,18 @@ def decode_text(path: Path, data: bytes, encoding: str = "utf-8") -> str:
     except UnicodeError as exc:
         raise undecodable(path, encoding, exc) from None
     if "\x00" in text:
-        raise InputError(
-            path,
-            "file contains NUL bytes; it looks binary or UTF-16 encoded",
-            line=text.count("\n", 0, text.index("\x00")) + 1,
-            hint="convert it to UTF-8 text, or pass --encoding utf-16 (utf-16le for a file "
-            "without a byte order mark)",
-        )
+        raise _nul_bytes(path, text.count("\n", 0, text.index("\x00")) + 1)
     return text
+
+
+def _nul_bytes(path: Path, line: int) -> InputError:
+    return InputError(
+        path,
+        "file contains NUL bytes; it looks binary or UTF-16 encoded",
+        line=line,
+        hint="convert it to UTF-8 text, or pass --encoding utf-16 (utf-16le for a file "
+        "without a byte order mark)",
+    )
 
 
 def undecodable(path: Path, encoding: str, exc: UnicodeError) -> InputError:
