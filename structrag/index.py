@@ -11,6 +11,7 @@ and an extractor together. The core modules (ingest, query) only know the protoc
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -831,7 +832,14 @@ def _embedding_rows(
 
 
 def _dir_size(path: Path) -> int:
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+    """The bytes of the files under ``path``. An ingest may be writing beside a reader
+    (its staging folder comes and goes): what vanishes during the walk is not counted."""
+    total = 0
+    for folder, _, files in os.walk(path):  # a folder that vanishes is skipped
+        for name in files:
+            with contextlib.suppress(FileNotFoundError):
+                total += (Path(folder) / name).stat().st_size
+    return total
 
 
 def _offline(llm: LLMConfig | StructuredLLM | None) -> LLMConfig | StructuredLLM:

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -178,3 +179,26 @@ def test_a_merge_is_checkpointed_after_its_commit_and_duckdb_settings_are_set_ba
         assert index.store.sql(settings) == before
         assert before[0][0] == duckdb.connect().execute(settings).fetchall()[0][0]
         assert index.store.sql("SELECT count(*) FROM messages") == [(46,)]
+
+
+def test_index_size_skips_what_an_ingest_removes_during_the_walk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``stats`` sums the index folder's files while an ingest may be removing its staging
+    folder (the server's readers saw a FileNotFoundError): a folder that is gone by the
+    time the walk lists it is not counted."""
+    import structrag.index as index_module
+
+    (tmp_path / "kept").write_bytes(b"x" * 10)
+    staged = tmp_path / ".staging" / "1-a" / "whoosh"
+    staged.mkdir(parents=True)
+    (staged / "MAIN.tmp").write_bytes(b"y" * 5)
+    real_scandir = os.scandir
+
+    def scandir(path: Any) -> Any:
+        if Path(path) == staged:  # removed by the ingest after its parent was listed
+            raise FileNotFoundError(2, "No such file or directory", str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    assert index_module._dir_size(tmp_path) == 10
