@@ -56,3 +56,73 @@ def test_spacy_is_imported_without_its_cli() -> None:
     lines = proc.stdout.strip().splitlines()
     assert lines[-2] == "[]"
     assert lines[-1] == "spacy.cli.info True"
+
+
+def test_the_pipeline_multiplies_with_numpy_and_parses_as_with_blis() -> None:
+    from thinc.api import NumpyOps
+
+    from structrag.nlp.matmul import OneThreadNumpyOps
+
+    fast = pipeline.load_pipeline(pipeline.DEFAULT_MODEL, ner=True)
+    stock = pipeline.load_pipeline(pipeline.DEFAULT_MODEL, ner=True, blis=True)
+    assert fast is pipeline.load_pipeline(pipeline.DEFAULT_MODEL, ner=True)  # loaded once
+
+    def ops(nlp: object) -> set[type]:
+        found: set[type] = set()
+        for _, component in nlp.components:  # type: ignore[attr-defined]
+            model = getattr(component, "model", None)
+            if model is not None:
+                found |= {type(node.ops) for node in model.walk()}
+        return found
+
+    assert ops(fast) == {OneThreadNumpyOps} and ops(stock) == {NumpyOps}
+    texts = [
+        *TEXTS,
+        "Caroline went to the LGBTQ support group in Boston last Friday with her mentor.",
+        "I've been painting sunsets since May; my kids love the lake near our house!",
+    ] * 40  # batches large enough for the products to matter
+
+    def parse(nlp: object) -> list[list[tuple[str, int, str, str]]]:
+        return [
+            [(t.tag_, t.head.i, t.dep_, t.ent_type_) for t in doc]
+            for doc in nlp.pipe(texts, batch_size=64)  # type: ignore[attr-defined]
+        ]
+
+    assert parse(fast) == parse(stock)
+
+
+def test_products_run_on_one_blas_thread_and_the_setting_is_put_back() -> None:
+    import numpy
+    from threadpoolctl import ThreadpoolController  # type: ignore[import-untyped]
+
+    from structrag.nlp.matmul import OneThreadNumpyOps, _OneThread
+
+    blas = ThreadpoolController().select(user_api="blas")
+
+    def threads() -> set[int]:
+        return {lib.get_num_threads() for lib in blas.lib_controllers}
+
+    if not blas.lib_controllers:
+        pytest.skip("numpy's BLAS is not one threadpoolctl can set")
+    with blas.limit(limits=2):
+        one = _OneThread()
+        with one:
+            assert threads() == {1}
+            with one:
+                assert threads() == {1}
+            assert threads() == {1}  # the outer product still runs
+        assert threads() == {2}
+        # Two threads' products overlapping: the setting comes back when both are done.
+        one.__enter__()
+        one.__enter__()
+        one.__exit__()
+        assert threads() == {1}
+        one.__exit__()
+        assert threads() == {2}
+    ops = OneThreadNumpyOps()
+    x = numpy.arange(12, dtype="f").reshape(3, 4)
+    y = numpy.arange(8, dtype="f").reshape(2, 4)
+    out = numpy.zeros((3, 2), dtype="f")
+    assert ops.gemm(x, y, out=out, trans2=True) is out
+    assert (out == x @ y.T).all()
+    assert (ops.gemm(x.T, y.T, trans1=True) == x @ y.T).all()

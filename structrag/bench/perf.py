@@ -223,11 +223,16 @@ def _ingest_once(paths: Sequence[Path], workers: int) -> dict[str, tuple[int, fl
     return results
 
 
-def _run_script(code: str, paths: Sequence[Path], workers: int, what: str) -> Any:
+def _run_script(
+    code: str, paths: Sequence[Path], workers: int, what: str, extra: Sequence[str] = ()
+) -> Any:
     """Run a benchmark script in a fresh interpreter (``argv``: the paths as JSON, the
-    worker count); what its last line of output says, as JSON."""
+    worker count, ``extra``); what its last line of output says, as JSON."""
     proc = subprocess.run(
-        [sys.executable, "-c", code, json.dumps([str(p) for p in paths]), str(workers)],
+        [
+            *(sys.executable, "-c", code, json.dumps([str(p) for p in paths])),
+            *(str(workers), *extra),
+        ],
         capture_output=True,
         text=True,
     )
@@ -250,13 +255,14 @@ def ingest_throughput(
     for _ in range(repeat):
         run = _ingest_once(paths, workers)
         run["parser-pipe"] = parser_throughput(paths, workers)  # the same run, interleaved
+        run["parser-pipe-blis"] = parser_throughput(paths, workers, blis=True)
         runs.append(run)
         if progress:
             progress.advance(1)
     if progress:
         progress.finish()
     summary: dict[str, dict[str, float]] = {}
-    for label in ("cli", "api-cold", "api-warm", "parser-pipe"):
+    for label in ("cli", "api-cold", "api-warm", "parser-pipe", "parser-pipe-blis"):
         rates = [r[label][0] / r[label][1] for r in runs]
         seconds = [r[label][1] for r in runs]
         summary[label] = {
@@ -268,33 +274,43 @@ def ingest_throughput(
             "messages_per_second_min": round(min(rates), 1),
             "messages_per_second_max": round(max(rates), 1),
         }
-    parser = summary["parser-pipe"]["messages_per_second_median"]
-    summary["ratio_to_parser"] = {
-        label: round(summary[label]["messages_per_second_median"] / parser, 3)
-        for label in ("cli", "api-cold", "api-warm")
-    }
+    for key, parser_label in (
+        ("ratio_to_parser", "parser-pipe"),
+        ("ratio_to_parser_blis", "parser-pipe-blis"),
+    ):
+        parser = summary[parser_label]["messages_per_second_median"]
+        summary[key] = {
+            label: round(summary[label]["messages_per_second_median"] / parser, 3)
+            for label in ("cli", "api-cold", "api-warm")
+        }
     return summary
 
 
 _PARSER_CHILD = r"""
 import json, sys, time
+from threadpoolctl import threadpool_limits
 from structrag.importers import load_source
 from structrag.nlp.pipeline import DEFAULT_MODEL, load_pipeline
-paths, workers = json.loads(sys.argv[1]), int(sys.argv[2])
+paths, workers, blis = json.loads(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "blis"
 texts = [m.text for p in paths for m in load_source(p).messages]
-nlp = load_pipeline(DEFAULT_MODEL, ner=False)
+nlp = load_pipeline(DEFAULT_MODEL, ner=False, blis=blis)
+threadpool_limits(1)  # one BLAS thread per process, as in the extraction workers
 start = time.perf_counter()
 count = sum(1 for _ in nlp.pipe(texts, n_process=workers, batch_size=256))
 print(json.dumps([count, time.perf_counter() - start]))
 """
 
 
-def parser_throughput(paths: Sequence[Path], workers: int) -> tuple[int, float]:
+def parser_throughput(
+    paths: Sequence[Path], workers: int, *, blis: bool = False
+) -> tuple[int, float]:
     """spaCy's own ``nlp.pipe(texts, n_process=workers)`` over the messages, with the
     components the extractor runs (NER off), in a fresh process: (messages, seconds), timed
     from the first text to the last doc (the model is loaded before). The ceiling an ingest
-    is compared with."""
-    count, seconds = _run_script(_PARSER_CHILD, paths, workers, "parser")
+    is compared with. The pipeline multiplies matrices with numpy as the extractor's does,
+    or, with ``blis``, with thinc's own blis, as ``spacy.load`` gives it."""
+    extra = ("blis" if blis else "numpy",)
+    count, seconds = _run_script(_PARSER_CHILD, paths, workers, "parser", extra)
     return int(count), float(seconds)
 
 
@@ -755,18 +771,22 @@ def extrapolate(measured: Sequence[dict[str, Any]], size: int) -> dict[str, Any]
     }
 
 
-def parser_rate(paths: Sequence[Path], limit: int = 1000) -> float:
+def parser_rate(paths: Sequence[Path], limit: int = 1000, *, blis: bool = False) -> float:
     """spaCy pipeline messages per CPU-second on this machine, one process: the speed of
-    the cores during the run (on a shared machine it moves, and ingest moves with it)."""
+    the cores during the run (on a shared machine it moves, and ingest moves with it).
+    ``blis``: the pipeline with thinc's own matrix products (see ``parser_throughput``)."""
+    from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
+
     from structrag.importers import load_source
     from structrag.nlp.pipeline import DEFAULT_MODEL, load_pipeline
 
     texts = [m.text for p in paths for m in load_source(p).messages][:limit]
-    nlp = load_pipeline(DEFAULT_MODEL, ner=False)
-    list(nlp.pipe(texts[:50]))
-    started = time.process_time()
-    count = sum(1 for _ in nlp.pipe(texts, batch_size=256))
-    return round(count / max(time.process_time() - started, 1e-9), 1)
+    nlp = load_pipeline(DEFAULT_MODEL, ner=False, blis=blis)
+    with threadpool_limits(1):
+        list(nlp.pipe(texts[:50]))
+        started = time.process_time()
+        count = sum(1 for _ in nlp.pipe(texts, batch_size=256))
+        return round(count / max(time.process_time() - started, 1e-9), 1)
 
 
 # -- the whole run ----------------------------------------------------------------------
@@ -821,6 +841,7 @@ def run_perf(
     work = out / "work"
     work.mkdir(exist_ok=True)
     result["meta"]["parser_messages_per_cpu_second"] = parser_rate(data)
+    result["meta"]["parser_messages_per_cpu_second_blis"] = parser_rate(data, blis=True)
     if repeat > 0:
         say(f"ingest throughput: {repeat} run(s) of cli, api-cold and api-warm")
         result["throughput"] = ingest_throughput(

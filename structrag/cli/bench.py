@@ -577,7 +577,8 @@ def bench_perf(
             f"ingest {throughput['cli']['messages_per_second_median']:.0f} msg/s (cli), "
             f"{throughput['api-warm']['messages_per_second_median']:.0f} (api-warm); spaCy's "
             f"nlp.pipe alone {throughput['parser-pipe']['messages_per_second_median']:.0f}: "
-            f"ratio {ratio['cli']:.2f} (cli), {ratio['api-warm']:.2f} (api-warm)"
+            f"ratio {ratio['cli']:.2f} (cli), {ratio['api-warm']:.2f} (api-warm); against "
+            f"its pipe with blis {throughput['ratio_to_parser_blis']['api-warm']:.2f} (api-warm)"
         )
     for n, ray in result.get("ray", {}).items():
         click.echo(f"ray, {n} worker(s): {ray['messages_per_second_median']:.0f} msg/s")
