@@ -205,6 +205,45 @@ def _full_pipeline() -> Language:
     return spacy.load(DEFAULT_MODEL, exclude=["ner"])
 
 
+def test_refs_sent_back_by_a_worker_are_the_models_it_built(extractor: SpacyExtractor) -> None:
+    """Workers send refs as tuples and the writer rebuilds them without validation
+    (``models.unchecked``): the rebuilt refs must be the validated ones in every way the
+    rest of structrag looks at them."""
+    from structrag.extract.spacy_extractor import pack_refs, unpack_refs
+    from structrag.models import Facet, SemanticRef, Span, Tag
+
+    message = _message(
+        "I didn't adopt the 3 puppies from the animal shelter in Boston on Friday. "
+        "Dog training classes and adoption agencies are hard work."
+    )
+    refs = _extract(extractor, message.text)
+    tagged = SemanticRef(
+        conversation=message.conversation,
+        message_id=message.id,
+        span=Span(start=0, end=1),
+        knowledge=Tag(text="pets"),
+        extractor="spacy",
+        extractor_version="1",
+    )
+    refs = [*refs, tagged]
+    kinds = {r.kind for r in refs}
+    assert kinds == {"entity", "action", "topic", "tag"}
+    assert any(r.knowledge.facets for r in refs if isinstance(r.knowledge, Entity))
+    assert any(r.knowledge.params for r in refs if isinstance(r.knowledge, Action))
+    rebuilt = unpack_refs(message, pack_refs(refs))
+    assert rebuilt == refs
+    for new, old in zip(rebuilt, refs, strict=True):
+        assert hash(new) == hash(old)
+        assert new.model_dump_json() == old.model_dump_json()
+        assert new.model_fields_set == set(type(old).model_fields)
+        assert repr(new) == repr(old)
+        assert SemanticRef.model_validate(new.model_dump()) == new
+        with pytest.raises(ValueError, match="frozen"):
+            new.extractor = "x"  # type: ignore[misc]
+    facets = [f for r in rebuilt if isinstance(r.knowledge, Entity) for f in r.knowledge.facets]
+    assert all(type(f) is Facet for f in facets)
+
+
 def test_parallel_extraction_matches_in_process(extractor: SpacyExtractor) -> None:
     messages = [
         Message(

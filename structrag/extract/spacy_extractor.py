@@ -60,6 +60,7 @@ from structrag.models import (
     Tag,
     Tense,
     Topic,
+    unchecked,
 )
 from structrag.nlp.lemma import is_verb_word, lemma, lemma_tables
 from structrag.nlp.names import is_name_token
@@ -431,39 +432,47 @@ def _pack(ref: SemanticRef) -> tuple[Any, ...]:
 
 
 def _unpack_facets(items: tuple[tuple[Any, ...], ...]) -> tuple[Facet, ...]:
-    return tuple(Facet.model_construct(name=n, value=v, units=u) for n, v, u in items)
+    return tuple(unchecked(Facet, {"name": n, "value": v, "units": u}) for n, v, u in items)
 
 
 def _unpack(message: Message, packed: tuple[Any, ...]) -> SemanticRef:
     kind, start, end, extractor, version, *rest = packed
     knowledge: Entity | Action | Topic | Tag
     if kind == "entity":
-        knowledge = Entity.model_construct(
-            name=rest[0], types=rest[1], facets=_unpack_facets(rest[2])
+        knowledge = unchecked(
+            Entity,
+            {"kind": kind, "name": rest[0], "types": rest[1], "facets": _unpack_facets(rest[2])},
         )
     elif kind == "action":
         verbs, tense, subject, obj, indirect, negated, params = rest
-        knowledge = Action.model_construct(
-            verbs=verbs,
-            tense=tense,
-            subject=subject,
-            object=obj,
-            indirect_object=indirect,
-            negated=negated,
-            params=_unpack_facets(params),
+        knowledge = unchecked(
+            Action,
+            {
+                "kind": kind,
+                "verbs": verbs,
+                "tense": tense,
+                "subject": subject,
+                "object": obj,
+                "indirect_object": indirect,
+                "negated": negated,
+                "params": _unpack_facets(params),
+            },
         )
     elif kind == "topic":
-        knowledge = Topic.model_construct(text=rest[0])
+        knowledge = unchecked(Topic, {"kind": kind, "text": rest[0]})
     else:
-        knowledge = Tag.model_construct(text=rest[0])
-    return SemanticRef.model_construct(
-        ref_id=None,
-        conversation=message.conversation,
-        message_id=message.id,
-        span=Span.model_construct(start=start, end=end),
-        knowledge=knowledge,
-        extractor=extractor,
-        extractor_version=version,
+        knowledge = unchecked(Tag, {"kind": kind, "text": rest[0]})
+    return unchecked(
+        SemanticRef,
+        {
+            "ref_id": None,
+            "conversation": message.conversation,
+            "message_id": message.id,
+            "span": unchecked(Span, {"start": start, "end": end}),
+            "knowledge": knowledge,
+            "extractor": extractor,
+            "extractor_version": version,
+        },
     )
 
 
