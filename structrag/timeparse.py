@@ -24,6 +24,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
+from functools import lru_cache
 from typing import Literal
 
 DateOrder = Literal["dmy", "mdy"]
@@ -94,6 +95,13 @@ def parse_datetime(value: object, *, order: DateOrder | None = None) -> datetime
             return None
     if not isinstance(value, str):
         return None
+    return _parse_string(value, order)
+
+
+@lru_cache(maxsize=4096)
+def _parse_string(value: str, order: DateOrder | None) -> datetime | None:
+    """:func:`parse_datetime` of a string, remembered: the turns of a session often carry
+    the same timestamp (LoCoMo's session date), and ``strptime`` is slow."""
     text = _clean(value)
     if not text:
         return None
