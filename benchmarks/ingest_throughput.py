@@ -43,8 +43,12 @@ def main(argv: list[str] | None = None) -> int:
         f"{os.cpu_count()} cores, {args.repeat} runs (median, min-max)"
     )
     for label, info in summary.items():
+        if label.startswith("ratio_to_"):
+            ratios = ", ".join(f"{k} {v:.2f}" for k, v in info.items())
+            print(f"  {label}: {ratios}")
+            continue
         print(
-            f"  {label:<9} {info['messages_per_second_median']:7.0f} msg/s "
+            f"  {label:<16} {info['messages_per_second_median']:5.0f} msg/s "
             f"({info['messages_per_second_min']:.0f}-{info['messages_per_second_max']:.0f}), "
             f"{info['seconds_median']:.2f} s"
         )
