@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -721,15 +722,27 @@ class Ingestor:
                 record.messages_updated = report.messages_updated
                 record.messages_unchanged = report.messages_unchanged - report.messages_reextracted
                 record.refs_added = report.refs_added
-            writer.prepare()
             # 3. The store commits first; the text index then says which generation it has.
-            faults.point("store-commit")
-            hook, held, store = before_commit, transaction, self.store
-            digest = self.digest if record is not None else None
-            generation = transaction.commit(
-                None if hook is None else (lambda: hook(held)),
-                None if digest is None else (lambda conversation: digest(store, conversation)),
-            )
+            # The text index writes its part on a thread meanwhile (the store's merge runs
+            # in DuckDB, outside the interpreter's lock); the store commits only once that
+            # part is written, so a text index that cannot be written fails the ingest whole.
+            prepared = _Beside(writer.prepare)
+            try:
+                faults.point("store-commit")
+                hook, held, store = before_commit, transaction, self.store
+                digest = self.digest if record is not None else None
+
+                def before() -> None:
+                    if hook is not None:
+                        hook(held)
+                    prepared.wait()
+
+                generation = transaction.commit(
+                    before,
+                    None if digest is None else (lambda conversation: digest(store, conversation)),
+                )
+            finally:
+                prepared.join()
         except BaseException:
             if transaction is not None:
                 transaction.rollback()
@@ -774,6 +787,32 @@ class Ingestor:
         report.messages_unchanged += chunk.same
         report.messages_reextracted += chunk.same
         report.refs_added += len(chunk.refs)
+
+
+class _Beside:
+    """``work`` run on a thread of its own, started at once."""
+
+    def __init__(self, work: Callable[[], None]) -> None:
+        self._work = work
+        self._failed: list[BaseException] = []
+        self._thread = threading.Thread(target=self._run, name="structrag-beside")
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._work()
+        except BaseException as exc:  # raised in the caller's thread by wait()
+            self._failed.append(exc)
+
+    def join(self) -> None:
+        """Wait for the work to end."""
+        self._thread.join()
+
+    def wait(self) -> None:
+        """Wait for the work to end and raise what it raised."""
+        self._thread.join()
+        if self._failed:
+            raise self._failed.pop()
 
 
 class _RefNumbers:

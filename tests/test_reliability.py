@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -202,3 +203,34 @@ def test_index_size_skips_what_an_ingest_removes_during_the_walk(
 
     monkeypatch.setattr(os, "scandir", scandir)
     assert index_module._dir_size(tmp_path) == 10
+
+
+def test_the_text_index_written_beside_the_store_commit_fails_the_ingest_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The text index writes its segment on a thread while the store merges and commits
+    (``ingest._beside``). If that write fails, the ingest fails with its error and leaves
+    nothing: the store's transaction is rolled back, the text index holds nothing new,
+    no staging folder is left, and the same ingest then succeeds."""
+    from structrag.store import whoosh_index
+
+    real_prepare = whoosh_index.StagedWhooshWriter.prepare
+    threads: list[str] = []
+
+    def full_disk(self: whoosh_index.StagedWhooshWriter) -> None:
+        threads.append(threading.current_thread().name)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(whoosh_index.StagedWhooshWriter, "prepare", full_disk)
+    with Index(tmp_path / "idx") as index:
+        with pytest.raises(OSError, match="No space left"):
+            index.ingest([EXAMPLE])
+        assert threads == ["structrag-beside"]
+        assert index.store.sql("SELECT count(*) FROM messages") == [(0,)]
+        assert index.stats()["messages"] == 0
+        index.text_index.refresh()
+        assert index.text_index.doc_count() == 0
+        assert not list((tmp_path / "idx").glob(".staging/*"))
+        monkeypatch.setattr(whoosh_index.StagedWhooshWriter, "prepare", real_prepare)
+        (report,) = index.ingest([EXAMPLE])
+        assert report.messages_added == 46
