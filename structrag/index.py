@@ -89,6 +89,9 @@ class IngestOptions:
     #: Store the messages as memories of this agent (each conversation a room, each
     #: speaker a user): history loaded in bulk into an agent's memory.
     agent: str | None = None
+    #: Shell patterns of files and folders to leave out of a folder argument, matched
+    #: against the name and the path within the folder (``README.md``, ``drafts``).
+    exclude: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, options: IngestOptions | None, changes: dict[str, Any]) -> IngestOptions:
@@ -106,7 +109,10 @@ class IngestOptions:
         from structrag.importers import LoadOptions
 
         return LoadOptions(
-            conversation=self.conversation, encoding=self.encoding, date_order=self.date_order
+            conversation=self.conversation,
+            encoding=self.encoding,
+            date_order=self.date_order,
+            exclude=tuple(self.exclude),
         )
 
 

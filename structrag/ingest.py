@@ -31,7 +31,7 @@ from typing import Any, Literal, Protocol
 
 from structrag import faults
 from structrag.analysis import content_count, stems, term_key
-from structrag.errors import InputError
+from structrag.errors import InputError, shown_path
 from structrag.extract.base import (
     ROLE_FACET_NAMES,
     Estimates,
@@ -357,11 +357,17 @@ class Ingestor:
             raise InputError("(no input)", "no input files given", hint="pass one or more files")
         # 1. Read and check every input before writing anything. A folder stands for the
         #    inputs inside it.
-        inputs = expand_inputs(paths)
+        inputs = expand_inputs(paths, options.exclude)
         reports: list[IngestReport] = []
         plans = []
         for path in inputs.paths:
-            source = scan_source(path, format=format, options=options)
+            try:
+                source = scan_source(path, format=format, options=options)
+            except InputError as exc:
+                folder = inputs.found_in.get(path)
+                if folder is None:
+                    raise
+                raise _found_in_folder(exc, path, folder) from exc
             fingerprint = self.fingerprint(source.format, options)
             report = IngestReport(
                 path=str(path),
@@ -787,6 +793,23 @@ class Ingestor:
         report.messages_unchanged += chunk.same
         report.messages_reextracted += chunk.same
         report.refs_added += len(chunk.refs)
+
+
+def _found_in_folder(exc: InputError, path: Path, folder: Path) -> InputError:
+    """``exc``, about a file a folder argument brought in, with a hint on leaving it out
+    (a README or notes beside the chats would otherwise stop the whole ingest)."""
+    within = path.relative_to(folder).as_posix()
+    leave_out = (
+        f"it was found in the folder {shown_path(folder)}: to leave it out, pass "
+        f"--exclude '{within}'"
+    )
+    return InputError(
+        exc.path,
+        exc.detail,
+        line=exc.line,
+        column=exc.column,
+        hint=f"{exc.hint}; or, {leave_out}" if exc.hint else leave_out,
+    )
 
 
 class _Beside:

@@ -658,6 +658,51 @@ def test_cli_folder_with_a_bad_file_writes_nothing(
     assert not db.exists()
 
 
+def test_cli_folder_with_a_readme_beside_the_chats_says_how_to_leave_it_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A README or notes file beside chat exports is read as a transcript and stops the
+    ingest; its error says how to leave it out, and ``--exclude`` does (by name, by
+    pattern, or a whole sub-folder by its path), noting what it left out."""
+    folder = tmp_path / "chats"
+    shutil.copytree(EXPORTS / "whatsapp", folder)
+    (folder / "README.md").write_text("# My chats\n\nExported from my phone.\n")
+    (folder / "drafts").mkdir()
+    (folder / "drafts" / "todo.txt").write_text("buy milk\n")
+    db = tmp_path / "db"
+    with pytest.raises(SystemExit) as info:
+        main(["ingest", str(folder), "--db", str(db), "--quiet"])
+    assert info.value.code == 1
+    err = capsys.readouterr().err
+    assert f"error: {folder / 'README.md'}: no 'SPEAKER: text' turns found" in err
+    assert (
+        f"it was found in the folder {folder}: to leave it out, pass --exclude 'README.md'" in err
+    )
+    assert not db.exists()
+
+    args = ["ingest", str(folder), "--db", str(db), "--quiet", "--exclude", "*.md"]
+    result = CliRunner().invoke(cli, [*args, "--exclude", "drafts"])
+    assert result.exit_code == 0, result.output
+    assert result.output.count("(whatsapp):") == 3
+    assert f"{folder}: left out 1 file(s): README.md (--exclude *.md)" in result.output
+    with Index(db, read_only=True) as index:
+        assert len(index.conversations()) == 3
+    # A pattern on the path within the folder; the sub-folder's file is then read (and
+    # fails, naming the pattern to add).
+    result = CliRunner().invoke(cli, [*args, "--exclude", "drafts/t*.txt", "--force"])
+    assert result.exit_code == 0, result.output
+    assert "drafts/todo.txt (--exclude drafts/t*.txt)" in result.output
+    result = CliRunner().invoke(cli, args)
+    assert isinstance(result.exception, InputError)
+    assert "pass --exclude 'drafts/todo.txt'" in str(result.exception)
+    # Patterns that leave nothing say so.
+    result = CliRunner().invoke(cli, [*args, "--exclude", "*.txt"])
+    assert isinstance(result.exception, InputError)
+    assert "after --exclude, the folder holds no input (5 file(s) excluded)" in str(
+        result.exception
+    )
+
+
 # -- the hash is that of the bytes parsed -----------------------------------------------
 
 

@@ -311,6 +311,22 @@ def test_a_malformed_input_fails_its_job_and_writes_nothing(
     assert client.get("/v1/stats").json()["messages"] == before
 
 
+def test_a_folder_job_leaves_out_what_exclude_names(client: TestClient, tmp_path: Path) -> None:
+    folder = tmp_path / "exports"
+    folder.mkdir()
+    conversation_file(folder / "chat.jsonl", "folder-chat", 4)
+    (folder / "README.md").write_text("# Exports\n\nFrom the phone.\n", encoding="utf-8")
+    body: dict[str, Any] = {"paths": [str(folder)]}
+    failed = wait(client, client.post("/v1/ingest", json=body).json())
+    assert failed["state"] == "failed"
+    assert "--exclude 'README.md'" in failed["error"]["hint"]
+    job = wait(client, client.post("/v1/ingest", json={**body, "exclude": ["*.md"]}).json())
+    assert job["state"] == "done", job
+    assert job["options"]["exclude"] == ["*.md"]
+    assert [r["messages_added"] for r in job["reports"] if r["format"] != "folder"] == [4]
+    assert any("README.md (--exclude *.md)" in (r["skipped"] or "") for r in job["reports"])
+
+
 def test_readers_see_an_ingest_whole_or_not_at_all(client: TestClient, tmp_path: Path) -> None:
     path = conversation_file(tmp_path / "long.jsonl", "long-one", 300, seed=11)
     before = client.get("/v1/stats").json()["messages"]

@@ -41,6 +41,7 @@ _OPTION_NAMES = (
     "address",
     "force",
     "agent",
+    "exclude",
 )
 
 
@@ -109,6 +110,14 @@ def ingest_options(func: F) -> F:
             "(LLM results still come from the cache: no call is paid twice).",
         ),
         click.option(
+            "--exclude",
+            multiple=True,
+            metavar="PATTERN",
+            help="Leave out files or folders inside a folder argument that match this "
+            "shell pattern, by name or by path within the folder (README.md, '*.md', "
+            "drafts, '2023/*.txt'); repeatable.",
+        ),
+        click.option(
             "--agent",
             help="Load the messages as memories of this agent (each conversation a room, "
             "each speaker a user), for `structrag memory` and Index.memory().",
@@ -121,6 +130,7 @@ def ingest_options(func: F) -> F:
 
         values = {name: kwargs.pop(name) for name in _OPTION_NAMES}
         values["format"] = values.pop("fmt")
+        values["exclude"] = tuple(values["exclude"])
         kwargs["options"] = IngestOptions(**values)
         return func(*args, **kwargs)
 
@@ -288,6 +298,7 @@ def _ingest_remote(
         "embeddings": options.embeddings,
         "workers": options.workers or min(2, os.cpu_count() or 1),
         "force": options.force,
+        "exclude": list(options.exclude),
     }
     if dry_run:
         return server.post("/v1/ingest/estimate", body)

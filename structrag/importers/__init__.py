@@ -12,6 +12,7 @@ folder of ``.eml``). Detection looks at the extension first and then at the cont
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -395,19 +396,23 @@ def _load_text(
 @dataclass
 class Inputs:
     """What a list of paths expands to: the inputs to load, in order (files, and folders
-    read as one input), and per folder argument a note on the files left out."""
+    read as one input), per folder argument a note on the files left out, and for each
+    input found in a folder, that folder."""
 
     paths: list[Path] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
+    found_in: dict[Path, Path] = field(default_factory=dict)
 
 
-def expand_inputs(paths: Sequence[str | Path]) -> Inputs:
+def expand_inputs(paths: Sequence[str | Path], exclude: Sequence[str] = ()) -> Inputs:
     """Files stay as they are; a folder becomes every input of a known kind inside it,
     recursively, in name order. A Slack export (or channel) folder and a folder's ``.eml``
     files are one input each; a ChatGPT export folder is its ``conversations.json``.
     Hidden files and folders (``.git``, ``.DS_Store``) and ``__MACOSX`` are passed over;
-    other files of no known kind are left out with a note. A folder with no input at all
-    is an error."""
+    other files of no known kind are left out with a note, and so are the files and
+    folders inside a folder that an ``exclude`` pattern matches (a shell pattern, matched
+    against the name and against the path within the folder: ``README.md``, ``*.md``,
+    ``drafts``, ``2023/*.txt``). A folder with no input at all is an error."""
     out = Inputs()
     for raw in paths:
         path = Path(raw)
@@ -417,8 +422,17 @@ def expand_inputs(paths: Sequence[str | Path]) -> Inputs:
             continue
         before = len(out.paths)
         left_out: list[tuple[Path, str]] = []
-        _walk(path, out.paths, left_out)
+        _walk(path, out.paths, left_out, _Excluded(path, exclude))
+        out.found_in.update((found, path) for found in out.paths[before:])
         if len(out.paths) == before:
+            excluded = sum(1 for _, why in left_out if why.startswith("--exclude"))
+            if excluded:
+                raise InputError(
+                    path,
+                    f"after --exclude, the folder holds no input ({excluded} file(s) excluded)",
+                    hint="check the --exclude patterns: each is matched against the names "
+                    "and the paths within the folder",
+                )
             raise InputError(
                 path,
                 "the folder holds no file of a kind structrag reads"
@@ -435,14 +449,39 @@ def expand_inputs(paths: Sequence[str | Path]) -> Inputs:
     return out
 
 
-def _walk(folder: Path, found: list[Path], left_out: list[tuple[Path, str]]) -> None:
+@dataclass(frozen=True)
+class _Excluded:
+    """The ``exclude`` patterns of one folder argument."""
+
+    root: Path
+    patterns: Sequence[str]
+
+    def match(self, path: Path) -> str | None:
+        """The first pattern that matches ``path`` (by name, or by its path in the
+        folder), if any."""
+        within = path.relative_to(self.root).as_posix()
+        for pattern in self.patterns:
+            if fnmatch.fnmatchcase(path.name, pattern) or fnmatch.fnmatchcase(within, pattern):
+                return pattern
+        return None
+
+
+def _walk(
+    folder: Path, found: list[Path], left_out: list[tuple[Path, str]], excluded: _Excluded
+) -> None:
     if is_slack_folder(folder):
         found.append(folder)
         return
-    entries = sorted(
-        (p for p in folder.iterdir() if not p.name.startswith(".") and p.name != "__MACOSX"),
-        key=lambda p: p.name,
-    )
+    entries = []
+    for entry in sorted(folder.iterdir(), key=lambda p: p.name):
+        if entry.name.startswith(".") or entry.name == "__MACOSX":
+            continue
+        pattern = excluded.match(entry)
+        if pattern is None:
+            entries.append(entry)
+        elif entry.is_file():
+            left_out.append((entry, f"--exclude {pattern}"))
+        # an excluded folder is passed over whole, as hidden ones are
     files = [p for p in entries if p.is_file()]
     names = {p.name for p in files}
     chatgpt = "conversations.json" in names and bool(names & _CHATGPT_COMPANIONS)
@@ -462,7 +501,7 @@ def _walk(folder: Path, found: list[Path], left_out: list[tuple[Path, str]]) -> 
             left_out.append((file, f"no known kind{f' ({suffix})' if suffix else ''}"))
     for sub in entries:
         if sub.is_dir() and not sub.is_symlink():  # a linked folder could loop
-            _walk(sub, found, left_out)
+            _walk(sub, found, left_out, excluded)
 
 
 def _is_mailbox(path: Path) -> bool:

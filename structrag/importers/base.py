@@ -203,6 +203,9 @@ class LoadOptions:
     #: How to read numeric dates that could be day- or month-first (``12/03/2023``);
     #: ``None``: decided per file from its values (see :mod:`structrag.timeparse`).
     date_order: DateOrder | None = None
+    #: Shell patterns of files and folders to leave out of a folder argument (see
+    #: :func:`structrag.importers.expand_inputs`).
+    exclude: tuple[str, ...] = ()
 
 
 def check_name(path: Path) -> None:

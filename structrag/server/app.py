@@ -520,7 +520,9 @@ def _routes(app: FastAPI, service: Service) -> None:
 
 def _ingest_options(body: s.IngestIn) -> IngestOptions:
     """The body's options (IngestIn's fields are IngestOptions', plus the paths)."""
-    return IngestOptions.of(None, body.model_dump(exclude={"paths"}))
+    values = body.model_dump(exclude={"paths"})
+    values["exclude"] = tuple(values["exclude"])
+    return IngestOptions.of(None, values)
 
 
 _UNSAFE = re.compile(r"[^\w.\- ]+")

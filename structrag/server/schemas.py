@@ -249,6 +249,11 @@ class IngestIn(Request):
         default=1, ge=1, le=16, description="Extraction processes (forked from the server)."
     )
     force: bool = False
+    exclude: list[str] = Field(
+        default=[],
+        description="Shell patterns of files and folders to leave out of a folder input, "
+        "matched against the name and the path within the folder.",
+    )
 
 
 class JobProgress(Response):

@@ -556,7 +556,7 @@ class Service:
                 for s in estimate["sources"]
                 if not s["skipped"]
             )
-            inputs = expand_inputs(job.inputs)
+            inputs = expand_inputs(job.inputs, options.exclude)
             job.files_total = len(inputs.paths)
             job.state = "running"
             progress = _JobProgress(job)
@@ -656,6 +656,7 @@ def _options_dict(options: IngestOptions) -> dict[str, Any]:
         "ner": options.ner,
         "embeddings": options.embeddings,
         "force": options.force,
+        "exclude": list(options.exclude),
     }
 
 
