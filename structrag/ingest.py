@@ -365,9 +365,9 @@ class Ingestor:
                 source = scan_source(path, format=format, options=options)
             except InputError as exc:
                 folder = inputs.found_in.get(path)
-                if folder is None:
-                    raise
-                raise _found_in_folder(exc, path, folder) from exc
+                if folder is not None:
+                    _hint_exclude(exc, path, folder)
+                raise
             fingerprint = self.fingerprint(source.format, options)
             report = IngestReport(
                 path=str(path),
@@ -795,21 +795,15 @@ class Ingestor:
         report.refs_added += len(chunk.refs)
 
 
-def _found_in_folder(exc: InputError, path: Path, folder: Path) -> InputError:
-    """``exc``, about a file a folder argument brought in, with a hint on leaving it out
-    (a README or notes beside the chats would otherwise stop the whole ingest)."""
+def _hint_exclude(exc: InputError, path: Path, folder: Path) -> None:
+    """Add to ``exc``, about a file a folder argument brought in, how to leave the file
+    out (a README or notes beside the chats would otherwise stop the whole ingest)."""
     within = path.relative_to(folder).as_posix()
     leave_out = (
         f"it was found in the folder {shown_path(folder)}: to leave it out, pass "
         f"--exclude '{within}'"
     )
-    return InputError(
-        exc.path,
-        exc.detail,
-        line=exc.line,
-        column=exc.column,
-        hint=f"{exc.hint}; or, {leave_out}" if exc.hint else leave_out,
-    )
+    exc.hint = f"{exc.hint}; or, {leave_out}" if exc.hint else leave_out
 
 
 class _Beside:
