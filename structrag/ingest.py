@@ -39,6 +39,7 @@ from structrag.extract.base import (
     ReportsUsage,
     RetriesFailures,
     outcome_of,
+    start_extractor,
 )
 from structrag.importers import (
     ImportedRefs,
@@ -301,6 +302,8 @@ class Ingestor:
         total = sum(p.messages for p in plans)
         if progress and total:
             progress.start(total, "extracting")
+        if plans:
+            start_extractor(self.extractor, max(p.messages for p in plans))
         try:
             for plan in plans:
                 self._ingest_plan(plan, format, options, progress, force)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -242,6 +243,31 @@ def test_refs_sent_back_by_a_worker_are_the_models_it_built(extractor: SpacyExtr
             new.extractor = "x"  # type: ignore[misc]
     facets = [f for r in rebuilt if isinstance(r.knowledge, Entity) for f in r.knowledge.facets]
     assert all(type(f) is Facet for f in facets)
+
+
+def test_workers_start_early_only_for_an_input_they_will_extract() -> None:
+    """An ingest starts the workers when it knows the input is large enough for them, so
+    they fork and set up while it reads the input; a small input starts nothing."""
+    import structrag.extract.spacy_extractor as module
+
+    small = SpacyExtractor(workers=2)
+    small.start(module.PARALLEL_MIN_MESSAGES - 1)
+    assert small._pool is None
+    one = SpacyExtractor(workers=1)
+    one.start(10 * module.PARALLEL_MIN_MESSAGES)
+    assert one._pool is None
+    large = SpacyExtractor(workers=2)
+    try:
+        large.start(module.PARALLEL_MIN_MESSAGES)
+        assert large._pool is not None
+        pool = large._pool
+        assert pool.submit(os.getpid).result() != os.getpid()  # a worker answers
+        assert len(pool._processes) == 2
+        message = _message("Melanie painted a lake at sunrise.")
+        assert list(large.extract([message])) == list(small.extract([message]))
+    finally:
+        large.close()
+    assert large._pool is None
 
 
 def test_parallel_extraction_matches_in_process(extractor: SpacyExtractor) -> None:

@@ -111,6 +111,15 @@ class Estimates(Protocol):
     def estimate(self, messages: Sequence[Message]) -> dict[str, Any]: ...
 
 
+def start_extractor(extractor: Extractor, messages: int) -> None:
+    """Let an extractor that will be given ``messages`` messages start what it runs them
+    on (worker processes) now, while the caller reads its input, if it has anything to
+    start (a ``start(messages)`` method)."""
+    start = getattr(extractor, "start", None)
+    if callable(start):
+        start(messages)
+
+
 def close_extractor(extractor: Extractor) -> None:
     """Stop what an extractor keeps running between calls (worker processes), if it has
     anything to stop (a ``close()`` method)."""

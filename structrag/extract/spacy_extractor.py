@@ -290,6 +290,12 @@ class SpacyExtractor:
             for future in in_flight:  # stopped early: drop what is queued
                 future.cancel()
 
+    def start(self, messages: int) -> None:
+        """Start the worker processes now if ``messages`` will be extracted by them, so
+        they fork and set up while the ingest reads and numbers its input."""
+        if self.workers > 1 and messages >= PARALLEL_MIN_MESSAGES:
+            self._workers().submit(_worker_ready)
+
     def _workers(self) -> ProcessPoolExecutor:
         """The worker processes, started on first use and kept until :meth:`close` (an
         ingest of many files starts them once, while it holds one file's messages).
@@ -386,6 +392,10 @@ def _worker_init(config: tuple[str, bool, int], owner: int) -> None:
     model, ner, batch_size = config
     _WORKER = SpacyExtractor(model=model, ner=ner, workers=1, batch_size=batch_size)
     _WORKER.nlp  # noqa: B018 - load the pipeline once per worker
+
+
+def _worker_ready() -> None:
+    """Nothing: submitted to start the workers (a pool forks them at its first task)."""
 
 
 def _worker_extract(messages: list[Message]) -> list[list[tuple[Any, ...]]]:
