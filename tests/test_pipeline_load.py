@@ -3,6 +3,7 @@ when the serialized one holds the same state."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -126,3 +127,26 @@ def test_products_run_on_one_blas_thread_and_the_setting_is_put_back() -> None:
     assert ops.gemm(x, y, out=out, trans2=True) is out
     assert (out == x @ y.T).all()
     assert (ops.gemm(x.T, y.T, trans1=True) == x @ y.T).all()
+
+
+def _enter_and_leave(one: object) -> None:
+    with one:  # type: ignore[attr-defined]
+        pass
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork-only")
+def test_a_process_forked_during_a_product_is_not_left_holding_the_lock() -> None:
+    """A fork while another thread holds the bookkeeping lock (a server parsing a question
+    while an ingest forks its workers): the child starts with a fresh lock and count."""
+    import multiprocessing
+
+    from structrag.nlp.matmul import _OneThread
+
+    one = _OneThread()
+    with one._lock:  # as if another thread were inside at the fork
+        child = multiprocessing.get_context("fork").Process(target=_enter_and_leave, args=(one,))
+        child.start()
+    child.join(timeout=30)
+    if child.is_alive():
+        child.kill()
+    assert child.exitcode == 0

@@ -16,6 +16,7 @@ numpy work meanwhile also gets one thread).
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -31,10 +32,18 @@ class _OneThread:
     concurrent entries share it, and the last to leave puts the setting back."""
 
     def __init__(self) -> None:
+        self._libraries: list[Any] | None = None
+        self._reset()
+        # A process forked while another thread was inside (a server's question parse
+        # while an ingest forks its workers) would inherit a held lock and a count no
+        # thread of it will bring back down.
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._reset)
+
+    def _reset(self) -> None:
         self._lock = threading.Lock()
         self._inside = 0
         self._saved: list[tuple[Any, int]] = []
-        self._libraries: list[Any] | None = None
 
     def __enter__(self) -> None:
         with self._lock:
