@@ -112,7 +112,7 @@ class IngestOptions:
             conversation=self.conversation,
             encoding=self.encoding,
             date_order=self.date_order,
-            exclude=tuple(self.exclude),
+            exclude=(self.exclude,) if isinstance(self.exclude, str) else tuple(self.exclude),
         )
 
 

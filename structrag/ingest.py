@@ -18,8 +18,10 @@ Guarantees:
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
+import shlex
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -226,6 +228,8 @@ class _Plan:
     report: IngestReport
     messages: int
     streamed: StreamedSource | None = None
+    #: It carries its own knowledge (a TypeAgent index): nothing to extract.
+    imported: bool = False
 
 
 @dataclass
@@ -302,8 +306,7 @@ class Ingestor:
         total = sum(p.messages for p in plans)
         if progress and total:
             progress.start(total, "extracting")
-        if plans:
-            start_extractor(self.extractor, max(p.messages for p in plans))
+        self._start_extractor(plans)
         try:
             for plan in plans:
                 self._ingest_plan(plan, format, options, progress, force)
@@ -311,6 +314,21 @@ class Ingestor:
             if progress and total:
                 progress.finish()
         return reports
+
+    def _start_extractor(self, plans: Sequence[_Plan]) -> None:
+        """Let the extractor start its workers while the first input is read, when an
+        input of conversations new to the index will give it all its messages (an input
+        that grew by a few messages, or carries its own knowledge, starts nothing)."""
+        if not plans:
+            return
+        known = {c.id for c in self.store.conversations()}
+        new = [
+            p.messages
+            for p in plans
+            if not p.imported and not known.intersection(p.report.conversations)
+        ]
+        if new:
+            start_extractor(self.extractor, max(new))
 
     def _ingest_plan(
         self,
@@ -384,7 +402,17 @@ class Ingestor:
                 report.messages_unchanged = source.count
                 continue
             streamed = source if isinstance(source, StreamedSource) else None
-            plans.append(_Plan(path, source.sha256, fingerprint, report, source.count, streamed))
+            plans.append(
+                _Plan(
+                    path,
+                    source.sha256,
+                    fingerprint,
+                    report,
+                    source.count,
+                    streamed,
+                    imported=bool(source.knowledge),
+                )
+            )
         reports.extend(
             IngestReport(path=folder, format="folder", conversations=[], skipped=note)
             for folder, note in inputs.skipped
@@ -800,11 +828,12 @@ class Ingestor:
 
 def _hint_exclude(exc: InputError, path: Path, folder: Path) -> None:
     """Add to ``exc``, about a file a folder argument brought in, how to leave the file
-    out (a README or notes beside the chats would otherwise stop the whole ingest)."""
-    within = path.relative_to(folder).as_posix()
+    out (a README or notes beside the chats would otherwise stop the whole ingest). The
+    pattern is the file's path in the folder, its wildcards escaped, quoted for a shell."""
+    within = glob.escape(shown_path(path.relative_to(folder).as_posix()))
     leave_out = (
         f"it was found in the folder {shown_path(folder)}: to leave it out, pass "
-        f"--exclude '{within}'"
+        f'--exclude {shlex.quote(within)} (over HTTP: "exclude": [{json.dumps(within)}])'
     )
     exc.hint = f"{exc.hint}; or, {leave_out}" if exc.hint else leave_out
 
@@ -825,14 +854,23 @@ class _Beside:
             self._failed.append(exc)
 
     def join(self) -> None:
-        """Wait for the work to end."""
-        self._thread.join()
+        """Wait for the work to end, even through a Ctrl-C (which is raised after it): what
+        follows may remove what the work is writing."""
+        interrupted = False
+        while True:
+            try:
+                self._thread.join()
+                break
+            except KeyboardInterrupt:
+                interrupted = True
+        if interrupted:
+            raise KeyboardInterrupt
 
     def wait(self) -> None:
         """Wait for the work to end and raise what it raised."""
-        self._thread.join()
+        self.join()
         if self._failed:
-            raise self._failed.pop()
+            raise self._failed[0]
 
 
 class _RefNumbers:

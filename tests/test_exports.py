@@ -676,15 +676,19 @@ def test_cli_folder_with_a_readme_beside_the_chats_says_how_to_leave_it_out(
     err = capsys.readouterr().err
     assert f"error: {folder / 'README.md'}: no 'SPEAKER: text' turns found" in err
     assert (
-        f"it was found in the folder {folder}: to leave it out, pass --exclude 'README.md'" in err
+        f"it was found in the folder {folder}: to leave it out, pass --exclude README.md "
+        '(over HTTP: "exclude": ["README.md"])' in err
     )
     assert not db.exists()
 
     args = ["ingest", str(folder), "--db", str(db), "--quiet", "--exclude", "*.md"]
-    result = CliRunner().invoke(cli, [*args, "--exclude", "drafts"])
+    result = CliRunner().invoke(cli, [*args, "--exclude", "./drafts/"])  # as typed
     assert result.exit_code == 0, result.output
     assert result.output.count("(whatsapp):") == 3
-    assert f"{folder}: left out 1 file(s): README.md (--exclude *.md)" in result.output
+    assert (
+        f"{folder}: left out 2 file(s) or folder(s): README.md (--exclude *.md), "
+        "drafts/ (--exclude drafts)" in result.output
+    )
     with Index(db, read_only=True) as index:
         assert len(index.conversations()) == 3
     # A pattern on the path within the folder; the sub-folder's file is then read (and
@@ -694,13 +698,38 @@ def test_cli_folder_with_a_readme_beside_the_chats_says_how_to_leave_it_out(
     assert "drafts/todo.txt (--exclude drafts/t*.txt)" in result.output
     result = CliRunner().invoke(cli, args)
     assert isinstance(result.exception, InputError)
-    assert "pass --exclude 'drafts/todo.txt'" in str(result.exception)
+    assert "pass --exclude drafts/todo.txt (over HTTP" in str(result.exception)
     # Patterns that leave nothing say so.
     result = CliRunner().invoke(cli, [*args, "--exclude", "*.txt"])
     assert isinstance(result.exception, InputError)
-    assert "after --exclude, the folder holds no input (5 file(s) excluded)" in str(
-        result.exception
+    assert "after --exclude, the folder holds no input (5 file(s) or folder(s) excluded)" in (
+        str(result.exception)
     )
+    # A name with wildcard characters is escaped in the hint, and the hint's pattern works.
+    (folder / "chat [1].txt").write_text("not a chat\n")
+    result = CliRunner().invoke(cli, [*args, "--exclude", "drafts"])
+    assert isinstance(result.exception, InputError)
+    assert "pass --exclude 'chat [[]1].txt'" in str(result.exception)
+    result = CliRunner().invoke(cli, [*args, "--exclude", "drafts", "--exclude", "chat [[]1].txt"])
+    assert result.exit_code == 0, result.output
+    assert "chat [1].txt (--exclude chat [[]1].txt)" in result.output
+
+
+def test_exclude_in_a_folder_of_mails_and_from_the_python_api(tmp_path: Path) -> None:
+    """A folder's .eml files are read together: excluding one of them is an error that
+    says so (excluding the folder works); the Python API takes one pattern as a string."""
+    folder = tmp_path / "inbox"
+    shutil.copytree(EXPORTS / "email" / "board-meeting", folder / "mail")
+    (folder / "README.md").write_text("# Inbox\n")
+    with pytest.raises(InputError, match=r"the \.eml files of a folder are read together"):
+        expand_inputs([folder], ["01-agenda.eml", "README.md"])
+    with pytest.raises(InputError, match="after --exclude"):
+        expand_inputs([folder], ["mail", "README.md"])
+    with Index(tmp_path / "db") as index:
+        reports = index.ingest([folder], exclude="README.md")
+        assert [r.format for r in reports] == ["email", "folder"]
+        assert reports[-1].skipped is not None
+        assert "README.md (--exclude README.md)" in reports[-1].skipped
 
 
 # -- the hash is that of the bytes parsed -----------------------------------------------

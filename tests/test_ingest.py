@@ -209,3 +209,44 @@ def test_a_typeagent_index_ingests_its_refs_from_the_stream(index: Index, tmp_pa
     assert index.stats()["semantic_refs"] == {"entity": 12, "action": 0, "topic": 12, "tag": 0}
     (again,) = index.ingest([path])
     assert again.skipped is not None
+
+
+def test_workers_are_started_early_only_for_conversations_new_to_the_index(
+    tmp_path: Path,
+) -> None:
+    """An ingest lets the extractor start its workers while it reads the input, but only
+    when the input's conversations are new to the index and need extracting: an input
+    that grew by a few messages, or one that carries its own knowledge, starts nothing."""
+    from structrag.extract.spacy_extractor import SpacyExtractor
+    from tests.test_importers import _typeagent_document
+
+    class Recording(SpacyExtractor):
+        def __init__(self) -> None:
+            super().__init__(workers=1)
+            self.started: list[int] = []
+
+        def start(self, messages: int) -> None:
+            self.started.append(messages)
+            super().start(messages)
+
+    def lines(count: int) -> str:
+        return "".join(
+            json.dumps({"id": str(i), "speaker": "Ann" if i % 2 else "Bo", "text": f"Day {i}."})
+            + "\n"
+            for i in range(count)
+        )
+
+    chat = tmp_path / "chat.jsonl"
+    chat.write_text(lines(500), encoding="utf-8")
+    agent = tmp_path / "ep_index_data.json"
+    agent.write_text(json.dumps(_typeagent_document(refs_first=True)), encoding="utf-8")
+    extractor = Recording()
+    with Index(tmp_path / "idx") as index:
+        index.ingest([chat], extractor=extractor)
+        assert extractor.started == [500]
+        chat.write_text(lines(505), encoding="utf-8")  # grown by five
+        (report,) = index.ingest([chat], extractor=extractor)
+        assert report.messages_added == 5 and extractor.started == [500]
+        index.ingest([agent], extractor=extractor)
+        assert extractor.started == [500]
+        assert extractor._pool is None  # one worker: nothing to start

@@ -3,7 +3,6 @@ when the serialized one holds the same state."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
@@ -59,24 +58,31 @@ def test_spacy_is_imported_without_its_cli() -> None:
     assert lines[-1] == "spacy.cli.info True"
 
 
-def test_the_pipeline_multiplies_with_numpy_and_parses_as_with_blis() -> None:
-    from thinc.api import NumpyOps
+def _ops(nlp: object) -> set[tuple[str, bool]]:
+    """The ops classes of the pipeline's models, and whether each uses blis."""
+    found: set[tuple[str, bool]] = set()
+    for _, component in nlp.components:  # type: ignore[attr-defined]
+        model = getattr(component, "model", None)
+        if model is not None:
+            found |= {(type(n.ops).__name__, bool(n.ops.use_blis)) for n in model.walk()}
+    return found
 
-    from structrag.nlp.matmul import OneThreadNumpyOps
 
-    fast = pipeline.load_pipeline(pipeline.DEFAULT_MODEL, ner=True)
-    stock = pipeline.load_pipeline(pipeline.DEFAULT_MODEL, ner=True, blis=True)
-    assert fast is pipeline.load_pipeline(pipeline.DEFAULT_MODEL, ner=True)  # loaded once
+def test_numpy_products_parse_as_blis_does() -> None:
+    import spacy
 
-    def ops(nlp: object) -> set[type]:
-        found: set[type] = set()
-        for _, component in nlp.components:  # type: ignore[attr-defined]
-            model = getattr(component, "model", None)
-            if model is not None:
-                found |= {type(node.ops) for node in model.walk()}
-        return found
+    from structrag.nlp.matmul import numpy_matmul
 
-    assert ops(fast) == {OneThreadNumpyOps} and ops(stock) == {NumpyOps}
+    stock = pipeline.load_pipeline(pipeline.DEFAULT_MODEL, ner=True)
+    pipeline._import_spacy()
+    fast = spacy.load(
+        pipeline.DEFAULT_MODEL,
+        exclude=["senter", "tokenizer"],
+        disable=["attribute_ruler", "lemmatizer"],
+    )
+    pipeline._load_tokenizer(fast)
+    numpy_matmul(fast)
+    assert _ops(fast) == {("NumpyOps", False)} and _ops(stock) == {("NumpyOps", True)}
     texts = [
         *TEXTS,
         "Caroline went to the LGBTQ support group in Boston last Friday with her mentor.",
@@ -92,61 +98,33 @@ def test_the_pipeline_multiplies_with_numpy_and_parses_as_with_blis() -> None:
     assert parse(fast) == parse(stock)
 
 
-def test_products_run_on_one_blas_thread_and_the_setting_is_put_back() -> None:
-    import numpy
+def _worker_view() -> tuple[set[tuple[str, bool]], set[int]]:
     from threadpoolctl import ThreadpoolController  # type: ignore[import-untyped]
 
-    from structrag.nlp.matmul import OneThreadNumpyOps, _OneThread
+    from structrag.extract import spacy_extractor
+
+    assert spacy_extractor._WORKER is not None
+    blas = ThreadpoolController().select(user_api="blas")
+    threads = {lib.get_num_threads() for lib in blas.lib_controllers}
+    return _ops(spacy_extractor._WORKER.nlp), threads
+
+
+def test_extraction_workers_multiply_with_numpy_on_one_thread_and_the_caller_keeps_blis() -> None:
+    """numpy's products only where structrag owns the process and holds it to one BLAS
+    thread (its workers); the calling process's pipeline and BLAS settings are left as
+    they were."""
+    from threadpoolctl import ThreadpoolController
+
+    from structrag.extract.spacy_extractor import SpacyExtractor
 
     blas = ThreadpoolController().select(user_api="blas")
-
-    def threads() -> set[int]:
-        return {lib.get_num_threads() for lib in blas.lib_controllers}
-
-    if not blas.lib_controllers:
-        pytest.skip("numpy's BLAS is not one threadpoolctl can set")
-    with blas.limit(limits=2):
-        one = _OneThread()
-        with one:
-            assert threads() == {1}
-            with one:
-                assert threads() == {1}
-            assert threads() == {1}  # the outer product still runs
-        assert threads() == {2}
-        # Two threads' products overlapping: the setting comes back when both are done.
-        one.__enter__()
-        one.__enter__()
-        one.__exit__()
-        assert threads() == {1}
-        one.__exit__()
-        assert threads() == {2}
-    ops = OneThreadNumpyOps()
-    x = numpy.arange(12, dtype="f").reshape(3, 4)
-    y = numpy.arange(8, dtype="f").reshape(2, 4)
-    out = numpy.zeros((3, 2), dtype="f")
-    assert ops.gemm(x, y, out=out, trans2=True) is out
-    assert (out == x @ y.T).all()
-    assert (ops.gemm(x.T, y.T, trans1=True) == x @ y.T).all()
-
-
-def _enter_and_leave(one: object) -> None:
-    with one:  # type: ignore[attr-defined]
-        pass
-
-
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork-only")
-def test_a_process_forked_during_a_product_is_not_left_holding_the_lock() -> None:
-    """A fork while another thread holds the bookkeeping lock (a server parsing a question
-    while an ingest forks its workers): the child starts with a fresh lock and count."""
-    import multiprocessing
-
-    from structrag.nlp.matmul import _OneThread
-
-    one = _OneThread()
-    with one._lock:  # as if another thread were inside at the fork
-        child = multiprocessing.get_context("fork").Process(target=_enter_and_leave, args=(one,))
-        child.start()
-    child.join(timeout=30)
-    if child.is_alive():
-        child.kill()
-    assert child.exitcode == 0
+    before = {lib.get_num_threads() for lib in blas.lib_controllers}
+    extractor = SpacyExtractor(workers=2)
+    try:
+        ops, threads = extractor._workers().submit(_worker_view).result()
+    finally:
+        extractor.close()
+    assert ops == {("NumpyOps", False)}
+    assert threads <= {1}
+    assert _ops(extractor.nlp) == {("NumpyOps", True)}
+    assert {lib.get_num_threads() for lib in blas.lib_controllers} == before

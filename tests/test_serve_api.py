@@ -319,7 +319,7 @@ def test_a_folder_job_leaves_out_what_exclude_names(client: TestClient, tmp_path
     body: dict[str, Any] = {"paths": [str(folder)]}
     failed = wait(client, client.post("/v1/ingest", json=body).json())
     assert failed["state"] == "failed"
-    assert "--exclude 'README.md'" in failed["error"]["hint"]
+    assert '"exclude": ["README.md"]' in failed["error"]["hint"]
     job = wait(client, client.post("/v1/ingest", json={**body, "exclude": ["*.md"]}).json())
     assert job["state"] == "done", job
     assert job["options"]["exclude"] == ["*.md"]

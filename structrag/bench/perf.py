@@ -288,13 +288,14 @@ def ingest_throughput(
 
 _PARSER_CHILD = r"""
 import json, sys, time
-from threadpoolctl import threadpool_limits
 from structrag.importers import load_source
+from structrag.nlp.matmul import for_extraction
 from structrag.nlp.pipeline import DEFAULT_MODEL, load_pipeline
 paths, workers, blis = json.loads(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "blis"
 texts = [m.text for p in paths for m in load_source(p).messages]
-nlp = load_pipeline(DEFAULT_MODEL, ner=False, blis=blis)
-threadpool_limits(1)  # one BLAS thread per process, as in the extraction workers
+nlp = load_pipeline(DEFAULT_MODEL, ner=False)
+if not blis:
+    for_extraction(nlp)  # as the extraction workers parse (the processes fork from here)
 start = time.perf_counter()
 count = sum(1 for _ in nlp.pipe(texts, n_process=workers, batch_size=256))
 print(json.dumps([count, time.perf_counter() - start]))
@@ -307,8 +308,9 @@ def parser_throughput(
     """spaCy's own ``nlp.pipe(texts, n_process=workers)`` over the messages, with the
     components the extractor runs (NER off), in a fresh process: (messages, seconds), timed
     from the first text to the last doc (the model is loaded before). The ceiling an ingest
-    is compared with. The pipeline multiplies matrices with numpy as the extractor's does,
-    or, with ``blis``, with thinc's own blis, as ``spacy.load`` gives it."""
+    is compared with. The pipeline multiplies matrices with numpy on one BLAS thread, as
+    the extraction workers do, or, with ``blis``, with thinc's own blis, as ``spacy.load``
+    gives it."""
     extra = ("blis" if blis else "numpy",)
     count, seconds = _run_script(_PARSER_CHILD, paths, workers, "parser", extra)
     return int(count), float(seconds)
@@ -771,22 +773,19 @@ def extrapolate(measured: Sequence[dict[str, Any]], size: int) -> dict[str, Any]
     }
 
 
-def parser_rate(paths: Sequence[Path], limit: int = 1000, *, blis: bool = False) -> float:
-    """spaCy pipeline messages per CPU-second on this machine, one process: the speed of
-    the cores during the run (on a shared machine it moves, and ingest moves with it).
-    ``blis``: the pipeline with thinc's own matrix products (see ``parser_throughput``)."""
-    from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
-
+def parser_rate(paths: Sequence[Path], limit: int = 1000) -> float:
+    """spaCy pipeline messages per CPU-second on this machine, one process, with thinc's
+    own matrix products (blis): the speed of the cores during the run (on a shared
+    machine it moves, and ingest moves with it)."""
     from structrag.importers import load_source
     from structrag.nlp.pipeline import DEFAULT_MODEL, load_pipeline
 
     texts = [m.text for p in paths for m in load_source(p).messages][:limit]
-    nlp = load_pipeline(DEFAULT_MODEL, ner=False, blis=blis)
-    with threadpool_limits(1):
-        list(nlp.pipe(texts[:50]))
-        started = time.process_time()
-        count = sum(1 for _ in nlp.pipe(texts, batch_size=256))
-        return round(count / max(time.process_time() - started, 1e-9), 1)
+    nlp = load_pipeline(DEFAULT_MODEL, ner=False)
+    list(nlp.pipe(texts[:50]))
+    started = time.process_time()
+    count = sum(1 for _ in nlp.pipe(texts, batch_size=256))
+    return round(count / max(time.process_time() - started, 1e-9), 1)
 
 
 # -- the whole run ----------------------------------------------------------------------
@@ -841,7 +840,6 @@ def run_perf(
     work = out / "work"
     work.mkdir(exist_ok=True)
     result["meta"]["parser_messages_per_cpu_second"] = parser_rate(data)
-    result["meta"]["parser_messages_per_cpu_second_blis"] = parser_rate(data, blis=True)
     if repeat > 0:
         say(f"ingest throughput: {repeat} run(s) of cli, api-cold and api-warm")
         result["throughput"] = ingest_throughput(

@@ -448,9 +448,9 @@ _PATHS = {
     "cli": "`structrag ingest` in a new process (start-up and model load included)",
     "api-cold": "`Index.ingest` in a fresh process",
     "api-warm": "`Index.ingest` with the pipeline already loaded",
-    "parser-pipe": "spaCy's own `nlp.pipe(texts, n_process=workers)` with the extractor's "
-    "pipeline (its components, numpy's matrix products), alone (no extraction, no writes), "
-    "the same run",
+    "parser-pipe": "spaCy's own `nlp.pipe(texts, n_process=workers)` with the extraction "
+    "workers' pipeline (their components, numpy's matrix products on one BLAS thread), alone "
+    "(no extraction, no writes), the same run",
     "parser-pipe-blis": "the same with thinc's own matrix products (blis), as `spacy.load` "
     "gives the pipeline",
 }
@@ -475,10 +475,12 @@ def throughput_lines(perf: dict[str, Any]) -> list[str]:
     )
     rate = meta.get("parser_messages_per_cpu_second")
     if rate:
-        blis = meta.get("parser_messages_per_cpu_second_blis")
+        numpy = meta.get("parser_messages_per_cpu_second_numpy")
         intro += (
             f" (machine speed during the run: spaCy parsed {rate:.0f} messages per "
-            "CPU-second in one process" + (f", {blis:.0f} with blis" if blis else "") + ")"
+            "CPU-second in one process"
+            + (f", {numpy:.0f} with numpy's matrix products" if numpy else "")
+            + ")"
         )
     # Runs before parser-pipe-blis have one ratio column.
     blis_ratios = throughput.get("ratio_to_parser_blis")

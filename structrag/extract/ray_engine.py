@@ -37,6 +37,7 @@ from structrag.errors import ConfigError
 from structrag.extract.base import Progress
 from structrag.extract.spacy_extractor import SpacyExtractor, pack_refs, unpack_refs
 from structrag.models import Message, SemanticRef
+from structrag.nlp.matmul import for_extraction
 
 #: Where an index keeps the shards of an ingest in progress.
 SHARDS = "ray-shards"
@@ -66,7 +67,8 @@ class _Actor:
 
     def __init__(self, model: str, ner: bool, batch_size: int) -> None:
         self.extractor = SpacyExtractor(model=model, ner=ner, workers=1, batch_size=batch_size)
-        _ = self.extractor.nlp  # load once, at start
+        # Load the pipeline once, at start; an actor's process is its own.
+        for_extraction(self.extractor.nlp)
 
     def extract(self, messages: list[Message]) -> Any:
         import pyarrow as pa

@@ -63,6 +63,7 @@ from structrag.models import (
     unchecked,
 )
 from structrag.nlp.lemma import is_verb_word, lemma, lemma_tables
+from structrag.nlp.matmul import for_extraction
 from structrag.nlp.names import is_name_token
 from structrag.nlp.pipeline import DEFAULT_MODEL, load_pipeline, pipe, set_pos
 from structrag.nlp.text import parse_text
@@ -292,8 +293,14 @@ class SpacyExtractor:
 
     def start(self, messages: int) -> None:
         """Start the worker processes now if ``messages`` will be extracted by them, so
-        they fork and set up while the ingest reads and numbers its input."""
-        if self.workers > 1 and messages >= PARALLEL_MIN_MESSAGES:
+        they fork and set up while the ingest reads and numbers its input. Only where
+        workers are forked (Linux): spawned ones load the pipeline each, and need the
+        caller's script to guard its entry point."""
+        if (
+            self.workers > 1
+            and messages >= PARALLEL_MIN_MESSAGES
+            and sys.platform.startswith("linux")
+        ):
             self._workers().submit(_worker_ready)
 
     def _workers(self) -> ProcessPoolExecutor:
@@ -384,14 +391,11 @@ def _worker_init(config: tuple[str, bool, int], owner: int) -> None:
     # shutdown (and each printed a traceback).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _exit_with(owner)
-    # One BLAS thread per worker: the workers already use every core between them.
-    with contextlib.suppress(ImportError):
-        from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
-
-        threadpool_limits(1)
     model, ner, batch_size = config
     _WORKER = SpacyExtractor(model=model, ner=ner, workers=1, batch_size=batch_size)
-    _WORKER.nlp  # noqa: B018 - load the pipeline once per worker
+    # The pipeline (forked with this process, or loaded here): numpy's products, one
+    # BLAS thread (the workers already use every core between them).
+    for_extraction(_WORKER.nlp)
 
 
 def _worker_ready() -> None:

@@ -404,7 +404,7 @@ class Inputs:
     found_in: dict[Path, Path] = field(default_factory=dict)
 
 
-def expand_inputs(paths: Sequence[str | Path], exclude: Sequence[str] = ()) -> Inputs:
+def expand_inputs(paths: Sequence[str | Path], exclude: Sequence[str] | str = ()) -> Inputs:
     """Files stay as they are; a folder becomes every input of a known kind inside it,
     recursively, in name order. A Slack export (or channel) folder and a folder's ``.eml``
     files are one input each; a ChatGPT export folder is its ``conversations.json``.
@@ -412,7 +412,9 @@ def expand_inputs(paths: Sequence[str | Path], exclude: Sequence[str] = ()) -> I
     other files of no known kind are left out with a note, and so are the files and
     folders inside a folder that an ``exclude`` pattern matches (a shell pattern, matched
     against the name and against the path within the folder: ``README.md``, ``*.md``,
-    ``drafts``, ``2023/*.txt``). A folder with no input at all is an error."""
+    ``drafts``, ``2023/*.txt``; not inside a Slack export, which is one input, and not a
+    single ``.eml`` of a folder whose mails are read together). A folder with no input at
+    all is an error."""
     out = Inputs()
     for raw in paths:
         path = Path(raw)
@@ -422,14 +424,15 @@ def expand_inputs(paths: Sequence[str | Path], exclude: Sequence[str] = ()) -> I
             continue
         before = len(out.paths)
         left_out: list[tuple[Path, str]] = []
-        _walk(path, out.paths, left_out, _Excluded(path, exclude))
-        out.found_in.update((found, path) for found in out.paths[before:])
+        _walk(path, out.paths, left_out, _Excluded.of(path, exclude))
+        out.found_in.update((found, path) for found in out.paths[before:] if found != path)
         if len(out.paths) == before:
             excluded = sum(1 for _, why in left_out if why.startswith("--exclude"))
             if excluded:
                 raise InputError(
                     path,
-                    f"after --exclude, the folder holds no input ({excluded} file(s) excluded)",
+                    f"after --exclude, the folder holds no input ({excluded} file(s) or "
+                    "folder(s) excluded)",
                     hint="check the --exclude patterns: each is matched against the names "
                     "and the paths within the folder",
                 )
@@ -442,10 +445,12 @@ def expand_inputs(paths: Sequence[str | Path], exclude: Sequence[str] = ()) -> I
             )
         if left_out:
             shown = ", ".join(
-                f"{p.relative_to(path).as_posix()} ({why})" for p, why in left_out[:5]
+                f"{p.relative_to(path).as_posix()}{'' if p.is_file() else '/'} ({why})"
+                for p, why in left_out[:5]
             )
             more = f" and {len(left_out) - 5} more" if len(left_out) > 5 else ""
-            out.skipped.append((str(path), f"left out {len(left_out)} file(s): {shown}{more}"))
+            kinds = "file(s)" if all(p.is_file() for p, _ in left_out) else "file(s) or folder(s)"
+            out.skipped.append((str(path), f"left out {len(left_out)} {kinds}: {shown}{more}"))
     return out
 
 
@@ -455,6 +460,20 @@ class _Excluded:
 
     root: Path
     patterns: Sequence[str]
+
+    @classmethod
+    def of(cls, root: Path, patterns: Sequence[str] | str) -> _Excluded:
+        """Patterns as a user writes them: ``drafts/``, ``./drafts`` and ``drafts\\x.txt``
+        mean ``drafts`` and ``drafts/x.txt``; one string is one pattern."""
+        if isinstance(patterns, str):
+            patterns = (patterns,)
+        cleaned = []
+        for pattern in patterns:
+            pattern = pattern.replace("\\", "/").strip()
+            while pattern.startswith("./"):
+                pattern = pattern[2:]
+            cleaned.append(pattern.rstrip("/") or pattern)
+        return cls(root, tuple(p for p in cleaned if p))
 
     def match(self, path: Path) -> str | None:
         """The first pattern that matches ``path`` (by name, or by its path in the
@@ -469,23 +488,36 @@ class _Excluded:
 def _walk(
     folder: Path, found: list[Path], left_out: list[tuple[Path, str]], excluded: _Excluded
 ) -> None:
-    if is_slack_folder(folder):
+    if is_slack_folder(folder):  # one input: patterns do not reach inside it
         found.append(folder)
         return
     entries = []
+    excluded_mail: list[tuple[Path, str]] = []
     for entry in sorted(folder.iterdir(), key=lambda p: p.name):
         if entry.name.startswith(".") or entry.name == "__MACOSX":
             continue
         pattern = excluded.match(entry)
         if pattern is None:
             entries.append(entry)
-        elif entry.is_file():
-            left_out.append((entry, f"--exclude {pattern}"))
+            continue
+        is_file = entry.is_file()
         # an excluded folder is passed over whole, as hidden ones are
+        left_out.append((entry, f"--exclude {pattern}"))
+        if is_file and entry.suffix.lower() == ".eml":
+            excluded_mail.append((entry, pattern))
     files = [p for p in entries if p.is_file()]
     names = {p.name for p in files}
     chatgpt = "conversations.json" in names and bool(names & _CHATGPT_COMPANIONS)
     if any(p.suffix.lower() == ".eml" for p in files):
+        if excluded_mail:
+            mail, pattern = excluded_mail[0]
+            raise InputError(
+                mail,
+                f"--exclude {pattern} leaves out this mail, but the .eml files of a folder "
+                "are read together, as one input",
+                hint="exclude the whole folder, or move the mail you want left out to "
+                "another folder",
+            )
         found.append(folder)  # its .eml files, threaded together
     for file in files:
         suffix = file.suffix.lower()

@@ -144,15 +144,11 @@ def _import_spacy() -> None:
             delattr(sys.modules["spacy"], "cli")
 
 
-def load_pipeline(model: str, *, ner: bool, blis: bool = False) -> Language:
-    """The spaCy pipeline with only the components extraction needs, loaded once per
-    process; its matrix products run by numpy on one thread (:mod:`structrag.nlp.matmul`),
-    or with ``blis=True`` by thinc's own blis."""
-    return _load_pipeline(model, ner, blis)
-
-
-@lru_cache(maxsize=4)
-def _load_pipeline(model: str, ner: bool, blis: bool) -> Language:
+@lru_cache(maxsize=2)
+def load_pipeline(model: str, *, ner: bool) -> Language:
+    """Load the spaCy pipeline with only the components extraction needs (once per
+    process; extraction processes switch it to numpy's products, see
+    :mod:`structrag.nlp.matmul`)."""
     _import_spacy()
     import spacy
 
@@ -164,10 +160,6 @@ def _load_pipeline(model: str, ner: bool, blis: bool) -> Language:
             model, exclude=[*exclude, "tokenizer"], disable=["attribute_ruler", "lemmatizer"]
         )
         _load_tokenizer(nlp)
-        if not blis:
-            from structrag.nlp.matmul import numpy_matmul
-
-            numpy_matmul(nlp)
     except OSError as exc:
         raise ConfigError(
             f"cannot load the spaCy pipeline {model!r}",
