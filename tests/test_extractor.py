@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import gc
 import os
+import pickle
 import signal
 import sys
 from collections.abc import Sequence
@@ -239,6 +241,10 @@ def test_refs_sent_back_by_a_worker_are_the_models_it_built(extractor: SpacyExtr
         assert new.model_fields_set == set(type(old).model_fields)
         assert repr(new) == repr(old)
         assert SemanticRef.model_validate(new.model_dump()) == new
+        assert pickle.loads(pickle.dumps(new)) == old
+        assert copy.deepcopy(new) == old
+        moved = new.model_copy(update={"ref_id": 7})
+        assert moved.ref_id == 7 and new.ref_id is None and moved.knowledge == old.knowledge
         with pytest.raises(ValueError, match="frozen"):
             new.extractor = "x"  # type: ignore[misc]
     facets = [f for r in rebuilt if isinstance(r.knowledge, Entity) for f in r.knowledge.facets]
