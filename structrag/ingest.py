@@ -760,10 +760,11 @@ class Ingestor:
                 record.messages_unchanged = report.messages_unchanged - report.messages_reextracted
                 record.refs_added = report.refs_added
             # 3. The store commits first; the text index then says which generation it has.
-            # The text index writes its part on a thread meanwhile (the store's merge runs
-            # in DuckDB, outside the interpreter's lock); the store commits only once that
-            # part is written, so a text index that cannot be written fails the ingest whole.
-            prepared = _Beside(writer.prepare)
+            # An ingest's text index writes its segment on a thread meanwhile (the store's
+            # merge runs in DuckDB, outside the interpreter's lock); the store commits only
+            # once it is written, so a segment that cannot be written fails the ingest
+            # whole. A live write has nothing to prepare: no thread.
+            prepared = _Beside(writer.prepare, threaded=folder is not None)
             try:
                 faults.point("store-commit")
                 hook, held, store = before_commit, transaction, self.store
@@ -839,13 +840,18 @@ def _hint_exclude(exc: InputError, path: Path, folder: Path) -> None:
 
 
 class _Beside:
-    """``work`` run on a thread of its own, started at once."""
+    """``work`` run on a thread of its own, started at once (or, not ``threaded``, run
+    here and now; :meth:`wait` still raises what it raised)."""
 
-    def __init__(self, work: Callable[[], None]) -> None:
+    def __init__(self, work: Callable[[], None], *, threaded: bool = True) -> None:
         self._work = work
         self._failed: list[BaseException] = []
-        self._thread = threading.Thread(target=self._run, name="structrag-beside")
-        self._thread.start()
+        self._thread: threading.Thread | None = None
+        if threaded:
+            self._thread = threading.Thread(target=self._run, name="structrag-beside")
+            self._thread.start()
+        else:
+            self._run()
 
     def _run(self) -> None:
         try:
@@ -856,6 +862,8 @@ class _Beside:
     def join(self) -> None:
         """Wait for the work to end, even through a Ctrl-C (which is raised after it): what
         follows may remove what the work is writing."""
+        if self._thread is None:
+            return
         interrupted = False
         while True:
             try:

@@ -500,10 +500,9 @@ def _walk(
         if pattern is None:
             entries.append(entry)
             continue
-        is_file = entry.is_file()
         # an excluded folder is passed over whole, as hidden ones are
         left_out.append((entry, f"--exclude {pattern}"))
-        if is_file and entry.suffix.lower() == ".eml":
+        if entry.suffix.lower() == ".eml" and entry.is_file():
             excluded_mail.append((entry, pattern))
     files = [p for p in entries if p.is_file()]
     names = {p.name for p in files}
