@@ -760,24 +760,20 @@ class Ingestor:
                 record.messages_unchanged = report.messages_unchanged - report.messages_reextracted
                 record.refs_added = report.refs_added
             # 3. The store commits first; the text index then says which generation it has.
-            # An ingest's text index writes its segment on a thread meanwhile (the store's
-            # merge runs in DuckDB, outside the interpreter's lock); the store commits only
-            # once it is written, so a segment that cannot be written fails the ingest
-            # whole. A live write has nothing to prepare: no thread.
+            # An ingest's text index writes its segment on a thread meanwhile (while the
+            # store merges in DuckDB, outside the interpreter's lock, and makes the
+            # digests); the store commits only once it is written, so a segment that
+            # cannot be written fails the ingest whole. A live write has nothing to
+            # prepare: no thread.
             prepared = _Beside(writer.prepare, threaded=folder is not None)
             try:
                 faults.point("store-commit")
                 hook, held, store = before_commit, transaction, self.store
                 digest = self.digest if record is not None else None
-
-                def before() -> None:
-                    if hook is not None:
-                        hook(held)
-                    prepared.wait()
-
                 generation = transaction.commit(
-                    before,
+                    None if hook is None else (lambda: hook(held)),
                     None if digest is None else (lambda conversation: digest(store, conversation)),
+                    prepared.wait,
                 )
             finally:
                 prepared.join()

@@ -159,12 +159,15 @@ class StoreTransaction(Protocol):
         self,
         before: Callable[[], None] | None = None,
         digest: Callable[[str], bytes | None] | None = None,
+        ready: Callable[[], None] | None = None,
     ) -> int:
         """Log the source and commit; returns the new store generation. ``before`` runs
         inside the transaction just before it commits (with every row in place), to write
         what else belongs to it. Every conversation the transaction wrote loses its stored
         digest; with ``digest``, it gets the one ``digest(conversation)`` makes (reading
-        the store inside the transaction), unless that is None."""
+        the store inside the transaction), unless that is None. ``ready`` runs last,
+        before the commit: what must be done elsewhere before it (its exception rolls the
+        transaction back), waited for while the digests were made."""
         ...
 
     def rollback(self) -> None: ...

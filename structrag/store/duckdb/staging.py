@@ -95,10 +95,12 @@ class StagedTransaction(RowsTransaction):
         self,
         before: Callable[[], None] | None = None,
         digest: Callable[[str], bytes | None] | None = None,
+        ready: Callable[[], None] | None = None,
     ) -> int:
         """Merge the staged rows into the store in one transaction (``before`` writes what
-        else belongs to it, once the rows are in, and ``digest`` the digests of the
-        conversations written); returns the new store generation."""
+        else belongs to it, once the rows are in, ``digest`` the digests of the
+        conversations written, and ``ready`` runs last); returns the new store
+        generation."""
         assert self._con is not None
         try:
             deletes = [
@@ -111,7 +113,7 @@ class StagedTransaction(RowsTransaction):
             try:
                 con.execute(f"ATTACH '{_quoted(self.path)}' AS stage (READ_ONLY)")
                 try:
-                    generation = self._merge(con, deletes, before, digest)
+                    generation = self._merge(con, deletes, before, digest, ready)
                 finally:
                     with contextlib.suppress(duckdb.Error):
                         con.execute("DETACH stage")
@@ -127,6 +129,7 @@ class StagedTransaction(RowsTransaction):
         deletes: Sequence[int],
         before: Callable[[], None] | None,
         digest: Callable[[str], bytes | None] | None,
+        ready: Callable[[], None] | None,
     ) -> int:
         """Merge the attached stage in one transaction, its inserts with DuckDB held to
         :data:`MERGE_MEMORY_LIMIT` (the merge of a million messages otherwise took ~900 MB
@@ -154,7 +157,7 @@ class StagedTransaction(RowsTransaction):
                 # before (at 1M messages it failed to pin a block under the merge's), and
                 # without DuckDB's own checkpoint, which comes after it, on its own.
                 con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
-                commit = functools.partial(transaction.commit, before, digest)
+                commit = functools.partial(transaction.commit, before, digest, ready)
                 generation = commit_then_checkpoint(con, commit)
                 # A lower limit evicts what is cached and not pinned (what is pinned stays:
                 # then DuckDB refuses the limit, and nothing is lost but the memory).

@@ -666,15 +666,19 @@ class DuckDBTransaction(RowsTransaction):
         self,
         before: Callable[[], None] | None = None,
         digest: Callable[[str], bytes | None] | None = None,
+        ready: Callable[[], None] | None = None,
     ) -> int:
         """Log the source's counts, bump the generation and commit; returns the new
         generation. ``before`` writes what else belongs to the transaction first; then the
-        digests of the conversations it wrote go, replaced by ``digest``'s where given."""
+        digests of the conversations it wrote go, replaced by ``digest``'s where given;
+        then ``ready`` runs (see :meth:`~structrag.store.protocols.StoreTransaction.commit`)."""
         src = self.source
         try:
             if before is not None:
                 before()
             self._digests(digest)
+            if ready is not None:
+                ready()
             if src is not None:
                 self.con.execute(
                     "UPDATE sources SET finished_at = ?, messages_added = ?, "
