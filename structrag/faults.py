@@ -21,6 +21,7 @@ POINTS = {
     "text-commit": "the store has committed; the text index has not",
     "rebuild-swap": "a text index rebuild is about to swap the new index in",
     "text-adopt": "an ingest's staged text segment has moved into the index, uncommitted",
+    "segment-write": "the segment process is about to write an ingest's text segment",
 }
 
 

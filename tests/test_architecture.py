@@ -47,6 +47,8 @@ ADAPTER_LIBRARIES = (
 ADAPTERS = (
     "structrag.store.duckdb",
     "structrag.store.whoosh_index",
+    "structrag.store.segment_process",  # the Whoosh segment written by a process of its own
+    "structrag.store.whoosh_documents",
     "structrag.nlp",
     "structrag.extract.spacy_extractor",
     "structrag.extract.ray_engine",

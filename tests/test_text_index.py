@@ -1,19 +1,28 @@
 """The text index's own way of adding documents (``_add_document``) writes what Whoosh's
 ``add_document`` writes: every term's postings (document, weight, value), the term
-statistics, the columns, field lengths and stored fields, read back from the segment."""
+statistics, the columns, field lengths and stored fields, read back from the segment.
+And the process that writes a large ingest's segment (``segment_process``) writes the
+same index as the ingest's own process, and fails an ingest whole when it fails."""
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from whoosh import index
 
-from structrag.store import whoosh_index
+import structrag.ingest as ingest_module
+from structrag import Index, IndexStateError
+from structrag.store import segment_process, whoosh_documents, whoosh_index
 from structrag.store.protocols import IndexedMessage
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "friends_chat.jsonl"
 
 # words with spaces, empty words, non-ASCII and repeats: the terms arrive analysed, but a
 # term holding a space is two terms to Whoosh's tokenizer, and an empty one none
@@ -47,11 +56,16 @@ def _segment(messages: Sequence[IndexedMessage], fast: bool, pool_limit: int | N
         writer.pool.limit = pool_limit  # sorted runs written to disk on the way
     for message in messages:
         if fast:
-            whoosh_index._add_document(writer, message)
+            whoosh_documents.add_document(writer, message)
         else:
-            writer.add_document(**whoosh_index._document(message))
+            writer.add_document(**whoosh_documents.document(message))
     writer.commit(merge=False)
-    with index.open_dir(folder).reader() as reader:
+    return _dump(folder)
+
+
+def _dump(folder: str | Path) -> dict[str, Any]:
+    """Everything a reader shows of the Whoosh index in ``folder``."""
+    with index.open_dir(str(folder)).reader() as reader:
         docs = reader.doc_count_all()
         terms = []
         for field, text in reader.all_terms():
@@ -66,10 +80,10 @@ def _segment(messages: Sequence[IndexedMessage], fast: bool, pool_limit: int | N
         return {
             "docs": docs,
             "terms": terms,
-            "columns": {n: list(reader.column_reader(n)) for n in whoosh_index._COLUMNS},
+            "columns": {n: list(reader.column_reader(n)) for n in whoosh_documents.COLUMNS},
             "lengths": {
                 f: (reader.field_length(f), [reader.doc_field_length(d, f) for d in range(docs)])
-                for f in whoosh_index._POSTED
+                for f in whoosh_documents.POSTED
             },
             "stored": [reader.stored_fields(d) for d in range(docs)],
         }
@@ -109,8 +123,107 @@ def test_fast_add_postings_of_a_message() -> None:
     # the positions of "cat" in the knowledge field: refs 0, 2 and 2 again
     with tempfile.TemporaryDirectory() as folder:
         writer = index.create_in(folder, whoosh_index._schema()).writer()
-        whoosh_index._add_document(writer, message)
+        whoosh_documents.add_document(writer, message)
         writer.commit(merge=False)
         with index.open_dir(folder).searcher() as searcher:
             matcher = searcher.reader().postings("knowledge", "cat")
             assert list(matcher.value_as("positions")) == [0, 2, 2]
+
+
+def _message(mkey: int) -> IndexedMessage:
+    return IndexedMessage(mkey, "c", "Ann", mkey * 3, ["dog", "cat"], [["dog"]], 2)
+
+
+def _staged(tmp_path: Path) -> Path:
+    path = tmp_path / "whoosh"
+    path.mkdir()
+    index.create_in(str(path), whoosh_index._schema())
+    return path
+
+
+def test_an_ingest_indexed_by_the_segment_process_equals_one_indexed_in_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started: list[segment_process.SegmentProcess] = []
+    real_init = segment_process.SegmentProcess.__init__
+
+    def init(self: segment_process.SegmentProcess, path: Path) -> None:
+        real_init(self, path)
+        started.append(self)
+
+    monkeypatch.setattr(segment_process.SegmentProcess, "__init__", init)
+    monkeypatch.setattr(ingest_module, "SEGMENT_PROCESS_MIN", 10**9)
+    with Index(tmp_path / "here") as here:
+        (report,) = here.ingest([EXAMPLE])
+    assert not started
+    monkeypatch.setattr(ingest_module, "SEGMENT_PROCESS_MIN", report.messages_added)
+    with Index(tmp_path / "child") as child:
+        (again,) = child.ingest([EXAMPLE])
+        answer = child.ask("Who adopted a dog?")
+    assert again.messages_added == report.messages_added == 46
+    assert [p._process.returncode for p in started] == [0]
+    assert _dump(tmp_path / "child" / "whoosh") == _dump(tmp_path / "here" / "whoosh")
+    with Index(tmp_path / "here") as here:
+        assert here.ask("Who adopted a dog?").context == answer.context
+    assert not list((tmp_path / "child").glob(".staging/*"))
+
+
+def test_a_segment_process_that_dies_fails_the_ingest_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The segment process is killed as it is about to write (a fault point in it): the
+    ingest fails with a clear error, leaves nothing (store, text index, staging folder),
+    and the same ingest then succeeds."""
+    monkeypatch.setattr(ingest_module, "SEGMENT_PROCESS_MIN", 1)
+    monkeypatch.setenv("STRUCTRAG_FAULT", "segment-write")
+    with Index(tmp_path / "idx") as idx:
+        with pytest.raises(IndexStateError, match=r"segment stopped \(exit code -9\)") as exc:
+            idx.ingest([EXAMPLE])
+        assert "run it again" in (exc.value.hint or "")
+        assert idx.store.sql("SELECT count(*) FROM messages") == [(0,)]
+        idx.text_index.refresh()
+        assert idx.text_index.doc_count() == 0
+        assert not list((tmp_path / "idx").glob(".staging/*"))
+        monkeypatch.delenv("STRUCTRAG_FAULT")
+        (report,) = idx.ingest([EXAMPLE])
+        assert report.messages_added == 46
+        assert idx.text_index.doc_count() == 46
+
+
+def test_the_segment_process_reports_what_failed(tmp_path: Path) -> None:
+    child = segment_process.SegmentProcess(_staged(tmp_path))
+    child._send([("not", "a document")])
+    with pytest.raises(IndexStateError, match="could not be written: TypeError"):
+        child.finish()
+    child.cancel()
+    # no index in the folder: the child says so, and the log holds nothing unexpected
+    missing = tmp_path / "missing" / "whoosh"
+    missing.mkdir(parents=True)
+    child = segment_process.SegmentProcess(missing)
+    with pytest.raises(IndexStateError, match="could not be written: EmptyIndexError"):
+        child.finish()
+
+
+def test_a_cancelled_segment_process_ends_and_writes_no_segment(tmp_path: Path) -> None:
+    path = _staged(tmp_path)
+    child = segment_process.SegmentProcess(path)
+    for mkey in range(segment_process.BATCH + 1):
+        child.add(_message(mkey))
+    child.cancel()
+    assert child._process.returncode == 1  # it gave the segment up itself
+    with index.open_dir(str(path)).reader() as reader:
+        assert reader.doc_count_all() == 0
+    assert not list(path.glob("*.seg"))
+
+
+def test_ctrl_c_in_the_terminal_does_not_reach_the_segment_process(tmp_path: Path) -> None:
+    """Ctrl-C in a terminal reaches every process of its foreground group: the child is
+    in a session of its own (the ingest decides whether to stop), and goes on until told."""
+    path = _staged(tmp_path)
+    child = segment_process.SegmentProcess(path)
+    assert os.getsid(child._process.pid) != os.getsid(0)
+    assert os.getpgid(child._process.pid) != os.getpgid(0)
+    child.add(_message(1))
+    child.finish()
+    assert child._process.returncode == 0
+    assert _dump(path)["columns"]["mkey"] == [1]

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import IntEnum
 from pathlib import Path
-from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
+from typing import Any, Concatenate, NamedTuple, ParamSpec, Protocol, TypeVar
 
 import numpy as np
 
@@ -48,6 +48,18 @@ class StoredMessage:
     mkey: int
     message: Message
     memory: MemoryInfo | None = None
+
+
+class LineFields(NamedTuple):
+    """What a message's line in an answer context shows
+    (:func:`~structrag.query.context.render_line`); ``metadata`` is read for a document's
+    fragments only (their label), None otherwise."""
+
+    conversation: str
+    speaker: str | None
+    timestamp: datetime | None
+    text: str
+    metadata: Mapping[str, Any] | None
 
 
 class RefKind(IntEnum):
@@ -333,6 +345,10 @@ class KnowledgeStore(Protocol):
 
     def messages_by_keys(self, mkeys: Sequence[int]) -> dict[int, StoredMessage]: ...
 
+    def line_fields(self, mkeys: Sequence[int]) -> dict[int, LineFields]:
+        """What the context line of each message shows (no whole message is built)."""
+        ...
+
     def find_message(self, conversation: str | None, message_id: str) -> list[StoredMessage]: ...
 
     def iter_messages(
@@ -506,8 +522,10 @@ class TextIndex(TextIndexReader, Protocol):
         """A change written straight into the index (one at a time per process)."""
         ...
 
-    def stage(self, folder: Path) -> TextIndexWriter:
-        """An ingest's change, indexed into ``folder`` and added to the index at commit."""
+    def stage(self, folder: Path, *, background: bool = False) -> TextIndexWriter:
+        """An ingest's change, indexed into ``folder`` and added to the index at commit;
+        in the ``background``, by another process (worth it for a large ingest: it writes
+        its part while the store commits)."""
         ...
 
     def rebuild(self, messages: Iterable[IndexedMessage], generation: int) -> int: ...

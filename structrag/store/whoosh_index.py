@@ -22,26 +22,28 @@ mismatch (an ingest killed between the two commits) is detected and repaired by 
 from __future__ import annotations
 
 import contextlib
-import itertools
 import os
 import shutil
+import sys
 import tempfile
 import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from whoosh import columns, fields, formats, index
 from whoosh.analysis import Token, Tokenizer
 from whoosh.codec import whoosh3
-from whoosh.compat import dumps as whoosh_dumps
-from whoosh.system import pack_uint
 from whoosh.writing import MERGE_SMALL
 
 from structrag import faults
 from structrag.errors import IndexStateError
-from structrag.store.protocols import IndexedMessage
+from structrag.store.whoosh_documents import COLUMNS, GROUP, POSTED, UNIT, add_document
+
+if TYPE_CHECKING:  # not imported at run time: the segment process starts without pydantic
+    from structrag.store.protocols import IndexedMessage
+    from structrag.store.segment_process import SegmentProcess
 
 INDEX_DIRNAME = "whoosh"
 
@@ -90,8 +92,6 @@ def _cache_missing_columns() -> None:
 
 
 _cache_missing_columns()
-_GROUP = "\x1e"
-_UNIT = "\x1f"
 
 
 class _PreparedTokenizer(Tokenizer):  # type: ignore[misc]
@@ -132,8 +132,8 @@ class _PreparedTokenizer(Tokenizer):  # type: ignore[misc]
                 token.boost = 1.0
                 yield token
             return
-        for group in value.split(_GROUP):
-            number, _, terms = group.partition(_UNIT)
+        for group in value.split(GROUP):
+            number, _, terms = group.partition(UNIT)
             for term in terms.split():
                 token.text = term
                 token.stopped = False
@@ -162,90 +162,12 @@ def _schema() -> fields.Schema:
     )
 
 
-def _document(message: IndexedMessage) -> dict[str, Any]:
-    return {
-        "key": str(message.mkey),
-        "conv": message.conversation,
-        "speaker": (message.speaker or "").lower(),
-        "text": " ".join(message.terms),
-        "knowledge": _GROUP.join(
-            f"{i}{_UNIT}{' '.join(terms)}" for i, terms in enumerate(message.knowledge) if terms
-        ),
-        "mkey": message.mkey,
-        "first_ref": message.first_ref,
-        "length": len(message.terms),
-        "content": message.content,
-    }
-
-
-#: The fields whose terms a document posts, and their formats' names (for the check below).
-_POSTED = {"key": "Existence", "conv": "Existence", "speaker": "Existence"}
-_POSTED |= {"text": "Frequency", "knowledge": "Positions"}
-#: The numeric columns of a document.
-_COLUMNS = ("mkey", "first_ref", "length", "content")
-#: What :meth:`whoosh.writing.PostingPool.add` counts for a posting, besides its term and
-#: value bytes and its field name: the pool writes a sorted run once its count passes its
-#: limit.
-_POSTING_OVERHEAD = 28 + 4 * 5 + 21 + 26 + 18 + 16 + 21
-
-
-def _add_document(writer: Any, message: IndexedMessage) -> None:
-    """Add ``message``'s document to a Whoosh segment writer: what
-    ``writer.add_document(**_document(message))`` does, postings, columns and all (a
-    test compares the segments' files byte for byte), in a fraction of its time.
-
-    Whoosh's own path runs each field's value through its analyzer and format, a token
-    object and a generator at a time, then hands the pool one posting per call; the
-    terms here arrive analysed, so the postings are built straight from them (UTF-8
-    terms; ``Existence`` postings weigh 1.0, ``Frequency`` ones their count with the
-    count packed, ``Positions`` ones their count with the position deltas encoded as
-    :class:`~whoosh.formats.Positions` encodes them)."""
-    writer._check_state()
-    docnum = writer.docnum
-    postings: list[tuple[str, bytes, int, float, bytes]] = [
-        ("key", str(message.mkey).encode(), docnum, 1.0, b""),
-        ("conv", message.conversation.encode(), docnum, 1.0, b""),
-        ("speaker", (message.speaker or "").lower().encode(), docnum, 1.0, b""),
-    ]
-    counts: dict[str, int] = {}
-    for term in " ".join(message.terms).split():
-        counts[term] = counts.get(term, 0) + 1
-    postings.extend(
-        ("text", term.encode(), docnum, float(n), pack_uint(n)) for term, n in counts.items()
-    )
-    positions: dict[str, list[int]] = {}
-    for position, terms in enumerate(message.knowledge):
-        for term in " ".join(terms).split():
-            positions.setdefault(term, []).append(position)
-    for term, at in positions.items():
-        deltas = [at[0], *(b - a for a, b in itertools.pairwise(at))]
-        value = pack_uint(len(deltas)) + whoosh_dumps(deltas, 2)
-        postings.append(("knowledge", term.encode(), docnum, float(len(at)), value))
-    pool = writer.pool
-    pool.fieldnames.update(_POSTED)
-    pool.currentsize += sum(
-        _POSTING_OVERHEAD + len(p[0]) + 2 * len(p[1]) + len(p[4]) for p in postings
-    )
-    pool.current.extend(postings)
-    if pool.currentsize > pool.limit:
-        pool.save()
-    per_doc = writer.perdocwriter
-    per_doc.start_doc(docnum)
-    schema = writer.schema
-    values = (message.mkey, message.first_ref, len(message.terms), message.content)
-    for name, value in zip(_COLUMNS, values, strict=True):
-        per_doc.add_column_value(name, schema[name].column_type, value)
-    per_doc.finish_doc()
-    writer._added = True
-    writer.docnum += 1
-
-
 def _check_fast_path(schema: fields.Schema) -> None:
     """Fail at once, not with a wrong index, if the schema no longer matches what
-    :func:`_add_document` writes."""
-    formats_now = {name: type(schema[name].format).__name__ for name in _POSTED}
+    :func:`~structrag.store.whoosh_documents.add_document` writes."""
+    formats_now = {name: type(schema[name].format).__name__ for name in POSTED}
     columns_now = sorted(n for n in schema.names() if schema[n].column_type is not None)
-    if formats_now != _POSTED or columns_now != sorted(_COLUMNS):
+    if formats_now != POSTED or columns_now != sorted(COLUMNS):
         raise AssertionError(f"the text index schema changed: {formats_now}, {columns_now}")
 
 
@@ -285,7 +207,7 @@ class WhooshWriter:
         self._done = False
 
     def add(self, message: IndexedMessage) -> None:
-        _add_document(self._writer, message)
+        add_document(self._writer, message)
 
     def delete(self, mkey: int) -> None:
         self._writer.delete_by_term("key", str(mkey))
@@ -317,28 +239,47 @@ class StagedWhooshWriter:
     """An ingest's documents, indexed into a Whoosh index of their own in the ingest's
     staging folder while it runs (no lock on the index meanwhile). :meth:`prepare` writes
     the segment out; :meth:`commit` deletes the replaced documents from the index and adds
-    the staged segment to it as it is, without indexing anything again."""
+    the staged segment to it as it is, without indexing anything again. In the
+    ``background``, a process of its own indexes the documents and writes the segment
+    (:mod:`structrag.store.segment_process`)."""
 
-    def __init__(self, owner: WhooshTextIndex, folder: Path) -> None:
+    def __init__(self, owner: WhooshTextIndex, folder: Path, *, background: bool = False) -> None:
         self._owner = owner
         self._path = folder / INDEX_DIRNAME
         self._path.mkdir()
         self._ix = index.create_in(str(self._path), _schema())
-        self._writer: Any = self._ix.writer(limitmb=64)
+        self._writer: Any = None
+        self._child: SegmentProcess | None = None
+        if background and not getattr(sys, "frozen", False):  # a frozen app has no -m
+            from structrag.store.segment_process import SegmentProcess
+
+            with contextlib.suppress(OSError):  # no interpreter to start: index here
+                self._child = SegmentProcess(self._path)
+        if self._child is None:
+            self._writer = self._ix.writer(limitmb=64)
+        self._prepared = False
         self._deleted: list[str] = []
         self._segments: list[Any] = []
 
     def add(self, message: IndexedMessage) -> None:
-        _add_document(self._writer, message)
+        if self._child is not None:
+            self._child.add(message)
+        else:
+            add_document(self._writer, message)
 
     def delete(self, mkey: int) -> None:
         self._deleted.append(str(mkey))
 
     def prepare(self) -> None:
-        if self._writer is not None:
+        if self._prepared:
+            return
+        self._prepared = True
+        if self._child is not None:
+            self._child.finish()
+        else:
             self._writer.commit(merge=False)
             self._writer = None
-            self._segments = list(self._ix._segments())
+        self._segments = list(self._ix._segments())
 
     def commit(self, generation: int) -> None:
         self.prepare()
@@ -363,10 +304,14 @@ class StagedWhooshWriter:
         self._ix.close()
 
     def cancel(self) -> None:
-        if self._writer is not None:
-            self._writer.cancel()
-            self._writer = None
-        self._ix.close()
+        try:
+            if self._child is not None:
+                self._child.cancel()
+            elif self._writer is not None:
+                self._writer.cancel()
+                self._writer = None
+        finally:
+            self._ix.close()
 
 
 class WhooshTextIndex:
@@ -432,10 +377,11 @@ class WhooshTextIndex:
         except OSError as exc:
             raise _unusable(self.path, exc) from exc
 
-    def stage(self, folder: Path) -> StagedWhooshWriter:
-        """A writer for an ingest, indexing into ``folder`` until it commits."""
+    def stage(self, folder: Path, *, background: bool = False) -> StagedWhooshWriter:
+        """A writer for an ingest, indexing into ``folder`` until it commits (in the
+        ``background``: in a process of its own)."""
         try:
-            return StagedWhooshWriter(self, folder)
+            return StagedWhooshWriter(self, folder, background=background)
         except OSError as exc:
             raise _unusable(folder, exc) from exc
 
@@ -462,7 +408,7 @@ class WhooshTextIndex:
             ix = index.create_in(str(fresh), _schema())
             writer = ix.writer(limitmb=64)
             for message in messages:
-                _add_document(writer, message)
+                add_document(writer, message)
                 count += 1
             writer.commit()
             ix.close()
