@@ -301,6 +301,30 @@ def test_a_query_shares_the_view_of_ask_until_the_index_holds_documents(
     assert {m.conversation for m in found.messages} == {"work", f"doc:{_only_document(ix)}"}
 
 
+def test_a_messages_line_from_its_fields_is_the_line_of_the_whole_message(
+    chats_index: Index,
+) -> None:
+    """A digest renders its lines from the fields a line shows (``line_fields``); they
+    are the lines of the whole messages, document fragments (their label) included."""
+    from structrag.query.context import render_line, render_message
+
+    ix = chats_index
+    ix.knowledge.add("# Venue\n\nThe budget for the Osaka venue is 40,000 euros.", shared=True)
+    keys = [int(k) for (k,) in ix.sql("SELECT mkey FROM messages ORDER BY mkey")]
+    whole = ix.store.messages_by_keys(keys)
+    fields = ix.store.line_fields(keys)
+    assert sorted(fields) == keys
+    lines = {k: render_line(fields[k]) for k in keys}
+    assert lines == {k: render_message(whole[k]) for k in keys}
+    labelled = [k for k in keys if whole[k].message.conversation.startswith("doc:")]
+    assert labelled
+    for k in labelled:
+        m = whole[k].message
+        assert m.metadata["label"] and lines[k] == f"[{m.metadata['label']}] {m.text}"
+    assert {f.metadata for k, f in fields.items() if k not in labelled} == {None}
+    assert ix.store.line_fields([]) == {}
+
+
 def _only_document(ix: Index) -> str:
     ((document,),) = ix.sql("SELECT document_id FROM documents")
     return str(document)
@@ -309,7 +333,7 @@ def _only_document(ix: Index) -> str:
 #: A fingerprint of the code that makes a digest, per DIGEST_VERSION: change that code and
 #: this test fails until DIGEST_VERSION is bumped (old digests then go unread) and the new
 #: fingerprint is recorded here.
-MAKERS_FINGERPRINT = {1: "fae39d715e5915fe"}
+MAKERS_FINGERPRINT = {1: "fae39d715e5915fe", 2: "067a7bb3df762a71"}
 
 
 def test_the_code_that_makes_digests_is_the_code_of_their_version() -> None:
@@ -322,15 +346,14 @@ def test_the_code_that_makes_digests_is_the_code_of_their_version() -> None:
         DigestContent.to_bytes,
         build_digest,
         digest_module.vocabulary_words,
-        context.render_message,
+        context.render_line,
         format_date,
         TiktokenCounter.count,
         *(
             getattr(DuckDBReader, name)
             for name in (
                 "message_frame",
-                "messages_by_keys",
-                "_messages",
+                "line_fields",
                 "ref_table",
                 "aliases",
                 "knowledge_vocabulary",

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from structrag.store.protocols import StoredMessage
+from structrag.store.protocols import LineFields, StoredMessage
 from structrag.timeparse import format_date
 
 MESSAGES_HEADER = "Messages:"
@@ -90,12 +90,21 @@ def render_message(stored: StoredMessage) -> str:
     """``[8 May 2023] Caroline: text`` (no date bracket when the message has none); a
     document fragment is labelled with where it comes from: ``[guide.md §Install] text``."""
     m = stored.message
-    label = m.metadata.get("label") if m.conversation.startswith("doc:") else None
+    return render_line(LineFields(m.conversation, m.speaker, m.timestamp, m.text, m.metadata))
+
+
+def render_line(fields: LineFields) -> str:
+    """A message's line (see :func:`render_message`) from the fields it shows."""
+    label = (
+        fields.metadata.get("label")
+        if fields.metadata and fields.conversation.startswith("doc:")
+        else None
+    )
     if label:
-        return f"[{label}] {m.text}"
-    who = f"{m.speaker}: " if m.speaker else ""
-    when = f"[{format_date(m.timestamp)}] " if m.timestamp else ""
-    return f"{when}{who}{m.text}"
+        return f"[{label}] {fields.text}"
+    who = f"{fields.speaker}: " if fields.speaker else ""
+    when = f"[{format_date(fields.timestamp)}] " if fields.timestamp else ""
+    return f"{when}{who}{fields.text}"
 
 
 def build_context(

@@ -26,17 +26,19 @@ from typing import Any
 
 import numpy as np
 
-from structrag.query.context import TokenCounter, render_message
+from structrag.query.context import TokenCounter, render_line
 from structrag.store.protocols import KnowledgeStore, MessageFrame, RefTable, Scope
 from structrag.version import __version__
 
 #: Bumped when what a digest holds, or how it is made, changes: a digest of another
 #: version (or written by another release of structrag) is not read. What it is made by:
 #: :meth:`DigestContent.to_bytes`, :func:`build_digest`, :func:`vocabulary_words`,
-#: :func:`~structrag.query.context.render_message` (and ``format_date``), and the store
+#: :func:`~structrag.query.context.render_line` (and ``format_date``), and the store
 #: methods it calls; ``tests/test_digest.py`` fails when their code changes and this
-#: does not.
-DIGEST_VERSION = 1
+#: does not. Version 2 holds what version 1 did, made from the lines' fields alone instead
+#: of whole messages; a digest of version 1 goes unread (a first question reads the
+#: tables) until ``structrag reindex``, or an ingest into its conversation, writes it.
+DIGEST_VERSION = 2
 
 #: Messages read from the store at a time while their lines are rendered.
 RENDER_BATCH = 2_000
@@ -241,8 +243,8 @@ def build_digest(
     keys = frame.mkeys.tolist()
     lines: list[str] = []
     for at in range(0, len(keys), RENDER_BATCH):
-        stored = store.messages_by_keys(keys[at : at + RENDER_BATCH])
-        lines.extend(render_message(stored[int(k)]) for k in keys[at : at + RENDER_BATCH])
+        shown = store.line_fields(keys[at : at + RENDER_BATCH])
+        lines.extend(render_line(shown[int(k)]) for k in keys[at : at + RENDER_BATCH])
     if model is not None:
         vector_mkeys, vectors = store.embedding_matrix(model, conversation)
     else:

@@ -20,6 +20,7 @@ from structrag.models import Tag as TagKnowledge
 from structrag.models import Topic as TopicKnowledge
 from structrag.store.duckdb.lease import Lease
 from structrag.store.protocols import (
+    LineFields,
     MessageFilter,
     MessageFrame,
     PropertyCondition,
@@ -260,6 +261,20 @@ class DuckDBReader:
             "mkey IN (SELECT unnest($1::BIGINT[]))", [sorted({int(k) for k in mkeys})]
         )
         return {m.mkey: m for m in found}
+
+    def line_fields(self, mkeys: Sequence[int]) -> dict[int, LineFields]:
+        if not len(mkeys):
+            return {}
+        rows = self.sql(
+            "SELECT mkey, conversation, speaker, ts, text, "
+            "CASE WHEN starts_with(conversation, 'doc:') THEN metadata END "
+            "FROM messages WHERE mkey IN (SELECT unnest($1::BIGINT[]))",
+            [sorted({int(k) for k in mkeys})],
+        )
+        return {
+            int(mkey): LineFields(conv, speaker, ts, text, json.loads(meta) if meta else None)
+            for mkey, conv, speaker, ts, text, meta in rows
+        }
 
     def find_message(self, conversation: str | None, message_id: str) -> list[StoredMessage]:
         if conversation is None:
