@@ -22,6 +22,7 @@ when the ingest fails or the ingest's process dies.
 from __future__ import annotations
 
 import contextlib
+import os
 import pickle
 import signal
 import subprocess
@@ -123,7 +124,11 @@ class SegmentProcess:
             self._process.stdout.close()
 
     def _stopped(self) -> IndexStateError:
-        code = self._process.poll()
+        try:
+            code: int | None = self._process.wait(CANCEL_SECONDS)
+        except subprocess.TimeoutExpired:  # its input broke, yet it runs: stop it
+            self._process.kill()
+            code = self._process.wait()
         try:
             said = self._log.read_text(errors="replace").strip().splitlines()[-3:]
         except OSError:
@@ -175,7 +180,11 @@ def _serve(path: str, stdin: IO[bytes], stdout: IO[bytes]) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    return _serve(args[0], sys.stdin.buffer, sys.stdout.buffer)
+    # the answer goes out on a copy of standard output; anything printed goes to the log
+    answer = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    with answer:
+        return _serve(args[0], sys.stdin.buffer, answer)
 
 
 if __name__ == "__main__":
