@@ -227,3 +227,33 @@ def test_ctrl_c_in_the_terminal_does_not_reach_the_segment_process(tmp_path: Pat
     child.finish()
     assert child._process.returncode == 0
     assert _dump(path)["columns"]["mkey"] == [1]
+
+
+def test_the_segment_process_finds_what_a_script_put_on_its_path(tmp_path: Path) -> None:
+    """A script run by a Python without structrag installed, that puts it on ``sys.path``
+    itself: its ingest's segment process finds structrag and Whoosh all the same."""
+    import subprocess
+    import sys
+
+    base = getattr(sys, "_base_executable", sys.executable)
+    bare = subprocess.run(
+        [base, "-I", "-c", "import structrag"], capture_output=True, text=True, check=False
+    )
+    if bare.returncode == 0:
+        pytest.skip(f"{base} has structrag installed: nothing to show")
+    script = tmp_path / "ingest.py"
+    script.write_text(
+        "import sys\n"
+        f"sys.path[:0] = {[p for p in sys.path if p]!r}\n"
+        "import structrag.ingest\n"
+        "from structrag import Index\n"
+        "structrag.ingest.SEGMENT_PROCESS_MIN = 1\n"
+        f"with Index({str(tmp_path / 'idx')!r}) as index:\n"
+        f"    (report,) = index.ingest([{str(EXAMPLE)!r}])\n"
+        "    print(report.messages_added, index.text_index.doc_count())\n"
+    )
+    done = subprocess.run(
+        [base, "-I", str(script)], capture_output=True, text=True, check=False, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["46", "46"]

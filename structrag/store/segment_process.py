@@ -49,12 +49,16 @@ class SegmentProcess:
 
     def __init__(self, path: Path) -> None:
         self._log = path.parent / LOG_NAME
+        # the child finds structrag and Whoosh where this process found them, even when
+        # a script put them on sys.path itself
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
         with self._log.open("wb") as log:
             self._process = subprocess.Popen(
                 [sys.executable, "-m", "structrag.store.segment_process", str(path)],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=log,
+                env=env,
                 start_new_session=True,  # a Ctrl-C in the terminal is the ingest's to handle
             )
         self._batch: list[tuple[Any, ...]] = []
