@@ -1,4 +1,4 @@
-"""The text index's own way of adding documents (``_add_document``) writes what Whoosh's
+"""The text index's own way of adding documents (``add_document``) writes what Whoosh's
 ``add_document`` writes: every term's postings (document, weight, value), the term
 statistics, the columns, field lengths and stored fields, read back from the segment.
 And the process that writes a large ingest's segment (``segment_process``) writes the
@@ -50,17 +50,17 @@ def _messages(draw: Any) -> list[IndexedMessage]:
 
 def _segment(messages: Sequence[IndexedMessage], fast: bool, pool_limit: int | None) -> Any:
     """Everything a reader shows of the segment ``messages`` make, one way or the other."""
-    folder = tempfile.mkdtemp()
-    writer = index.create_in(folder, whoosh_index._schema()).writer(limitmb=64)
-    if pool_limit is not None:
-        writer.pool.limit = pool_limit  # sorted runs written to disk on the way
-    for message in messages:
-        if fast:
-            whoosh_documents.add_document(writer, message)
-        else:
-            writer.add_document(**whoosh_documents.document(message))
-    writer.commit(merge=False)
-    return _dump(folder)
+    with tempfile.TemporaryDirectory() as folder:
+        writer = index.create_in(folder, whoosh_index._schema()).writer(limitmb=64)
+        if pool_limit is not None:
+            writer.pool.limit = pool_limit  # sorted runs written to disk on the way
+        for message in messages:
+            if fast:
+                whoosh_documents.add_document(writer, message)
+            else:
+                writer.add_document(**whoosh_documents.document(message))
+        writer.commit(merge=False)
+        return _dump(folder)
 
 
 def _dump(folder: str | Path) -> dict[str, Any]:
@@ -94,6 +94,14 @@ def _dump(folder: str | Path) -> dict[str, Any]:
 def test_fast_add_writes_what_whoosh_writes(messages: list[IndexedMessage], runs: bool) -> None:
     limit = 2_000 if runs else None
     assert _segment(messages, True, limit) == _segment(messages, False, limit)
+
+
+def test_a_schema_the_fast_path_does_not_write_is_refused() -> None:
+    schema = whoosh_index._schema()
+    whoosh_index._check_fast_path(schema)
+    schema["text"].scorable = True  # lengths the fast path does not write
+    with pytest.raises(AssertionError, match="schema changed"):
+        whoosh_index._check_fast_path(schema)
 
 
 def test_fast_add_postings_of_a_message() -> None:
@@ -204,13 +212,26 @@ def test_the_segment_process_reports_what_failed(tmp_path: Path) -> None:
         child.finish()
 
 
+def test_a_segment_process_that_fails_while_indexing_says_why(tmp_path: Path) -> None:
+    """The child fails on a batch and ends; the next batch finds its input closed, and
+    the error raised is the one the child answered with, not a bare "stopped"."""
+    child = segment_process.SegmentProcess(_staged(tmp_path))
+    child._send([("not", "a document")])
+    child._process.wait()
+    with pytest.raises(IndexStateError, match="could not be written: TypeError"):
+        child._send([(1, "c", "Ann", 3, ["dog"], [["dog"]], 1)])
+    child.cancel()
+
+
 def test_a_cancelled_segment_process_ends_and_writes_no_segment(tmp_path: Path) -> None:
+    """Cancelled, the child is killed at once: extraction workers forked after it
+    started would hold its input open, so waiting for it to see the end could last."""
     path = _staged(tmp_path)
     child = segment_process.SegmentProcess(path)
     for mkey in range(segment_process.BATCH + 1):
         child.add(_message(mkey))
     child.cancel()
-    assert child._process.returncode == 1  # it gave the segment up itself
+    assert child._process.returncode is not None
     with index.open_dir(str(path)).reader() as reader:
         assert reader.doc_count_all() == 0
     assert not list(path.glob("*.seg"))

@@ -15,8 +15,8 @@ to it pickled over its standard input in batches; its answer (done, or the error
 comes back over its standard output; what it prints on standard error goes to
 ``segment.log`` in the staging folder, quoted in the error when it stops unexpectedly. It
 runs in a session of its own, so a Ctrl-C in the terminal does not reach it (the ingest
-decides what to do), and gives up the segment when its input closes before the end, as
-when the ingest fails or the ingest's process dies.
+decides what to do); a failed or interrupted ingest kills it, and it gives up the segment
+when its input closes before the end, as when the ingest's process dies.
 """
 
 from __future__ import annotations
@@ -39,8 +39,10 @@ if TYPE_CHECKING:
 BATCH = 256
 #: Where the child's standard error goes, in the staging folder.
 LOG_NAME = "segment.log"
-#: How long :meth:`SegmentProcess.cancel` waits for the child before killing it.
+#: How long the child is given to end once it has answered, or its input broke.
 CANCEL_SECONDS = 10.0
+#: The longest error message the child sends back.
+MESSAGE_CHARS = 2_000
 
 
 class SegmentProcess:
@@ -54,7 +56,9 @@ class SegmentProcess:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
         with self._log.open("wb") as log:
             self._process = subprocess.Popen(
-                [sys.executable, "-m", "structrag.store.segment_process", str(path)],
+                # -P: the current folder does not go first on its path (nothing there
+                # shadows whoosh or numpy)
+                [sys.executable, "-P", "-m", "structrag.store.segment_process", str(path)],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=log,
@@ -85,7 +89,8 @@ class SegmentProcess:
         try:
             pickle.dump(item, stdin, protocol=pickle.HIGHEST_PROTOCOL)
             stdin.flush()
-        except OSError as exc:  # a broken pipe: the child is gone
+        except OSError as exc:  # a broken pipe: the child is gone, maybe saying why
+            self._raise_error(self._reply())
             raise self._stopped() from exc
 
     def finish(self) -> None:
@@ -94,16 +99,31 @@ class SegmentProcess:
         self._send(self._batch)
         self._batch = []
         self._send(None)
-        assert self._process.stdin is not None and self._process.stdout is not None
+        assert self._process.stdin is not None
         self._process.stdin.close()
-        try:
-            reply = pickle.load(self._process.stdout)
-        except (EOFError, pickle.UnpicklingError):
-            reply = None
-        self._process.wait()
-        if reply is None:
+        reply = self._reply()
+        if reply != ("ok",):
+            self._raise_error(reply)
             raise self._stopped()
-        if reply[0] == "ok":
+
+    def _reply(self) -> tuple[Any, ...] | None:
+        """What the child answered (None: nothing), once it has ended."""
+        stdout = self._process.stdout
+        if stdout is None or stdout.closed:
+            return None
+        try:
+            reply = pickle.load(stdout)
+        except (OSError, EOFError, pickle.UnpicklingError):
+            reply = None
+        finally:
+            stdout.close()
+            self._ended()
+        return reply if isinstance(reply, tuple) else None
+
+    @staticmethod
+    def _raise_error(reply: tuple[Any, ...] | None) -> None:
+        """Raise the error the child answered with, if it answered one."""
+        if reply is None or reply[0] != "error":
             return
         _, kind, message, errno = reply
         if errno is not None:
@@ -114,25 +134,27 @@ class SegmentProcess:
         )
 
     def cancel(self) -> None:
-        """Stop the child, giving up its segment (its input closes; it is killed if it
-        does not end soon)."""
+        """Stop the child now, giving up its segment. It is killed rather than told: the
+        extraction workers forked since it started hold its input open too."""
         if self._process.stdin is not None:
             with contextlib.suppress(OSError):
                 self._process.stdin.close()
-        try:
-            self._process.wait(CANCEL_SECONDS)
-        except subprocess.TimeoutExpired:
+        if self._process.poll() is None:
             self._process.kill()
-            self._process.wait()
+        self._process.wait()
         if self._process.stdout is not None:
             self._process.stdout.close()
 
-    def _stopped(self) -> IndexStateError:
+    def _ended(self) -> int:
+        """The child's exit code, once it has ended (it is killed if it has not soon)."""
         try:
-            code: int | None = self._process.wait(CANCEL_SECONDS)
-        except subprocess.TimeoutExpired:  # its input broke, yet it runs: stop it
+            return self._process.wait(CANCEL_SECONDS)
+        except subprocess.TimeoutExpired:  # it answered, or its input broke, yet it runs
             self._process.kill()
-            code = self._process.wait()
+            return self._process.wait()
+
+    def _stopped(self) -> IndexStateError:
+        code = self._ended()
         try:
             said = self._log.read_text(errors="replace").strip().splitlines()[-3:]
         except OSError:
@@ -173,7 +195,8 @@ def _serve(path: str, stdin: IO[bytes], stdout: IO[bytes]) -> int:
                 writer.cancel()
         errno = exc.errno if isinstance(exc, OSError) else None
         message = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        pickle.dump(("error", type(exc).__name__, message, errno), stdout)
+        # kept short: the answer must fit the pipe while the ingest may still be writing
+        pickle.dump(("error", type(exc).__name__, message[:MESSAGE_CHARS], errno), stdout)
         stdout.flush()
         return 1
     pickle.dump(("ok",), stdout)

@@ -167,7 +167,16 @@ def _check_fast_path(schema: fields.Schema) -> None:
     :func:`~structrag.store.whoosh_documents.add_document` writes."""
     formats_now = {name: type(schema[name].format).__name__ for name in POSTED}
     columns_now = sorted(n for n in schema.names() if schema[n].column_type is not None)
-    if formats_now != POSTED or columns_now != sorted(COLUMNS):
+    plain = all(
+        schema[name].format.field_boost == 1.0
+        and not schema[name].scorable
+        and not schema[name].stored
+        and not schema[name].vector
+        and not schema[name].separate_spelling()
+        for name in schema.names()
+        if schema[name].format is not None
+    )
+    if formats_now != POSTED or columns_now != sorted(COLUMNS) or not plain:
         raise AssertionError(f"the text index schema changed: {formats_now}, {columns_now}")
 
 
@@ -250,7 +259,8 @@ class StagedWhooshWriter:
         self._ix = index.create_in(str(self._path), _schema())
         self._writer: Any = None
         self._child: SegmentProcess | None = None
-        if background and not getattr(sys, "frozen", False):  # a frozen app has no -m
+        # a frozen app has no -m, an embedding host may have no interpreter to name
+        if background and sys.executable and not getattr(sys, "frozen", False):
             from structrag.store.segment_process import SegmentProcess
 
             with contextlib.suppress(OSError):  # no interpreter to start: index here
