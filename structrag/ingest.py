@@ -772,8 +772,9 @@ class Ingestor:
             # An ingest's text index writes its segment on a thread meanwhile (while the
             # store merges in DuckDB, outside the interpreter's lock, and makes the
             # digests); the store commits only once it is written, so a segment that
-            # cannot be written fails the ingest whole. A live write has nothing to
-            # prepare: no thread.
+            # cannot be written fails the ingest whole, and a store commit that fails (a
+            # digest, Ctrl-C) cancels the segment rather than wait for it. A live write has
+            # nothing to prepare: no thread.
             prepared = _Beside(writer.prepare, threaded=folder is not None)
             try:
                 faults.point("store-commit")
@@ -784,6 +785,9 @@ class Ingestor:
                     None if digest is None else (lambda conversation: digest(store, conversation)),
                     prepared.wait,
                 )
+            except BaseException:
+                writer.cancel()  # a segment process still writing stops now
+                raise
             finally:
                 prepared.join()
         except BaseException:

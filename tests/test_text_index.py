@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import tempfile
+import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -193,6 +195,57 @@ def test_a_segment_process_that_dies_fails_the_ingest_whole(
         assert idx.text_index.doc_count() == 0
         assert not list((tmp_path / "idx").glob(".staging/*"))
         monkeypatch.delenv("STRUCTRAG_FAULT")
+        (report,) = idx.ingest([EXAMPLE])
+        assert report.messages_added == 46
+        assert idx.text_index.doc_count() == 46
+
+
+def test_a_failed_commit_stops_a_segment_process_still_writing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A digest fails while the segment process still writes (held at its fault point):
+    the ingest raises the digest's error without waiting for the segment, the child is
+    gone, nothing is written, and the same ingest then succeeds."""
+    import structrag.index as index_module
+
+    marker = tmp_path / "writing"
+    monkeypatch.setattr(ingest_module, "SEGMENT_PROCESS_MIN", 1)
+    monkeypatch.setenv("STRUCTRAG_FAULT", f"segment-write:wait:{marker}")
+    started: list[segment_process.SegmentProcess] = []
+    real_init = segment_process.SegmentProcess.__init__
+
+    def init(self: segment_process.SegmentProcess, path: Path) -> None:
+        real_init(self, path)
+        started.append(self)
+
+    def failing_builder(embedder: Any) -> Any:
+        def build(store: Any, conversation: str) -> bytes:
+            deadline = time.monotonic() + 60
+            while not marker.exists() and time.monotonic() < deadline:
+                time.sleep(0.01)  # the child holds at its point, the segment unwritten
+            raise RuntimeError("digest failed")
+
+        return build
+
+    monkeypatch.setattr(segment_process.SegmentProcess, "__init__", init)
+    monkeypatch.setattr(index_module, "_digest_builder", failing_builder)
+    # a safety net: were the child waited for, it would go on after this
+    release = threading.Timer(60, lambda: marker.unlink(missing_ok=True))
+    release.start()
+    try:
+        with Index(tmp_path / "idx") as idx:
+            with pytest.raises(RuntimeError, match="digest failed"):
+                idx.ingest([EXAMPLE])
+            assert marker.exists()  # still held there: the ingest did not wait
+            assert [p._process.returncode for p in started] == [-9]
+            assert idx.store.sql("SELECT count(*) FROM messages") == [(0,)]
+            idx.text_index.refresh()
+            assert idx.text_index.doc_count() == 0
+            assert not list((tmp_path / "idx").glob(".staging/*"))
+    finally:
+        release.cancel()
+    monkeypatch.undo()
+    with Index(tmp_path / "idx") as idx:
         (report,) = idx.ingest([EXAMPLE])
         assert report.messages_added == 46
         assert idx.text_index.doc_count() == 46

@@ -473,7 +473,11 @@ class TextIndexWriter(Protocol):
 
     def commit(self, generation: int) -> None: ...
 
-    def cancel(self) -> None: ...
+    def cancel(self) -> None:
+        """Give the change up. May be called more than once, and while :meth:`prepare`
+        runs on another thread: work it can stop at once (a process writing a segment)
+        stops, and what it cannot is waited for."""
+        ...
 
 
 class PostingsLike(Protocol):

@@ -135,13 +135,16 @@ class SegmentProcess:
 
     def cancel(self) -> None:
         """Stop the child now, giving up its segment. It is killed rather than told: the
-        extraction workers forked since it started hold its input open too."""
-        if self._process.stdin is not None:
-            with contextlib.suppress(OSError):
-                self._process.stdin.close()
+        extraction workers forked since it started hold its input open too. Safe while
+        :meth:`finish` runs on another thread (which then raises): the child is killed
+        before its pipes are closed, as closing one waits for a write or read on it to
+        end, and that would last as long as the child does."""
         if self._process.poll() is None:
             self._process.kill()
         self._process.wait()
+        if self._process.stdin is not None:
+            with contextlib.suppress(OSError):
+                self._process.stdin.close()
         if self._process.stdout is not None:
             self._process.stdout.close()
 

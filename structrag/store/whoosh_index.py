@@ -233,6 +233,8 @@ class WhooshWriter:
             self._finish()
 
     def cancel(self) -> None:
+        if self._done:
+            return
         try:
             self._writer.cancel()
         finally:
@@ -268,6 +270,9 @@ class StagedWhooshWriter:
         if self._child is None:
             self._writer = self._ix.writer(limitmb=64)
         self._prepared = False
+        self._cancelled = False
+        # held while the segment is written here (by prepare, maybe on another thread)
+        self._writing = threading.Lock()
         self._deleted: list[str] = []
         self._segments: list[Any] = []
 
@@ -287,8 +292,11 @@ class StagedWhooshWriter:
         if self._child is not None:
             self._child.finish()
         else:
-            self._writer.commit(merge=False)
-            self._writer = None
+            with self._writing:
+                if self._cancelled:
+                    return
+                self._writer.commit(merge=False)
+                self._writer = None
         self._segments = list(self._ix._segments())
 
     def commit(self, generation: int) -> None:
@@ -314,14 +322,20 @@ class StagedWhooshWriter:
         self._ix.close()
 
     def cancel(self) -> None:
-        try:
-            if self._child is not None:
-                self._child.cancel()
-            elif self._writer is not None:
-                self._writer.cancel()
-                self._writer = None
-        finally:
-            self._ix.close()
+        """A segment process is killed at once, even while :meth:`prepare` waits for it
+        on another thread (which then raises); a segment written here is waited for."""
+        if self._child is not None:
+            self._child.cancel()
+        with self._writing:
+            if self._cancelled:
+                return
+            self._cancelled = True
+            try:
+                if self._writer is not None:
+                    self._writer.cancel()
+                    self._writer = None
+            finally:
+                self._ix.close()
 
 
 class WhooshTextIndex:
