@@ -36,7 +36,7 @@ from structrag.query.settings import DEFAULT_SETTINGS, RankingSettings
 from structrag.store.duckdb import DB_FILENAME, DuckDBStore, SchemaUpgradeNeeded
 from structrag.store.protocols import IndexedMessage, MemoryInfo, Scope, StoredMessage
 from structrag.store.whoosh_index import WhooshTextIndex
-from structrag.store.workspace import WriterLock, sweep_staging
+from structrag.store.workspace import RAY_SHARDS_DIRNAME, WriterLock, holds_shards, sweep_staging
 from structrag.timeparse import DateOrder
 
 if TYPE_CHECKING:
@@ -392,7 +392,7 @@ class Index:
                 hint="drop --engine ray for the LLM extractor (its requests are already "
                 "concurrent), or use --extractor spacy",
             )
-        from structrag.extract.ray_engine import SHARDS, RayExtractor, import_ray
+        from structrag.extract.ray_engine import RayExtractor, import_ray
         from structrag.extract.spacy_extractor import SpacyExtractor
 
         import_ray()  # not installed: say how, before reading anything
@@ -401,7 +401,7 @@ class Index:
             SpacyExtractor(ner=options.ner, workers=1),
             address=options.address,
             workers=options.workers,
-            shards=self.directory / SHARDS,
+            shards=self.directory / RAY_SHARDS_DIRNAME,
         )
         try:
             yield extractor
@@ -893,7 +893,8 @@ def ingest_into(
     """Ingest into the index at ``directory``, creating it when needed: the reports, and
     the notes opening the index gave (a text index rebuilt, an upgrade). When an ingest
     that created the directory fails and leaves nothing in it (no ingest committed, no LLM
-    answer paid for), the directory goes too: a failed first ingest leaves no trace."""
+    answer paid for, no Ray shard extracted), the directory goes too: a failed first
+    ingest leaves no trace."""
     directory = Path(directory)
     created = not directory.exists()
     empty = False
@@ -902,7 +903,7 @@ def ingest_into(
             try:
                 reports = index.ingest(paths, options, progress=progress, retry_failed=retry_failed)
             except BaseException:
-                empty = index.store.holds_nothing()
+                empty = index.store.holds_nothing() and not holds_shards(directory)
                 raise
             return reports, list(index.notes)
     except BaseException:

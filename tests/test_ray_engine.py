@@ -19,8 +19,10 @@ import ray
 from structrag import Index
 from structrag.errors import ConfigError
 from structrag.extract import ray_engine
-from structrag.extract.ray_engine import SHARDS, RayExtractor
+from structrag.extract.ray_engine import RayExtractor
 from structrag.extract.spacy_extractor import SpacyExtractor
+from structrag.index import IngestOptions, ingest_into
+from structrag.store.workspace import RAY_SHARDS_DIRNAME as SHARDS
 from tests.entry_helpers import run_marked
 from tests.sinks import Interrupt
 
@@ -142,6 +144,24 @@ def test_an_ingest_that_dies_resumes_from_its_shards(
     assert second.batches_reused == kept - first_batches
     assert second.batches_extracted == second_batches - second.batches_reused
     assert _contents(directory) == local
+
+
+@pytest.mark.usefixtures("small_batches")
+def test_an_interrupted_first_ingest_keeps_its_new_index_for_its_shards(
+    cluster: str, chats: list[Path], local: dict[str, Any], tmp_path: Path
+) -> None:
+    """A first ingest that fails removes the index directory it created, unless it holds
+    work to resume: the shards its actors extracted stay, and the next ingest ends it."""
+    directory = tmp_path / "index"
+    options = IngestOptions(engine="ray", workers=2)
+    with pytest.raises(KeyboardInterrupt):
+        ingest_into(directory, chats[:1], options, progress=Interrupt(100))
+    assert list((directory / SHARDS).glob("*.parquet"))
+    with Index(directory, read_only=True) as index:
+        assert index.stats()["messages"] == 0
+    ingest_into(directory, chats, options)
+    assert _contents(directory) == local
+    assert not (directory / SHARDS).exists()
 
 
 def test_the_cli_joins_a_running_cluster(cluster: str, chats: list[Path], tmp_path: Path) -> None:

@@ -39,9 +39,6 @@ from structrag.extract.spacy_extractor import SpacyExtractor, pack_refs, unpack_
 from structrag.models import Message, SemanticRef
 from structrag.nlp.matmul import for_extraction
 
-#: Where an index keeps the shards of an ingest in progress.
-SHARDS = "ray-shards"
-
 #: Messages per batch sent to one actor (and per shard).
 BATCH_MESSAGES = 256
 

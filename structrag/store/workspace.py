@@ -11,6 +11,9 @@ staging folders of ingests in progress.
   and merges it into the store at the end (see
   :mod:`structrag.store.duckdb.staging`); the folder of a process that died is removed
   by the next writer.
+* **Ray shards.** An ingest with ``--engine ray`` keeps what its actors extracted in
+  ``<index>/ray-shards/`` until it is done, so that one interrupted is resumed without
+  extracting again (see :mod:`structrag.extract.ray_engine`).
 """
 
 from __future__ import annotations
@@ -29,6 +32,13 @@ from structrag.errors import IndexStateError
 
 WRITER_LOCK = ".writer.lock"
 STAGING_DIRNAME = ".staging"
+RAY_SHARDS_DIRNAME = "ray-shards"
+
+
+def holds_shards(directory: Path) -> bool:
+    """Whether an interrupted Ray ingest left extracted knowledge in the index at
+    ``directory`` (work the next ingest of the same files resumes from)."""
+    return any((directory / RAY_SHARDS_DIRNAME).glob("*.parquet"))
 
 
 def lock_timeout() -> float:
