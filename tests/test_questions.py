@@ -95,6 +95,17 @@ def test_an_empty_question_is_an_error(ix: Index, question: str) -> None:
         ix.ask(question)
 
 
+@pytest.mark.parametrize("question", ["!!!", "?", "👍 ❤️", "... ?!"])
+def test_a_question_without_words_is_an_error(ix: Index, question: str) -> None:
+    with pytest.raises(QueryError, match="no words"):
+        ix.ask(question)
+
+
+def test_a_question_of_one_word_in_any_script_is_asked(ix: Index) -> None:
+    assert ix.ask("Biscuit?").context
+    assert ix.ask("日本").question == "日本"
+
+
 def test_the_cli_refuses_an_empty_question(example_index: Path) -> None:
     result = CliRunner().invoke(cli, ["ask", "", "--db", str(example_index)])
     assert result.exit_code == 1

@@ -231,6 +231,12 @@ class QueryEngine:
             raise QueryError(
                 "the question is empty", hint='ask something, e.g. "Where does Marco work?"'
             )
+        if not any(c.isalnum() for c in question):
+            # nothing to match: the vector fill alone would answer with whatever is nearest
+            raise QueryError(
+                f"the question has no words: {question.strip()[:80]!r}",
+                hint='ask in words, e.g. "Where does Marco work?"',
+            )
         if len(question) > MAX_QUESTION_CHARS:
             raise QueryError(
                 f"the question has {len(question):,} characters; the limit is "
