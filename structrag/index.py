@@ -696,7 +696,7 @@ class Index:
                 rows=DuckDBKnowledge(self.store),
                 ingestor=ingestor,
                 engine=self.engine,
-                load=load_document,
+                load=lambda path, encoding: load_document(path, encoding=encoding),
                 walk=walked,
                 counter=get_counter("cl100k_base"),
                 writing=self.writer_lock.held,

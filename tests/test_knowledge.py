@@ -309,6 +309,28 @@ def test_the_memory_context_draws_on_the_agents_knowledge(index: Index) -> None:
     assert "30 days" in text and window.tokens <= 500
 
 
+def test_a_text_file_in_another_encoding_is_read_with_the_one_its_hint_names(
+    tmp_path: Path,
+) -> None:
+    """The skip reason of a Latin-1 file names ``--encoding``; the command takes it."""
+    db = str(tmp_path / "ix")
+    notes = tmp_path / "notes.txt"
+    notes.write_bytes("The café on Rua Augusta opens at seven.".encode("latin-1"))
+    runner = CliRunner()
+    skipped = runner.invoke(cli, ["knowledge", "add", str(notes), "--db", db, "--json"])
+    assert skipped.exit_code == 0, skipped.output
+    (reason,) = [s["reason"] for s in json.loads(skipped.output)["skipped"]]
+    assert "not valid utf-8" in reason and "--encoding latin-1" in reason
+    added = runner.invoke(
+        cli, ["knowledge", "add", str(notes), "--db", db, "--encoding", "latin-1", "--json"]
+    )
+    assert added.exit_code == 0, added.output
+    assert json.loads(added.output)["documents_added"] == 1
+    found = runner.invoke(cli, ["knowledge", "search", "café", "--db", db, "--json"])
+    assert found.exit_code == 0, found.output
+    assert "café on Rua Augusta" in json.loads(found.output)[0]["text"]
+
+
 def test_knowledge_commands(tmp_path: Path) -> None:
     db = str(tmp_path / "ix")
     runner = CliRunner()

@@ -43,6 +43,12 @@ def knowledge() -> None:
 @click.option(
     "--dry-run", is_flag=True, help="Report documents, fragments and tokens; write nothing."
 )
+@click.option(
+    "--encoding",
+    default="utf-8",
+    show_default=True,
+    help="Text encoding of text files (Markdown, text, JSON; HTML that declares none).",
+)
 @quiet_option
 @json_option
 def add(
@@ -51,6 +57,7 @@ def add(
     agent: str | None,
     shared: bool,
     dry_run: bool,
+    encoding: str,
     quiet: bool,
     as_json: bool,
 ) -> None:
@@ -76,6 +83,7 @@ def add(
             shared=shared,
             progress=progress_bar(quiet or as_json),
             dry_run=dry_run,
+            encoding=encoding,
         )
     if as_json:
         emit_json(report.as_dict())

@@ -108,7 +108,8 @@ class KnowledgeParts:
     #: An ingestor whose new messages are knowledge memories of the given owner.
     ingestor: Callable[[MemoryInfo], Ingestor]
     engine: QueryEngine
-    load: Callable[[Path], Document]
+    #: Reads one document file; the encoding is for text formats.
+    load: Callable[[Path, str], Document]
     #: Files to load under paths, and what was passed over (path, reason).
     walk: Callable[[Sequence[Path]], tuple[list[Path], list[tuple[Path, str]]]]
     counter: TokenCounter
@@ -149,6 +150,7 @@ class KnowledgeBase:
         metadata: dict[str, Any] | None = None,
         progress: ProgressSink | None = None,
         dry_run: bool = False,
+        encoding: str = "utf-8",
     ) -> AddReport:
         """Add files, folders (walked recursively) and plain strings (inline knowledge).
 
@@ -157,6 +159,8 @@ class KnowledgeBase:
         itself, file by file, when neither is given. A file that cannot be read (unknown
         type, empty, encrypted or scanned PDF) is reported in ``skipped`` and the rest
         goes on. ``dry_run`` reports documents, fragments and tokens and writes nothing.
+        ``encoding`` is that of text files (Markdown, text, JSON, HTML that declares
+        none); PDF and Word files carry their own.
         """
         started = time.perf_counter()
         if agent is not None and shared:
@@ -166,7 +170,7 @@ class KnowledgeBase:
         if agent is not None and not agent.strip():
             raise MemoryInputError("the agent name is empty")
         report = AddReport(dry_run=dry_run)
-        planned = self._plan(self._items(items, agent, shared, report), report)
+        planned = self._plan(self._items(items, agent, shared, report), report, encoding)
         report.tokens = sum(f.tokens for p in planned for f in p.fragments)
         report.pages = sum(len(p.document.pages) for p in planned)
         for p in planned:
@@ -251,7 +255,7 @@ class KnowledgeBase:
             if path.is_relative_to(root)
         ]
 
-    def _plan(self, items: list[_Item], report: AddReport) -> list[_Planned]:
+    def _plan(self, items: list[_Item], report: AddReport, encoding: str) -> list[_Planned]:
         by_id: dict[str, _Item] = {}
         for item in items:
             if item.document_id in by_id:
@@ -262,7 +266,7 @@ class KnowledgeBase:
         planned: list[_Planned] = []
         for document_id, item in by_id.items():
             try:
-                document = self._load(item)
+                document = self._load(item, encoding)
             except InputError as exc:
                 reason = exc.detail + (f" ({exc.hint})" if exc.hint else "")
                 report.skipped.append({"path": item.label, "reason": reason})
@@ -285,9 +289,9 @@ class KnowledgeBase:
             planned.append(_Planned(item, document, fragments, status, stored[document_id]))
         return planned
 
-    def _load(self, item: _Item) -> Document:
+    def _load(self, item: _Item, encoding: str) -> Document:
         if item.file is not None:
-            return self.parts.load(item.file)
+            return self.parts.load(item.file, encoding)
         assert item.text is not None
         digest = hashlib.sha256(item.text.encode("utf-8")).hexdigest()
         first = " ".join(item.text.split())[:60]
