@@ -106,6 +106,20 @@ def test_a_question_of_one_word_in_any_script_is_asked(ix: Index) -> None:
     assert ix.ask("日本").question == "日本"
 
 
+def test_a_budget_too_small_for_the_best_match_says_so(ix: Index) -> None:
+    """The best match does not fit: the context holds what does, and a note names the
+    message and what it would cost; with room for it, no note."""
+    roomy = ix.ask("When did Marco adopt Biscuit?", budget=1000)
+    best = roomy.context.messages[0]
+    assert not any("does not fit" in n for n in roomy.notes)
+    tight = ix.ask("When did Marco adopt Biscuit?", budget=best.tokens - 1)
+    assert best.id not in tight.context.message_ids
+    assert tight.context.tokens <= best.tokens - 1
+    (said,) = [n for n in tight.notes if "does not fit" in n]
+    assert f"{best.id} ({best.tokens} tokens)" in said
+    assert f"budget of {best.tokens - 1} tokens" in said
+
+
 def test_the_cli_refuses_an_empty_question(example_index: Path) -> None:
     result = CliRunner().invoke(cli, ["ask", "", "--db", str(example_index)])
     assert result.exit_code == 1

@@ -11,6 +11,7 @@ import click
 
 from structrag.cli.common import (
     clip,
+    counted,
     db_option,
     emit_json,
     indent,
@@ -94,7 +95,7 @@ def query(
     )
     if shown:
         click.echo("knowledge: " + "; ".join(shown[:12]))
-    click.echo(f"{len(data['messages'])} message(s) in {data['seconds'] * 1000:.1f} ms")
+    click.echo(f"{counted(len(data['messages']), 'message')} in {data['seconds'] * 1000:.1f} ms")
 
 
 @click.command()
@@ -347,7 +348,7 @@ def _print_answer(data: dict[str, Any], *, explain: bool, several: bool) -> None
     click.echo("")
     vector = sum(1 for m in messages if m["source"] == "vector")
     click.echo(
-        f"{data['tokens']}/{data['budget']} tokens, {len(messages)} messages "
+        f"{data['tokens']}/{data['budget']} tokens, {counted(len(messages), 'message')} "
         f"({vector} from vector fill), {data['seconds'] * 1000:.0f} ms"
     )
     written = data.get("answer")

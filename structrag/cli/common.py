@@ -147,6 +147,11 @@ def indent(text: str) -> str:
 SHOWN_CHARS = 2_000
 
 
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """``1 message``, ``2 messages`` (``plural`` for a noun that takes another ending)."""
+    return f"{count:,} {noun if count == 1 else plural or noun + 's'}"
+
+
 def clip(text: str, limit: int = SHOWN_CHARS) -> str:
     """A message's text for a terminal: whole when short, else its start and how much
     was left out."""

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from structrag.cli.common import clip, db_option, emit_json, json_option, on_index
+from structrag.cli.common import clip, counted, db_option, emit_json, json_option, on_index
 from structrag.cli.remote import Via, quoted, via_options
 
 
@@ -57,7 +57,7 @@ def conversations(db: str, as_json: bool, via: Via) -> None:
     for row in rows:
         dates = f"{(row['first'] or '')[:10]} .. {(row['last'] or '')[:10]}" if row["first"] else ""
         click.echo(
-            f"{row['id']:<24} {row['messages']:>6} messages  {dates:<24} "
+            f"{row['id']:<24} {counted(row['messages'], 'message'):>15}  {dates:<24} "
             f"{', '.join(row['speakers'][:6])}"
         )
 

@@ -11,6 +11,7 @@ import click
 
 from structrag.cli.common import (
     clip,
+    counted,
     db_option,
     emit_json,
     is_dir,
@@ -412,8 +413,8 @@ def prune(
         return
     verb = "would remove" if report["dry_run"] else "removed"
     click.echo(
-        f"{verb} {len(report['removed'])} memories; kept {report['kept_important']} important "
-        f"and {report['kept_accessed']} often read"
+        f"{verb} {counted(len(report['removed']), 'memory', 'memories')}; "
+        f"kept {report['kept_important']} important and {report['kept_accessed']} often read"
     )
 
 

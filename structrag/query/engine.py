@@ -333,6 +333,17 @@ class QueryEngine:
             max_misses=self.settings.pack_max_misses,
             batch=PACK_BATCH,
         )
+        notes = found.notes
+        if len(packed):
+            best = packed[0]
+            if all(m.mkey != best.mkey for m in context.messages):
+                line = self.derived.lines([best.mkey], counter, ahead, found.view).get(best.mkey)
+                if line is not None:
+                    notes = [
+                        *notes,
+                        f"the best match, {best.id} ({line.tokens} tokens), does not fit "
+                        f"the budget of {budget} tokens: ask with a larger budget",
+                    ]
         return Answer(
             question=question,
             conversation=conversation,
@@ -342,7 +353,7 @@ class QueryEngine:
             plan=found.plan,
             context=context,
             ranked=ranked,
-            notes=found.notes,
+            notes=notes,
             seconds=time.perf_counter() - started,
             tree=ast.dump(found.node),
         )
