@@ -485,9 +485,12 @@ class Index:
         ``answer=True`` an LLM writes an answer from the context, citing message ids
         (``Answer.written``); without an LLM, ``written`` says why there is none.
         """
-        if budget < 1:
-            raise ConfigError(f"budget must be a positive number of tokens, not {budget}")
+        from structrag.query.context import budget_problem
         from structrag.tokens import get_counter
+
+        problem = budget_problem(budget)
+        if problem:
+            raise ConfigError(problem)
 
         counter = get_counter(encoding)
         client = self._question_llm(translator, llm, needed=answer)

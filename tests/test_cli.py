@@ -206,7 +206,8 @@ def test_a_failed_first_ingest_leaves_no_index_behind(tmp_path: Path) -> None:
 def test_batch_lines_are_checked(example_index: Path, tmp_path: Path) -> None:
     batch = tmp_path / "questions.jsonl"
     cases = {
-        '{"question": "Who?", "budget": "lots"}': '"budget" must be a positive whole number',
+        '{"question": "Who?", "budget": "lots"}': '"budget" must be a whole number of tokens',
+        '{"question": "Who?", "budget": 2000000}': "from 1 to 1,000,000",
         '{"question": "   "}': '"question" must be a non-empty string',
         '{"question": "Who?", "conversation": 3}': '"conversation" must be a string',
         '{"question": "Who?", "conversation": "nope"}': "nope",
@@ -218,6 +219,34 @@ def test_batch_lines_are_checked(example_index: Path, tmp_path: Path) -> None:
         assert code == 1, line
         assert message in err and f"{batch}" in err and "line 2" in err, err
         assert "Traceback" not in err
+
+
+def test_one_budget_limit_for_the_api_the_cli_and_the_server(
+    example_index: Path, tmp_path: Path
+) -> None:
+    """A budget over a million tokens is refused alike: by ``Index.ask`` and an agent's
+    context window (a clear error), by the CLI (before it opens the index or asks a
+    server) and by the server's request schema."""
+    from structrag import ConfigError, Index
+    from structrag.errors import MemoryInputError
+    from structrag.query.context import MAX_BUDGET
+    from structrag.server.schemas import AskIn
+
+    with Index(example_index, read_only=True) as index:
+        assert index.ask("Who adopted Biscuit?", budget=MAX_BUDGET).context.messages
+        with pytest.raises(ConfigError, match="from 1 to 1,000,000 tokens, not 1000001"):
+            index.ask("Who adopted Biscuit?", budget=MAX_BUDGET + 1)
+    with (
+        Index(tmp_path / "mem") as index,
+        pytest.raises(MemoryInputError, match="from 1 to 1,000,000 tokens"),
+    ):
+        index.memory("bot").context("hello", budget=MAX_BUDGET + 1)
+    for command in (("ask", "Who?"), ("memory", "context", "hello", "--agent", "bot")):
+        code, _, err = run(*command, "--db", str(tmp_path / "none"), "--budget", "1000001")
+        assert code == 2 and "1<=x<=1000000" in err, err
+    assert not (tmp_path / "none").exists()
+    with pytest.raises(ValueError, match="less than or equal to 1000000"):
+        AskIn(question="Who?", budget=MAX_BUDGET + 1)
 
 
 def test_lists_of_an_unknown_conversation_are_an_error(example_index: Path) -> None:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from structrag.cli.common import (
+    BUDGET,
     clip,
     counted,
     db_option,
@@ -22,6 +23,7 @@ from structrag.cli.common import (
 from structrag.cli.llm import llm_options, optional_llm_config
 from structrag.cli.remote import Remote, ServerError, Via, via_options
 from structrag.errors import InputError, NotFoundError
+from structrag.query.context import MAX_BUDGET, budget_problem
 
 if TYPE_CHECKING:
     from structrag.index import Index
@@ -104,7 +106,7 @@ def query(
 @click.option("--conversation", help="Answer from this conversation only.")
 @click.option(
     "--budget",
-    type=click.IntRange(1),
+    type=BUDGET,
     default=1000,
     show_default=True,
     help="Token budget of the answer context.",
@@ -378,11 +380,11 @@ def _batch_questions(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             raise InputError(path, '"conversation" must be a string', line=lineno, hint=example)
         budget = item.get("budget")
         if budget is not None and (
-            isinstance(budget, bool) or not isinstance(budget, int) or budget < 1
+            isinstance(budget, bool) or not isinstance(budget, int) or budget_problem(budget)
         ):
             raise InputError(
                 path,
-                '"budget" must be a positive whole number of tokens',
+                f'"budget" must be a whole number of tokens from 1 to {MAX_BUDGET:,}',
                 line=lineno,
                 hint=example,
             )

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from structrag.errors import IndexStateError, StructragError, shown_path
+from structrag.query.context import MAX_BUDGET
 
 if TYPE_CHECKING:
     from structrag.cli.remote import Remote, Via
@@ -145,6 +146,10 @@ def indent(text: str) -> str:
 
 #: Text output shows at most this much of a message (``--json`` shows all of it).
 SHOWN_CHARS = 2_000
+
+
+#: A ``--budget`` of tokens: the limit the Python API and the server hold to as well.
+BUDGET = click.IntRange(1, MAX_BUDGET)
 
 
 def counted(count: int, noun: str, plural: str | None = None) -> str:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from structrag.cli.common import (
+    BUDGET,
     clip,
     counted,
     db_option,
@@ -523,7 +524,7 @@ def compact(
 @agent_option
 @click.option("--room", help="The room the message is in.")
 @click.option("--user", help="Who the agent is talking to (default: the room's last user).")
-@click.option("--budget", type=click.IntRange(1), default=4000, show_default=True)
+@click.option("--budget", type=BUDGET, default=4000, show_default=True)
 @click.option(
     "--shares",
     help="How the budget is shared, e.g. history=0.5,retrieval=0.3,profile=0.2.",

@@ -44,7 +44,7 @@ from structrag.memory.statements import Statement, same_subject, supersedes
 from structrag.memory.store import MemoryQuery, MemoryStore, NewProfileEntry, SourceRow
 from structrag.memory.window import DEFAULT_SHARES, ContextWindow, Lines, assemble
 from structrag.models import Conversation, Message
-from structrag.query.context import TokenCounter
+from structrag.query.context import TokenCounter, budget_problem
 from structrag.query.engine import QueryEngine
 from structrag.query.modes import SEARCH_MODES, rank
 from structrag.store.protocols import (
@@ -771,8 +771,9 @@ class Memory:
         """The sections an agent puts in its prompt before answering ``message`` in
         ``room``, never over ``budget`` tokens (see :mod:`structrag.memory.window`)."""
         started = time.perf_counter()
-        if budget < 1:
-            raise MemoryInputError(f"budget must be a positive number of tokens, not {budget}")
+        problem = budget_problem(budget)
+        if problem:
+            raise MemoryInputError(problem)
         room = (room or DEFAULT_ROOM).strip()
         settings = self.parts.settings
         history = self._history(room)

@@ -11,12 +11,25 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from structrag.store.protocols import LineFields, StoredMessage
 from structrag.timeparse import format_date
 
+if TYPE_CHECKING:  # kept out of imports: the CLI checks budgets before it loads an index
+    from structrag.models import Message
+    from structrag.store.protocols import LineFields, StoredMessage
+
 MESSAGES_HEADER = "Messages:"
+#: The largest token budget a context may be asked for: more than any model reads, so a
+#: larger number is a mistake. The Python API, the CLI and the server hold to it.
+MAX_BUDGET = 1_000_000
+
+
+def budget_problem(budget: int) -> str | None:
+    """What is wrong with a token budget, or None when it is one."""
+    if budget < 1 or budget > MAX_BUDGET:
+        return f"budget must be from 1 to {MAX_BUDGET:,} tokens, not {budget}"
+    return None
 
 
 class TokenCounter(Protocol):
@@ -89,11 +102,10 @@ class AnswerContext:
 def render_message(stored: StoredMessage) -> str:
     """``[8 May 2023] Caroline: text`` (no date bracket when the message has none); a
     document fragment is labelled with where it comes from: ``[guide.md §Install] text``."""
-    m = stored.message
-    return render_line(LineFields(m.conversation, m.speaker, m.timestamp, m.text, m.metadata))
+    return render_line(stored.message)
 
 
-def render_line(fields: LineFields) -> str:
+def render_line(fields: LineFields | Message) -> str:
     """A message's line (see :func:`render_message`) from the fields it shows."""
     label = (
         fields.metadata.get("label")

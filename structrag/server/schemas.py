@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from structrag.query.context import MAX_BUDGET
 from structrag.query.engine import MAX_QUESTION_CHARS
 
 Table = Literal["messages", "facts", "relationships", "goals", "knowledge"]
@@ -172,7 +173,7 @@ def _conversations() -> list[Source]:
 class AskIn(Request):
     question: str = Field(min_length=1, max_length=MAX_QUESTION_CHARS)
     conversation: str | None = None
-    budget: int = Field(default=1000, ge=1, le=1_000_000)
+    budget: int = Field(default=1000, ge=1, le=MAX_BUDGET)
     encoding: str = "cl100k_base"
     explain: bool = Field(default=False, description="Also return the AST and the plan.")
     translator: Literal["offline", "llm"] = "offline"
@@ -216,14 +217,14 @@ class AskOut(Response):
 class BatchQuestion(Request):
     question: str = Field(min_length=1, max_length=MAX_QUESTION_CHARS)
     conversation: str | None = None
-    budget: int | None = Field(default=None, ge=1, le=1_000_000)
+    budget: int | None = Field(default=None, ge=1, le=MAX_BUDGET)
     id: str | int | None = None
 
 
 class AskBatchIn(Request):
     questions: list[BatchQuestion] = Field(min_length=1, max_length=1000)
     conversation: str | None = None
-    budget: int = Field(default=1000, ge=1, le=1_000_000)
+    budget: int = Field(default=1000, ge=1, le=MAX_BUDGET)
     encoding: str = "cl100k_base"
     explain: bool = False
     sources: list[Source] = Field(default_factory=_conversations, min_length=1)
@@ -365,7 +366,7 @@ class ContextIn(Request):
     message: str
     room: str | None = None
     user: str | None = None
-    budget: int = Field(default=4000, ge=1, le=1_000_000)
+    budget: int = Field(default=4000, ge=1, le=MAX_BUDGET)
     shares: dict[str, float] | None = Field(
         default=None, examples=[{"history": 0.5, "retrieval": 0.3, "profile": 0.2}]
     )
