@@ -191,6 +191,21 @@ def test_the_explorer_in_a_browser(server: Served, tmp_path: Path) -> None:
     assert (shots / "explorer-ask.png").stat().st_size > 10_000
 
 
+def test_serve_on_a_port_in_use_says_so_before_opening_the_index(tmp_path: Path) -> None:
+    """The port is bound before the index is opened: one error line with a hint, exit
+    status 1, and no index created."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = run_cli("serve", "--db", str(tmp_path / "index"), "--port", str(port))
+    assert done.returncode == 1, done.stderr
+    assert f"error: cannot listen on 127.0.0.1:{port}" in done.stderr
+    assert "pass another --port" in done.stderr and "Traceback" not in done.stderr
+    assert "open and warm" not in done.stderr
+    assert not (tmp_path / "index").exists()
+
+
 def test_sigterm_rolls_back_the_running_ingest(tmp_path: Path) -> None:
     directory = tmp_path / "index"
     chat = conversation_file(tmp_path / "big.jsonl", "big-one", 2000, seed=31)

@@ -8,6 +8,7 @@ answered, the write under way finishes, then the index is closed.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import signal
@@ -108,6 +109,27 @@ def check_not_served(directory: Path) -> None:
         )
 
 
+def listen_on(host: str, port: int) -> socket.socket:
+    """The server's socket, bound before the index is opened (uvicorn's own binding
+    would log a bare error and exit after the index had been opened and warmed)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family=family)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        in_use = exc.errno == errno.EADDRINUSE
+        raise ConfigError(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}",
+            hint="another process listens there: pass another --port (0 picks a free one)"
+            if in_use
+            else "check --host (an address of this machine) and --port",
+        ) from None
+    sock.set_inheritable(True)
+    return sock
+
+
 class _Server(uvicorn.Server):
     """uvicorn, plus: ``server.json`` once listening, and SIGTERM reaching the service."""
 
@@ -161,8 +183,13 @@ def serve(directory: str | Path, options: ServeOptions) -> None:
     check_address(options.host, tokens)
     check_not_served(directory)
     configure_logging(options.access_log)
+    sock = listen_on(options.host, options.port)
     started = time.perf_counter()
-    service = Service(directory, readers=options.readers)
+    try:
+        service = Service(directory, readers=options.readers)
+    except BaseException:
+        sock.close()
+        raise
     for note in service.notes:
         print(f"note: {note}", file=sys.stderr)
     try:
@@ -186,8 +213,9 @@ def serve(directory: str | Path, options: ServeOptions) -> None:
         logging.getLogger("structrag.server").info(
             "index open and warm in %.1f s", time.perf_counter() - started
         )
-        _Server(config, service, tokens).run()
+        _Server(config, service, tokens).run(sockets=[sock])
     finally:
+        sock.close()
         service.close()
         remove_info(directory, service.instance)
 
