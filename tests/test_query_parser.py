@@ -99,7 +99,14 @@ def test_rendering_round_trips(text: str) -> None:
     ("text", "position", "message"),
     [
         ("entity(", 7, "ends too early"),
-        ("a AND", 5, "ends too early"),
+        ("a AND", 2, "AND needs a word or pattern on each side"),
+        ("Biscuit OR  ", 8, "OR needs a word or pattern on each side"),
+        ("NOT", 0, "NOT needs a word or pattern after it"),
+        ("AND", 0, "AND needs a word or pattern on each side"),
+        ("OR Biscuit", 0, "OR needs a word or pattern on each side"),
+        ("Biscuit AND AND boat", 12, "AND needs a word"),
+        ("date:2024-05-01..2024-04-01", 5, "ends before it starts"),
+        ("foo^abc", 3, "unexpected '^'"),
         ("date:2023-13", 5, "as a date"),
         ("action(a, b, c, d, e)", 19, "at most four"),
         ('"unclosed', 0, "unexpected"),
@@ -199,3 +206,18 @@ def test_hints_name_keywords_not_token_types() -> None:
 def test_a_value_starting_with_an_operator_word_is_quoted_back(text: str) -> None:
     node = parse(text)
     assert parse(node.to_query()) == node
+
+
+@pytest.mark.parametrize(
+    ("text", "hint"),
+    [
+        ("date:2024-05-01..2024-04-01", "write the earlier date first: 2024-04-01..2024-05-01"),
+        ("foo^abc", "a boost is a number above 0 right after the word"),
+        ("OR Biscuit", 'to search for the word, put it in quotes: "OR"'),
+    ],
+)
+def test_the_hint_says_how_to_write_it(text: str, hint: str) -> None:
+    with pytest.raises(QuerySyntaxError) as info:
+        parse(text)
+    assert info.value.hint and hint in info.value.hint
+    assert parse('"OR" Biscuit') == parse("'OR' Biscuit")  # quoted, the word is searched

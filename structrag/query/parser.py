@@ -68,11 +68,23 @@ class _Problem(Exception):
 
 
 _ACTION_ARGS = {"subject", "verb", "object", "indirect_object", "to", "indirect"}
+#: What an operator needs, said when one stands where it cannot (``AND`` alone, ``OR x``).
+_OPERATORS = {
+    "AND": "AND needs a word or pattern on each side",
+    "OR": "OR needs a word or pattern on each side",
+    "NOT": "NOT needs a word or pattern after it",
+}
 
 
 @v_args(inline=True)
 class _ToAst(Transformer):  # type: ignore[type-arg]
     def word(self, token: Token) -> _Value:
+        if str(token) in _OPERATORS:  # the lexer reads an operator out of place as a word
+            raise _Problem(
+                token.start_pos or 0,
+                _OPERATORS[str(token)],
+                hint=f'to search for the word, put it in quotes: "{token}"',
+            )
         return _Value(str(token), token.start_pos or 0, False)
 
     def phrase(self, token: Token) -> _Value:
@@ -218,6 +230,13 @@ class _ToAst(Transformer):  # type: ignore[type-arg]
             return ast.TimeScope(None, None, text, "when")
         found = absolute_range(text)
         if found is None:
+            left, dots, right = text.partition("..")
+            if dots and absolute_range(left) is not None and absolute_range(right) is not None:
+                raise _Problem(  # both dates, the later one first
+                    value.pos,
+                    f"the range {text!r} ends before it starts",
+                    hint=f"write the earlier date first: {right.strip()}..{left.strip()}",
+                )
             raise _Problem(
                 value.pos,
                 f"cannot read {text!r} as a date",
@@ -283,21 +302,16 @@ def parse(text: str) -> ast.Node:
             hint = "close the quoted phrase"
         elif char in ":=<>!":
             hint = "put values that contain : = < > ! in double quotes"
+        elif char == "^":
+            hint = "a boost is a number above 0 right after the word: word^2, word^0.5"
         raise QuerySyntaxError(text, at, f"unexpected {char!r}", hint=hint) from None
     except UnexpectedEOF:
-        raise QuerySyntaxError(
-            text, len(text), "the query ends too early", hint="close brackets and finish patterns"
-        ) from None
+        raise _ends_too_early(text) from None
     except UnexpectedToken as exc:
         token = exc.token
         pos = getattr(token, "start_pos", None)
         if token.type == "$END" or pos is None:
-            raise QuerySyntaxError(
-                text,
-                len(text),
-                "the query ends too early",
-                hint="close brackets and finish patterns",
-            ) from None
+            raise _ends_too_early(text) from None
         hint = _expected_hint(exc.expected)
         if token.type == "RPAR" and text.count("(", 0, pos) <= text.count(")", 0, pos):
             hint = "this ')' closes no '(' before it"
@@ -323,6 +337,15 @@ def parse(text: str) -> ast.Node:
     if not isinstance(node, ast.Node):
         raise QuerySyntaxError(text, 0, "empty query")
     return node
+
+
+def _ends_too_early(text: str) -> QuerySyntaxError:
+    last = text.rstrip().rsplit(None, 1)[-1]
+    if last in _OPERATORS:  # "Biscuit OR"
+        return QuerySyntaxError(text, len(text.rstrip()) - len(last), _OPERATORS[last])
+    return QuerySyntaxError(
+        text, len(text), "the query ends too early", hint="close brackets and finish patterns"
+    )
 
 
 def _too_deep(text: str) -> QuerySyntaxError:
