@@ -188,8 +188,9 @@ def test_a_mistyped_db_is_an_error_not_a_new_empty_index(
 ) -> None:
     typo = tmp_path / "typo"
     result = CliRunner().invoke(cli, [*args, "--db", str(typo)])
-    # a StructragError (main prints it), or a usage error
-    assert result.exit_code != 0
+    # a StructragError (main prints it with its hint, exit status 1), not a usage error
+    assert result.exit_code == 1, result.output
+    assert "Usage:" not in result.output
     assert "no index at" in result.output + str(result.exception or "")
     assert not typo.exists()
 

@@ -185,7 +185,8 @@ def show(document_id: str, db: str, as_json: bool) -> None:
         return
     info: dict[str, Any] = document.as_dict()
     for key in ("document_id", "path", "title", "format", "agent", "shared", "pages", "tokens"):
-        click.echo(f"{key}: {info[key]}")
+        if info[key] is not None:  # a shared document has no agent, a text file no pages
+            click.echo(f"{key}: {info[key]}")
     for f in fragments:
         where = " > ".join(f.section) or "(top)"
         page = f" p. {f.page}" if f.page is not None else ""

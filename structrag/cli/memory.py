@@ -21,6 +21,7 @@ from structrag.cli.common import (
     open_for,
 )
 from structrag.cli.remote import Remote, Via, agent_path, quoted, via_options
+from structrag.errors import StructragError, shown_path
 
 if TYPE_CHECKING:
     from structrag.memory.api import Memory
@@ -45,7 +46,11 @@ def memory_of(
 ) -> Iterator[Memory]:
     """The agent's memory in the index at ``db`` (created by a first ``add``: ``create``)."""
     if not create and not is_dir(db):
-        raise click.UsageError(f"no index at {db}: add a memory first")
+        shown = shown_path(db)
+        raise StructragError(
+            f"no index at {shown}",
+            hint=f'add a memory first: structrag memory add "..." --agent {agent} --db {shown}',
+        )
     served_ok = via is not None and via.no_server
     with open_for(db, write=write, create=create, served_ok=served_ok) as index:
         yield index.memory(agent)
