@@ -7,6 +7,7 @@ builtin exception where the meaning matches, so ``except ValueError`` still work
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 
@@ -55,6 +56,26 @@ class InputError(StructragError, ValueError):
                 where += f", column {column}"
         super().__init__(f"{where}: {message}", hint=hint)
         self.detail = message
+
+
+class InputErrors(InputError):
+    """Several inputs that cannot be ingested, found by one check of them all (each one's
+    error in ``errors``, in input order); ``path`` and ``line`` are the first one's."""
+
+    def __init__(
+        self, errors: Sequence[InputError], *, more: bool = False, hint: str | None = None
+    ):
+        self.errors = list(errors)
+        first = self.errors[0]
+        self.path, self.line, self.column = first.path, first.line, first.column
+        count = f"{len(self.errors)}{' or more' if more else ''}"
+        self.detail = f"{count} inputs cannot be ingested; nothing was written"
+        listing = "".join(
+            f"\n  {e.message}" + (f"\n    ({e.hint})" if e.hint else "") for e in self.errors
+        )
+        if more:
+            listing += "\n  (the check stopped there)"
+        StructragError.__init__(self, f"{self.detail}:{listing}", hint=hint)
 
 
 class UnknownFormatError(InputError):

@@ -33,7 +33,7 @@ from typing import Any, Literal, Protocol
 
 from structrag import faults
 from structrag.analysis import content_count, stems, term_key
-from structrag.errors import InputError, shown_path
+from structrag.errors import InputError, InputErrors, shown_path
 from structrag.extract.base import (
     ROLE_FACET_NAMES,
     Estimates,
@@ -206,6 +206,8 @@ CHANGED_RETRIES = 3
 #: and makes the digests: that process takes ~0.2 s to start, and a segment of 1,000
 #: messages ~0.15 s to write.
 SEGMENT_PROCESS_MIN = 1_000
+#: Inputs whose check failed that an ingest names before it stops checking the rest.
+MAX_FAILED_INPUTS = 10
 
 Source = ParsedSource | StreamedSource
 Paired = Iterator[tuple["Pending", list[SemanticRef]]]
@@ -386,14 +388,17 @@ class Ingestor:
         inputs = expand_inputs(paths, options.exclude)
         reports: list[IngestReport] = []
         plans = []
+        failed: list[tuple[InputError, Path]] = []  # every input the check fails, said at once
         for path in inputs.paths:
             try:
                 source = scan_source(path, format=format, options=options)
             except InputError as exc:
-                folder = inputs.found_in.get(path)
-                if folder is not None:
-                    _hint_exclude(exc, path, folder)
-                raise
+                failed.append((exc, path))
+                if len(failed) > MAX_FAILED_INPUTS:
+                    break
+                continue
+            if failed:
+                continue  # checked only, nothing will be written
             fingerprint = self.fingerprint(source.format, options)
             report = IngestReport(
                 path=str(path),
@@ -418,6 +423,8 @@ class Ingestor:
                     imported=bool(source.knowledge),
                 )
             )
+        if failed:
+            raise _check_failed(failed, inputs.found_in)
         reports.extend(
             IngestReport(path=folder, format="folder", conversations=[], skipped=note)
             for folder, note in inputs.skipped
@@ -836,16 +843,30 @@ class Ingestor:
         report.refs_added += len(chunk.refs)
 
 
-def _hint_exclude(exc: InputError, path: Path, folder: Path) -> None:
-    """Add to ``exc``, about a file a folder argument brought in, how to leave the file
-    out (a README or notes beside the chats would otherwise stop the whole ingest). The
-    pattern is the file's path in the folder, its wildcards escaped, quoted for a shell."""
-    within = glob.escape(shown_path(path.relative_to(folder).as_posix()))
-    leave_out = (
-        f"it was found in the folder {shown_path(folder)}: to leave it out, pass "
-        f'--exclude {shlex.quote(within)} (over HTTP: "exclude": [{json.dumps(within)}])'
-    )
-    exc.hint = f"{exc.hint}; or, {leave_out}" if exc.hint else leave_out
+def _check_failed(failed: list[tuple[InputError, Path]], found_in: dict[Path, Path]) -> InputError:
+    """The error of an ingest whose check of its inputs failed: the one input's error, or
+    all of them (the first :data:`MAX_FAILED_INPUTS`). Either says how to leave out the
+    files a folder argument brought in (a README or notes beside the chats would
+    otherwise stop the whole ingest)."""
+    shown = failed[:MAX_FAILED_INPUTS]
+    within = [
+        glob.escape(shown_path(path.relative_to(found_in[path]).as_posix()))
+        for _, path in shown
+        if path in found_in
+    ]
+    flags = " ".join(f"--exclude {shlex.quote(w)}" for w in within)
+    over_http = f'(over HTTP: "exclude": {json.dumps(within, ensure_ascii=False)})'
+    if len(failed) == 1:
+        exc, path = failed[0]
+        if within:
+            leave_out = (
+                f"it was found in the folder {shown_path(found_in[path])}: to leave it out, "
+                f"pass {flags} {over_http}"
+            )
+            exc.hint = f"{exc.hint}; or, {leave_out}" if exc.hint else leave_out
+        return exc
+    hint = f"to leave out the files found in folders, pass {flags} {over_http}" if within else None
+    return InputErrors([exc for exc, _ in shown], more=len(failed) > len(shown), hint=hint)
 
 
 class _Beside:

@@ -22,7 +22,7 @@ from click.testing import CliRunner
 
 from structrag import Index
 from structrag.cli import cli, main
-from structrag.errors import InputError, UnknownFormatError
+from structrag.errors import InputError, InputErrors, UnknownFormatError
 from structrag.importers import (
     LoadOptions,
     detect_format,
@@ -674,10 +674,13 @@ def test_cli_folder_with_a_readme_beside_the_chats_says_how_to_leave_it_out(
         main(["ingest", str(folder), "--db", str(db), "--quiet"])
     assert info.value.code == 1
     err = capsys.readouterr().err
-    assert f"error: {folder / 'README.md'}: no 'SPEAKER: text' turns found" in err
+    # Both files that cannot be read are named at once, and how to leave them out.
+    assert "error: 2 inputs cannot be ingested; nothing was written:" in err
+    assert f"\n  {folder / 'README.md'}: no 'SPEAKER: text' turns found" in err
+    assert f"\n  {folder / 'drafts' / 'todo.txt'}: no 'SPEAKER: text' turns found" in err
     assert (
-        f"it was found in the folder {folder}: to leave it out, pass --exclude README.md "
-        '(over HTTP: "exclude": ["README.md"])' in err
+        "hint: to leave out the files found in folders, pass --exclude README.md --exclude "
+        'drafts/todo.txt (over HTTP: "exclude": ["README.md", "drafts/todo.txt"])' in err
     )
     assert not db.exists()
 
@@ -713,6 +716,31 @@ def test_cli_folder_with_a_readme_beside_the_chats_says_how_to_leave_it_out(
     result = CliRunner().invoke(cli, [*args, "--exclude", "drafts", "--exclude", "chat [[]1].txt"])
     assert result.exit_code == 0, result.output
     assert "chat [1].txt (--exclude chat [[]1].txt)" in result.output
+
+
+def test_a_folder_of_many_bad_files_names_the_first_ten_and_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    """Every input is checked before anything is written, and the check names each file
+    that fails, up to ``MAX_FAILED_INPUTS``; the good file in the folder is not written."""
+    from structrag.ingest import MAX_FAILED_INPUTS
+
+    folder = tmp_path / "chats"
+    shutil.copytree(EXPORTS / "whatsapp", folder)
+    for n in range(MAX_FAILED_INPUTS + 2):
+        (folder / f"notes-{n:02d}.md").write_text(f"note {n}\n")
+    with Index(tmp_path / "db") as index:
+        with pytest.raises(InputErrors) as info:
+            index.ingest([folder])
+        assert index.stats()["messages"] == 0
+    err = info.value
+    assert [Path(e.path).name for e in err.errors] == [
+        f"notes-{n:02d}.md" for n in range(MAX_FAILED_INPUTS)
+    ]
+    assert str(err).startswith(f"{MAX_FAILED_INPUTS} or more inputs cannot be ingested")
+    assert "(the check stopped there)" in str(err)
+    assert err.hint and "--exclude notes-00.md --exclude notes-01.md" in err.hint
+    assert isinstance(err, InputError) and err.path == str(folder / "notes-00.md")
 
 
 def test_exclude_in_a_folder_of_mails_and_from_the_python_api(tmp_path: Path) -> None:
