@@ -120,6 +120,18 @@ def test_a_budget_too_small_for_the_best_match_says_so(ix: Index) -> None:
     assert f"budget of {best.tokens - 1} tokens" in said
 
 
+def test_a_context_of_the_vector_fill_alone_says_so(ix: Index) -> None:
+    """No message matches the words (another language, words the chat never uses): the
+    context is the embedding's nearest messages, and a note says that."""
+    for question in ("马可什么时候收养了饼干？", "xyzzy plugh?"):
+        answer = ix.ask(question, budget=200)
+        assert not len(answer.ranked) and answer.context.messages
+        assert {m.source for m in answer.context.messages} == {"vector"}
+        assert any("no message matches the question's words" in n for n in answer.notes)
+    matched = ix.ask("When did Marco adopt Biscuit?", budget=200)
+    assert not any("no message matches" in n for n in matched.notes)
+
+
 def test_the_cli_refuses_an_empty_question(example_index: Path) -> None:
     result = CliRunner().invoke(cli, ["ask", "", "--db", str(example_index)])
     assert result.exit_code == 1

@@ -334,7 +334,13 @@ class QueryEngine:
             batch=PACK_BATCH,
         )
         notes = found.notes
-        if len(packed):
+        if not len(packed) and context.messages:
+            notes = [
+                *notes,
+                "no message matches the question's words (questions are read as English): "
+                "the context holds the messages nearest to it by embedding",
+            ]
+        elif len(packed):
             best = packed[0]
             if all(m.mkey != best.mkey for m in context.messages):
                 line = self.derived.lines([best.mkey], counter, ahead, found.view).get(best.mkey)
