@@ -714,11 +714,13 @@ class Index:
         return self.store.sql(query, params)
 
     def stats(self) -> dict[str, Any]:
-        """Counts: conversations, messages, semantic refs by kind, extractors, sources; and
-        the message embeddings the index was built with (None before its first ingest)."""
+        """Counts: conversations (and of them histories, memory rooms and documents),
+        messages, semantic refs by kind, extractors, sources; and the message embeddings
+        the index was built with (None before its first ingest)."""
         s = self.store.stats()
         return {
             "conversations": s.conversations,
+            "conversation_kinds": s.conversation_kinds,
             "messages": s.messages,
             "semantic_refs": s.semantic_refs,
             "extractors": s.extractors,

@@ -250,6 +250,22 @@ def test_one_budget_limit_for_the_api_the_cli_and_the_server(
         AskIn(question="Who?", budget=MAX_BUDGET + 1)
 
 
+def test_stats_tell_histories_memory_rooms_and_documents_apart(tmp_path: Path) -> None:
+    from structrag import Index
+
+    db = tmp_path / "db"
+    with Index(db) as index:
+        index.ingest([Path(__file__).resolve().parents[1] / "examples" / "friends_chat.jsonl"])
+        index.memory("bot").add("I moved to Porto last year.", user="sam", room="dm-sam")
+        index.knowledge.add("The studio's wifi password is teapot-42.", shared=True)
+        kinds = index.stats()["conversation_kinds"]
+        assert kinds == {"histories": 1, "memory_rooms": 1, "documents": 1}
+        assert index.stats()["conversations"] == 3
+    code, out, err = run("stats", "--db", str(db))
+    assert code == 0, err
+    assert "conversations:  3 (1 history, 1 memory room, 1 document)" in out
+
+
 def test_lists_of_an_unknown_conversation_are_an_error(example_index: Path) -> None:
     for command in ("entities", "topics"):
         code, _, err = run(command, "--db", str(example_index), "--conversation", "nope")

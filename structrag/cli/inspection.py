@@ -23,7 +23,18 @@ def stats(db: str, as_json: bool, via: Via) -> None:
         return
     refs = data["semantic_refs"]
     click.echo(f"index:          {data['index']}")
-    click.echo(f"conversations:  {data['conversations']}")
+    kinds = data.get("conversation_kinds") or {}
+    parts = [
+        counted(n, noun, plural)
+        for key, noun, plural in (
+            ("histories", "history", "histories"),
+            ("memory_rooms", "memory room", None),
+            ("documents", "document", None),
+        )
+        if (n := kinds.get(key))
+    ]
+    of_kinds = f" ({', '.join(parts)})" if len(parts) > 1 else ""
+    click.echo(f"conversations:  {data['conversations']}{of_kinds}")
     click.echo(f"messages:       {data['messages']}")
     click.echo(
         "semantic refs:  "

@@ -192,6 +192,10 @@ class StoreStats:
     semantic_refs: dict[str, int]
     extractors: dict[str, dict[str, int]]
     sources: int
+    #: The conversations by what they hold: ``histories`` (ingested or written as
+    #: conversation history), ``memory_rooms`` (an agent's memories) and ``documents``
+    #: (a document's fragments).
+    conversation_kinds: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -209,12 +209,22 @@ class DuckDBReader:
             "SELECT extractor, count(DISTINCT mkey) FROM extraction_failures GROUP BY extractor"
         ):
             entry(str(name))["failed"] = int(failed)
+        conversation_kinds = {"histories": 0, "memory_rooms": 0, "documents": 0}
+        for kind, n in self.sql(
+            "SELECT kind, count(*) FROM (SELECT CASE "
+            "WHEN bool_or(m.memory_table = 'knowledge') THEN 'documents' "
+            "WHEN bool_or(m.agent IS NOT NULL) THEN 'memory_rooms' ELSE 'histories' END AS kind "
+            "FROM conversations c LEFT JOIN messages m USING (conversation) "
+            "GROUP BY c.conversation) GROUP BY kind"
+        ):
+            conversation_kinds[str(kind)] = int(n)
         return StoreStats(
-            conversations=self._scalar("SELECT count(*) FROM conversations"),
+            conversations=sum(conversation_kinds.values()),
             messages=self._scalar("SELECT count(*) FROM messages"),
             semantic_refs=kinds,
             extractors=extractors,
             sources=self._scalar("SELECT count(*) FROM sources"),
+            conversation_kinds=conversation_kinds,
         )
 
     def conversations(self) -> list[Conversation]:
