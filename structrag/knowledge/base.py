@@ -424,7 +424,9 @@ class KnowledgeBase:
                 f"unknown search mode {mode!r}", hint=f"choose one of: {', '.join(SEARCH_MODES)}"
             )
         if not query.strip():
-            raise MemoryInputError("the search query is empty")
+            raise MemoryInputError(
+                "the search query is empty", hint='search for something, e.g. "how do I install it"'
+            )
         if count < 1:
             raise MemoryInputError(f"count must be at least 1, not {count}")
         with self.store.reading():

@@ -545,7 +545,9 @@ class Memory:
                 f"unknown search mode {mode!r}", hint=f"choose one of: {', '.join(SEARCH_MODES)}"
             )
         if not query.strip():
-            raise MemoryInputError("the search query is empty")
+            raise MemoryInputError(
+                "the search query is empty", hint='search for something, e.g. "where does Sam live"'
+            )
         scope = Scope(
             conversation=room,
             tables=(table,),
