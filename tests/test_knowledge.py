@@ -214,6 +214,25 @@ def test_files_that_cannot_be_read_are_reported_and_the_rest_goes_on(
         index.knowledge.add("missing-guide.md")
 
 
+def test_a_file_added_again_within_its_folder_is_not_a_second_document(
+    index: Index, tmp_path: Path
+) -> None:
+    """A document's id comes from its path as given: the file on its own, then its
+    folder, would be two ids. The same contents for the same owner are one document (a
+    warning says so), and a search finds its fragment once; another owner gets its own."""
+    folder = _folder(tmp_path, ("quillmark_guide.md",))
+    first = index.knowledge.add(folder / "quillmark_guide.md", shared=True)
+    again = index.knowledge.add(folder, shared=True)
+    assert first.documents_added == 1 and again.documents_added == 0
+    (warning,) = again.warnings
+    assert "quillmark_guide.md: the same contents as" in warning and "not added again" in warning
+    assert len(index.knowledge.documents()) == 1
+    hits = index.knowledge.search("install from PyPI")
+    assert hits and len({h.fragment.text for h in hits}) == len(hits)
+    both = index.knowledge.add([folder / "quillmark_guide.md", folder], agent="bot")
+    assert both.documents_added == 1 and len(both.warnings) == 1
+
+
 def test_a_dry_run_reports_and_writes_nothing(index: Index, tmp_path: Path) -> None:
     before = _counts(index)
     report = index.knowledge.add(_folder(tmp_path), shared=True, dry_run=True)

@@ -264,6 +264,10 @@ class KnowledgeBase:
             by_id[item.document_id] = item
         stored = self.parts.rows.stored_fragments(list(by_id))
         planned: list[_Planned] = []
+        # A document's id comes from its path as given, so one file given itself and
+        # then within its folder would have two ids: a new id whose owner holds the
+        # same contents already is that document again, not added twice.
+        contents: dict[tuple[str, str], str] = {}
         for document_id, item in by_id.items():
             try:
                 document = self._load(item, encoding)
@@ -272,6 +276,16 @@ class KnowledgeBase:
                 report.skipped.append({"path": item.label, "reason": reason})
                 continue
             known = self.parts.rows.document(document_id)
+            if known is None:
+                twin = self.parts.rows.document_with_contents(document.sha256, item.owner.agent)
+                first = twin.path if twin else contents.get((item.owner.key(), document.sha256))
+                if first is not None:
+                    report.warnings.append(
+                        f"{item.label}: the same contents as {first}, added already; "
+                        "not added again"
+                    )
+                    continue
+            contents.setdefault((item.owner.key(), document.sha256), item.label)
             if known is not None and known.sha256 == document.sha256:
                 status = "unchanged"
             else:

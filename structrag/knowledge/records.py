@@ -201,6 +201,10 @@ class KnowledgeRows(Protocol):
 
     def document(self, document_id: str) -> DocumentInfo | None: ...
 
+    def document_with_contents(self, sha256: str, agent: str | None) -> DocumentInfo | None:
+        """A document of the owner (``agent``; None: shared) whose bytes hash to ``sha256``."""
+        ...
+
     def fragments(self, document_id: str) -> list[FragmentInfo]:
         """A document's fragments, in order."""
         ...

@@ -90,6 +90,14 @@ class DuckDBKnowledge:
         rows = self._sql(f"{_DOCUMENT_SELECT} WHERE d.document_id = ?", [document_id])
         return _document(rows[0]) if rows else None
 
+    def document_with_contents(self, sha256: str, agent: str | None) -> DocumentInfo | None:
+        rows = self._sql(
+            f"{_DOCUMENT_SELECT} WHERE d.sha256 = ? AND d.shared = ? "
+            "AND d.agent IS NOT DISTINCT FROM ? ORDER BY d.added_at, d.document_id LIMIT 1",
+            [sha256, agent is None, agent],
+        )
+        return _document(rows[0]) if rows else None
+
     def fragments(self, document_id: str) -> list[FragmentInfo]:
         rows = self._sql(
             f"{_FRAGMENT_SELECT} WHERE f.document_id = ? ORDER BY f.fragment_index", [document_id]
