@@ -279,7 +279,7 @@ class Index:
 
     def ingest(
         self,
-        paths: Sequence[str | Path],
+        paths: Sequence[str | Path] | str | Path,
         options: IngestOptions | None = None,
         *,
         progress: ProgressSink | None = None,
@@ -335,7 +335,10 @@ class Index:
             return reports
 
     def estimate(
-        self, paths: Sequence[str | Path], options: IngestOptions | None = None, **changes: Any
+        self,
+        paths: Sequence[str | Path] | str | Path,
+        options: IngestOptions | None = None,
+        **changes: Any,
     ) -> dict[str, Any]:
         """A dry run of :meth:`ingest` with the same options: which messages would be
         extracted and, for the LLM, how many calls and tokens that would take (answers in
@@ -864,7 +867,7 @@ def _offline(llm: LLMConfig | StructuredLLM | None) -> LLMConfig | StructuredLLM
 
 def estimate_ingest(
     directory: str | Path,
-    paths: Sequence[str | Path],
+    paths: Sequence[str | Path] | str | Path,
     options: IngestOptions | None = None,
     **changes: Any,
 ) -> dict[str, Any]:
@@ -889,7 +892,7 @@ def estimate_ingest(
 
 def ingest_into(
     directory: str | Path,
-    paths: Sequence[str | Path],
+    paths: Sequence[str | Path] | str | Path,
     options: IngestOptions | None = None,
     *,
     progress: ProgressSink | None = None,

@@ -301,7 +301,7 @@ class Ingestor:
 
     def ingest(
         self,
-        paths: Sequence[str | Path],
+        paths: Sequence[str | Path] | str | Path,
         *,
         format: str | None = None,
         options: LoadOptions | None = None,
@@ -374,7 +374,11 @@ class Ingestor:
         )
 
     def _sources(
-        self, paths: Sequence[str | Path], format: str | None, options: LoadOptions, force: bool
+        self,
+        paths: Sequence[str | Path] | str | Path,
+        format: str | None,
+        options: LoadOptions,
+        force: bool,
     ) -> tuple[list[IngestReport], list[_Plan]]:
         """Parse and check every input; the reports, and the sources that need work.
 
@@ -457,7 +461,7 @@ class Ingestor:
 
     def estimate(
         self,
-        paths: Sequence[str | Path],
+        paths: Sequence[str | Path] | str | Path,
         *,
         format: str | None = None,
         options: LoadOptions | None = None,

@@ -250,3 +250,20 @@ def test_workers_are_started_early_only_for_conversations_new_to_the_index(
         index.ingest([agent], extractor=extractor)
         assert extractor.started == [500]
         assert extractor._pool is None  # one worker: nothing to start
+
+
+def test_one_path_may_be_given_without_a_list(
+    tmp_path: Path, locomo_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``ingest("chat.json")`` is that file, not one input per character of its name
+    (which made "/" of an absolute path a folder to walk); a ``Path`` too, and
+    ``estimate`` alike. (A relative name here, so that a regression fails at once.)"""
+    (tmp_path / "chat.json").write_bytes(locomo_file.read_bytes())
+    monkeypatch.chdir(tmp_path)
+    with Index(tmp_path / "ix") as index:
+        (planned,) = index.estimate("chat.json")["sources"]
+        assert planned["path"] == "chat.json"
+        (report,) = index.ingest("chat.json")
+        assert report.path == "chat.json" and report.messages_added > 0
+        (again,) = index.ingest(Path("chat.json"))
+        assert again.skipped

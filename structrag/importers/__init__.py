@@ -404,7 +404,9 @@ class Inputs:
     found_in: dict[Path, Path] = field(default_factory=dict)
 
 
-def expand_inputs(paths: Sequence[str | Path], exclude: Sequence[str] | str = ()) -> Inputs:
+def expand_inputs(
+    paths: Sequence[str | Path] | str | Path, exclude: Sequence[str] | str = ()
+) -> Inputs:
     """Files stay as they are; a folder becomes every input of a known kind inside it,
     recursively, in name order. A Slack export (or channel) folder and a folder's ``.eml``
     files are one input each; a ChatGPT export folder is its ``conversations.json``.
@@ -414,8 +416,10 @@ def expand_inputs(paths: Sequence[str | Path], exclude: Sequence[str] | str = ()
     against the name and against the path within the folder: ``README.md``, ``*.md``,
     ``drafts``, ``2023/*.txt``; not inside a Slack export, which is one input, and not a
     single ``.eml`` of a folder whose mails are read together). A folder with no input at
-    all is an error."""
+    all is an error. One path may be given as it is, not in a list."""
     out = Inputs()
+    if isinstance(paths, str | Path):  # one path, not a sequence of its characters
+        paths = [paths]
     for raw in paths:
         path = Path(raw)
         check_name(path)
