@@ -233,6 +233,20 @@ def test_a_file_added_again_within_its_folder_is_not_a_second_document(
     assert both.documents_added == 1 and len(both.warnings) == 1
 
 
+@pytest.mark.parametrize("blank", ["", "   ", "\n"])
+def test_blank_text_is_refused_not_read_as_the_current_folder(
+    index: Index, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, blank: str
+) -> None:
+    """``Path("")`` is the current folder: a blank item must not walk it."""
+    _folder(tmp_path, ("quillmark_guide.md",))
+    monkeypatch.chdir(tmp_path / "docs")
+    with pytest.raises(MemoryInputError, match="needs text"):
+        index.knowledge.add(blank)
+    with pytest.raises(MemoryInputError, match="needs text"):
+        index.knowledge.add(["The wifi password is teapot-42.", blank])
+    assert index.knowledge.documents() == []
+
+
 def test_a_dry_run_reports_and_writes_nothing(index: Index, tmp_path: Path) -> None:
     before = _counts(index)
     report = index.knowledge.add(_folder(tmp_path), shared=True, dry_run=True)

@@ -530,8 +530,8 @@ def _as_path(entry: str | Path) -> Path | None:
             raise InputError(entry, "no such file or folder", hint="check the path")
         return entry
     text = entry.strip()
-    if "\n" in text or len(text) > 4096:
-        return None
+    if not text or "\n" in text or len(text) > 4096:
+        return None  # blank is no path: Path("") would be the current folder
     candidate = Path(text)
     try:
         if candidate.exists():
