@@ -712,8 +712,18 @@ class Index:
     # -- reading --------------------------------------------------------------------------
 
     def sql(self, query: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        """Run SQL over the index (the ``v_*`` views are the documented way in; see the
-        README's "Storage layout"); values are bound as parameters (``?``)."""
+        """Run SQL that reads the index (the ``v_*`` views are the documented way in; see
+        the README's "Storage layout"); values are bound as parameters (``?``). Only
+        queries (``SELECT``, ``WITH``, ``DESCRIBE``, ``SUMMARIZE``, ``EXPLAIN``, ``PRAGMA``)
+        run: a change made beside the index's writer would leave its text index and
+        derived tables saying something else."""
+        problem = self.store.read_only_problem(query)
+        if problem:
+            raise ConfigError(
+                f"Index.sql runs queries that read, not {problem}",
+                hint="change the index through its API (ingest, memory, knowledge, remove); "
+                "to work on a copy of the data, SELECT it into a DuckDB database of your own",
+            )
         return self.store.sql(query, params)
 
     def stats(self) -> dict[str, Any]:

@@ -217,7 +217,7 @@ def test_an_ingest_that_edits_a_conversation_writes_its_digest_again(
 ) -> None:
     ix = chats_index
     mark = b"marked: not a digest"  # what an untouched conversation keeps
-    ix.sql("UPDATE digests SET data = ? WHERE conversation = 'friends' AND part = 0", [mark])
+    ix.store.sql("UPDATE digests SET data = ? WHERE conversation = 'friends' AND part = 0", [mark])
     before = ix.store.digest("friends")
     assert before is not None and before.startswith(mark)
     edited = two_chats.read_text(encoding="utf-8").replace(
@@ -259,7 +259,7 @@ def test_a_conversation_too_long_for_a_digest_is_read_from_the_tables(
 
 def test_a_damaged_digest_is_not_read_and_the_tables_answer(chats_index: Index) -> None:
     ix = chats_index
-    ix.sql("UPDATE digests SET data = ? WHERE conversation = 'friends' AND part = 1", [b"x"])
+    ix.store.sql("UPDATE digests SET data = ? WHERE conversation = 'friends' AND part = 1", [b"x"])
     assert ix.store.digest("friends") is not None
     assert ix.engine.view("friends").digest is None
     answer = ix.ask("When did Marco adopt Biscuit?", conversation="friends", budget=150)

@@ -267,3 +267,30 @@ def test_one_path_may_be_given_without_a_list(
         assert report.path == "chat.json" and report.messages_added > 0
         (again,) = index.ingest(Path("chat.json"))
         assert again.skipped
+
+
+@pytest.mark.parametrize(
+    ("statement", "kind"),
+    [
+        ("DELETE FROM topics", "DELETE"),
+        ("DROP VIEW v_messages", "DROP"),
+        ("SELECT 1; UPDATE messages SET text = 'x'", "UPDATE"),
+        ("COPY messages FROM 'elsewhere.csv'", "COPY"),
+        ("CREATE TABLE mine AS SELECT * FROM messages", "CREATE"),
+    ],
+)
+def test_index_sql_reads_and_refuses_changes(
+    tmp_path: Path, locomo_file: Path, statement: str, kind: str
+) -> None:
+    """A change made with SQL beside the writer would leave the text index and the
+    derived tables saying something else: ``Index.sql`` refuses it, and changes nothing."""
+    from structrag import ConfigError
+
+    with Index(tmp_path / "ix") as index:
+        index.ingest([locomo_file])
+        before = _counts(index)
+        with pytest.raises(ConfigError, match=f"not a {kind} statement"):
+            index.sql(statement)
+        assert _counts(index) == before
+        assert index.sql("SELECT count(*) FROM v_messages WHERE text = ?", ["x"]) == [(0,)]
+        assert index.sql("DESCRIBE messages")

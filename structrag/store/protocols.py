@@ -383,6 +383,11 @@ class KnowledgeStore(Protocol):
         """Run a read-only SQL query with bound parameters."""
         ...
 
+    def read_only_problem(self, query: str) -> str | None:
+        """What in a user's ``query`` would change the store (``"a DELETE statement"``),
+        or None when it only reads."""
+        ...
+
     # -- for the query engine ---------------------------------------------------------
 
     def message_frame(self, scope: Scope) -> MessageFrame:

@@ -133,6 +133,20 @@ class DuckDBReader:
         with self.using() as con:
             return con.execute(query, params).fetchall()
 
+    def read_only_problem(self, query: str) -> str | None:
+        """What in ``query`` would change the database (``"a DELETE statement"``), or
+        None when each of its statements only reads."""
+        with self.using() as con:
+            try:
+                statements = con.extract_statements(query)
+            except duckdb.Error:
+                return None  # it fails as it runs, with DuckDB's own message
+        for statement in statements:
+            kind = statement.type
+            if kind not in _READING:
+                return f"a {kind.name} statement"
+        return None
+
     def _first(self, query: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
         rows = self.sql(query, params)
         return rows[0] if rows else None
@@ -654,6 +668,13 @@ class DuckDBReader:
                 "SELECT count(*) FROM llm_cache"
             )
         return False
+
+
+#: Statements that read: queries (WITH, DESCRIBE, SUMMARIZE and SHOW are SELECTs to
+#: DuckDB), EXPLAIN and PRAGMA (table_info, database_size).
+_READING = frozenset(
+    {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN, duckdb.StatementType.PRAGMA}
+)
 
 
 def _grouped(rows: list[tuple[Any, ...]]) -> dict[int, list[tuple[str, str]]]:
