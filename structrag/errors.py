@@ -132,3 +132,10 @@ class MemoryInputError(StructragError, ValueError):
 
 class LLMError(StructragError, RuntimeError):
     """An LLM endpoint failed after retries, or returned output that did not validate."""
+
+
+def check_count(name: str, value: int | None, error: type[StructragError] = ConfigError) -> None:
+    """Raise ``error`` unless ``value`` (a count of results asked for; None: no limit, where
+    the caller allows it) is at least 1."""
+    if value is not None and (isinstance(value, bool) or value < 1):
+        raise error(f"{name} must be at least 1, not {value}")

@@ -24,13 +24,19 @@ from typing import TYPE_CHECKING, Any
 
 from structrag.embedders import get_embedder
 from structrag.embeddings import EMBEDDERS, Embedder, message_text
-from structrag.errors import ConfigError, IndexStateError, NotFoundError, shown_path
+from structrag.errors import (
+    ConfigError,
+    IndexStateError,
+    NotFoundError,
+    check_count,
+    shown_path,
+)
 from structrag.extract.base import Extractor, close_extractor
 from structrag.gctune import fewer_full_collections
 from structrag.llm.base import OfflineLLM, StructuredLLM
 from structrag.llm.cache import TableAnswerCache
 from structrag.llm.config import LLMConfig
-from structrag.models import Conversation, Message, SemanticRef
+from structrag.models import KNOWLEDGE_KINDS, Conversation, Message, SemanticRef
 from structrag.query.engine import Answer, QueryEngine, QueryResult
 from structrag.query.settings import DEFAULT_SETTINGS, RankingSettings
 from structrag.store.duckdb import DB_FILENAME, DuckDBStore, SchemaUpgradeNeeded
@@ -457,7 +463,9 @@ class Index:
         self, expression: str, *, conversation: str | None = None, limit: int | None = 20
     ) -> QueryResult:
         """Run a query expression (see the README for the language) over the
-        conversations and document knowledge (``source:`` narrows it to one of them)."""
+        conversations and document knowledge (``source:`` narrows it to one of them);
+        ``limit`` None: every match."""
+        check_count("limit", limit)
         return self.engine.query(
             expression,
             conversation=conversation,
@@ -757,7 +765,12 @@ class Index:
     def refs(
         self, kind: str | None = None, conversation: str | None = None
     ) -> Iterator[SemanticRef]:
-        """All semantic refs, optionally of one kind (``entity``, ``action``, ``topic``)."""
+        """All semantic refs, optionally of one kind (``entity``, ``action``, ``topic``,
+        ``tag``)."""
+        if kind is not None and kind not in KNOWLEDGE_KINDS:
+            raise ConfigError(
+                f"no kind of knowledge {kind!r}", hint=f"use one of: {', '.join(KNOWLEDGE_KINDS)}"
+            )
         self.check_conversation(conversation)
         for _, ref in self.store.iter_refs(kind, conversation):
             yield ref
@@ -788,11 +801,13 @@ class Index:
 
     def entities(self, top: int = 20, conversation: str | None = None) -> list[dict[str, Any]]:
         """The most mentioned entities, merged by normalised name."""
+        check_count("top", top)
         self.check_conversation(conversation)
         return self.store.top_entities(top, conversation)
 
     def topics(self, top: int = 20, conversation: str | None = None) -> list[dict[str, Any]]:
         """The most mentioned topics."""
+        check_count("top", top)
         self.check_conversation(conversation)
         return self.store.top_topics(top, conversation)
 

@@ -132,6 +132,36 @@ def test_a_context_of_the_vector_fill_alone_says_so(ix: Index) -> None:
     assert not any("no message matches" in n for n in matched.notes)
 
 
+def test_counts_asked_of_the_python_api_are_checked(ix: Index, tmp_path: Path) -> None:
+    """What the CLI refuses with a range, the Python API refuses with a clear error (a
+    negative limit returned everything, a negative top failed inside DuckDB)."""
+    from structrag import ConfigError, MemoryInputError
+
+    for call in (
+        lambda: ix.query("Biscuit", limit=-1),
+        lambda: ix.query("Biscuit", limit=0),
+        lambda: ix.entities(top=-1),
+        lambda: ix.topics(top=0),
+    ):
+        with pytest.raises(ConfigError, match="must be at least 1"):
+            call()
+    assert len(ix.query("Biscuit", limit=None).messages) > len(
+        ix.query("Biscuit", limit=1).messages
+    )
+    with pytest.raises(ConfigError, match="no kind of knowledge 'bogus'"):
+        list(ix.refs("bogus"))
+    with Index(tmp_path / "mem") as index:
+        memory = index.memory("bot")
+        memory.add("I moved to Lisbon in May.", user="sam", room="dm")
+        for call in (
+            lambda: memory.search("Lisbon", count=-1),
+            lambda: memory.recent(count=0),
+            lambda: index.knowledge.search("Lisbon", count=0),
+        ):
+            with pytest.raises(MemoryInputError, match="must be at least 1"):
+                call()
+
+
 def test_the_cli_refuses_an_empty_question(example_index: Path) -> None:
     result = CliRunner().invoke(cli, ["ask", "", "--db", str(example_index)])
     assert result.exit_code == 1

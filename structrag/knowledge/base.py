@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from structrag.errors import InputError, MemoryInputError, NotFoundError
+from structrag.errors import InputError, MemoryInputError, NotFoundError, check_count
 from structrag.importers.base import ParsedSource
 from structrag.ingest import Ingestor, ProgressSink
 from structrag.knowledge.chunking import Fragment, chunk
@@ -441,8 +441,7 @@ class KnowledgeBase:
             raise MemoryInputError(
                 "the search query is empty", hint='search for something, e.g. "how do I install it"'
             )
-        if count < 1:
-            raise MemoryInputError(f"count must be at least 1, not {count}")
+        check_count("count", count, MemoryInputError)
         with self.store.reading():
             scope = Scope(tables=("knowledge",), agent=agent, shared=True)
             if not self.parts.rows.documents(agent=agent, shared=True):

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from structrag.errors import MemoryInputError, NotFoundError
+from structrag.errors import MemoryInputError, NotFoundError, check_count
 from structrag.extract.base import Extractor
 from structrag.ingest import Ingestor, Pending
 from structrag.memory.compaction import digest
@@ -498,6 +498,7 @@ class Memory:
     ) -> list[MemoryRecord]:
         """The newest memories (of a room, a table, a time range), newest first."""
         _check_table(table)
+        check_count("count", count, MemoryInputError)
         found = self.parts.memory.memories(
             MemoryQuery(
                 self.agent,
@@ -548,6 +549,7 @@ class Memory:
             raise MemoryInputError(
                 "the search query is empty", hint='search for something, e.g. "where does Sam live"'
             )
+        check_count("count", count, MemoryInputError)
         scope = Scope(
             conversation=room,
             tables=(table,),
