@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -137,12 +137,13 @@ def test_counts_asked_of_the_python_api_are_checked(ix: Index, tmp_path: Path) -
     negative limit returned everything, a negative top failed inside DuckDB)."""
     from structrag import ConfigError, MemoryInputError
 
-    for call in (
+    calls: tuple[Callable[[], object], ...] = (
         lambda: ix.query("Biscuit", limit=-1),
         lambda: ix.query("Biscuit", limit=0),
         lambda: ix.entities(top=-1),
         lambda: ix.topics(top=0),
-    ):
+    )
+    for call in calls:
         with pytest.raises(ConfigError, match="must be at least 1"):
             call()
     assert len(ix.query("Biscuit", limit=None).messages) > len(
@@ -153,13 +154,14 @@ def test_counts_asked_of_the_python_api_are_checked(ix: Index, tmp_path: Path) -
     with Index(tmp_path / "mem") as index:
         memory = index.memory("bot")
         memory.add("I moved to Lisbon in May.", user="sam", room="dm")
-        for call in (
+        asks: tuple[Callable[[], object], ...] = (
             lambda: memory.search("Lisbon", count=-1),
             lambda: memory.recent(count=0),
             lambda: index.knowledge.search("Lisbon", count=0),
-        ):
+        )
+        for ask in asks:
             with pytest.raises(MemoryInputError, match="must be at least 1"):
-                call()
+                ask()
 
 
 def test_the_cli_refuses_an_empty_question(example_index: Path) -> None:
