@@ -483,7 +483,7 @@ class Index:
         translator: str = "offline",
         llm: LLMConfig | StructuredLLM | None = None,
         answer: bool = False,
-        sources: Sequence[str] = ("conversations",),
+        sources: Sequence[str] | str = ("conversations",),
     ) -> Answer:
         """Answer context for a natural-language question, within ``budget`` tokens.
 
@@ -524,11 +524,15 @@ class Index:
             result.written = self._write_answer(client, question, result)
         return result
 
-    def _scope(self, conversation: str | None, sources: Sequence[str]) -> Scope | None:
+    def _scope(self, conversation: str | None, sources: Sequence[str] | str) -> Scope | None:
+        if isinstance(sources, str):  # "knowledge", "conversations,knowledge": as the CLI
+            sources = [s.strip() for s in sources.split(",") if s.strip()]
+        if not sources:
+            raise ConfigError("no sources to ask", hint=f"choose from {', '.join(SOURCES)}")
         unknown = sorted(set(sources) - set(SOURCES))
-        if unknown or not sources:
+        if unknown:
             raise ConfigError(
-                f"unknown source(s): {', '.join(unknown) or '(none)'}",
+                f"unknown source(s): {', '.join(unknown)}",
                 hint=f"choose from {', '.join(SOURCES)}",
             )
         tables = tuple(SOURCES[s] for s in SOURCES if s in sources)

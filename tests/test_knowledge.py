@@ -364,6 +364,22 @@ def test_a_text_file_in_another_encoding_is_read_with_the_one_its_hint_names(
     assert "café on Rua Augusta" in json.loads(found.output)[0]["text"]
 
 
+def test_ask_sources_as_a_string_or_none(index: Index, tmp_path: Path) -> None:
+    """``sources="knowledge"`` is that source (not its letters); none at all says so."""
+    from structrag import ConfigError
+
+    index.knowledge.add(_folder(tmp_path, ("quillmark_guide.md",)), shared=True)
+    named = index.ask("How do I install it?", sources="knowledge").context
+    listed = index.ask("How do I install it?", sources=["knowledge"]).context
+    assert named.text == listed.text and named.messages
+    both = index.ask("How do I install it?", sources="conversations, knowledge").context
+    assert both.message_ids == listed.message_ids
+    with pytest.raises(ConfigError, match="no sources to ask"):
+        index.ask("How do I install it?", sources=())
+    with pytest.raises(ConfigError, match=r"unknown source\(s\): web"):
+        index.ask("How do I install it?", sources="web")
+
+
 def test_knowledge_commands(tmp_path: Path) -> None:
     db = str(tmp_path / "ix")
     runner = CliRunner()
