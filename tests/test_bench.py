@@ -801,6 +801,11 @@ def test_recall_targets_use_held_out_figures_when_there_are_some() -> None:
     assert "| structured above BM25 and dense at every budget | | **no** |" in recall_targets(
         rows, [row(HELD_OUT, 1000, 0.83)]
     )
+    # A baseline not run is not one beaten (bench recall --systems structured,bm25).
+    without_dense = [r for r in rows if r["system"] != "dense"]
+    assert "| structured above BM25 and dense at every budget | | n/a |" in recall_targets(
+        without_dense
+    )
 
 
 def test_report_from_loo_alone(tmp_path: Path) -> None:
