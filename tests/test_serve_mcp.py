@@ -59,6 +59,31 @@ def test_an_agent_adds_a_memory_and_gets_it_back_through_ask(
                 {"agent": "travel-bot", "message": "Can I fly in 2027?", "room": "dm-ines"},
             )
             assert memory["id"] in (context.structured_content or {})["text"]
+            both = await client.call_tool(
+                "ask",
+                {
+                    "question": "When does the passport expire?",
+                    "budget": 300,
+                    "sources": ["conversations", "knowledge"],
+                },
+            )
+            assert not both.is_error and "March 2027" in (both.structured_content or {})["context"]
+            shared = await client.call_tool(
+                "get_context",
+                {
+                    "agent": "travel-bot",
+                    "message": "Can I fly in 2027?",
+                    "room": "dm-ines",
+                    "shares": {"history": 0.2, "retrieval": 0.6, "profile": 0.2},
+                },
+            )
+            assert not shared.is_error and memory["id"] in (shared.structured_content or {})["text"]
+            bad_shares = await client.call_tool(
+                "get_context", {"agent": "travel-bot", "message": "hi", "shares": {"foo": 1}}
+            )
+            assert bad_shares.is_error and "memory_input_error" in str(bad_shares.content)
+            negative = await client.call_tool("list_entities", {"top": -1})
+            assert negative.is_error and "top must be at least 1" in str(negative.content)
             missing = await client.call_tool("show_message", {"message_id": "no-such-message"})
             assert missing.is_error and "not_found_error" in str(missing.content)
             resources = await client.list_resources()

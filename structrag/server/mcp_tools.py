@@ -32,6 +32,7 @@ from structrag.server.service import Service, error_dict
 T = TypeVar("T")
 Table = Literal["messages", "facts", "relationships", "goals", "knowledge"]
 Mode = Literal["structured", "text", "vector", "hybrid"]
+Source = Literal["conversations", "knowledge"]
 #: How many messages the conversation resource lists.
 RESOURCE_MESSAGES = 200
 
@@ -77,15 +78,22 @@ def build_mcp(service: Service, tokens: Tokens | None = None) -> MCPServer:
         conversation: str | None = None,
         budget: int = 1000,
         explain: bool = False,
+        sources: list[Source] | None = None,
     ) -> dict[str, Any]:
         """Answer context for a question from the indexed history (and memories), within
         `budget` tokens: the translated query, the packed context (`context`, `tokens`)
-        and the messages in it, each with its id and conversation."""
+        and the messages in it, each with its id and conversation. `sources`:
+        `conversations` (the default), `knowledge` (document fragments), or both in one
+        budget."""
         return await run(
             ctx,
             index_wide,
             lambda: service.ask(
-                question, conversation=conversation, budget=budget, explain=explain
+                question,
+                conversation=conversation,
+                budget=budget,
+                explain=explain,
+                sources=sources or ["conversations"],
             ),
         )
 
@@ -181,14 +189,18 @@ def build_mcp(service: Service, tokens: Tokens | None = None) -> MCPServer:
         room: str | None = None,
         user: str | None = None,
         budget: int = 4000,
+        shares: dict[str, float] | None = None,
     ) -> dict[str, Any]:
         """What the agent should put in its prompt before answering `message` in `room`:
         the conversation so far, relevant memories and knowledge, and what it knows about
-        the user, within `budget` tokens; every line cites its memory id."""
+        the user, within `budget` tokens; every line cites its memory id. `shares`: how
+        the budget is split, e.g. {"history": 0.5, "retrieval": 0.3, "profile": 0.2}."""
         return await run(
             ctx,
             agent_scope(agent),
-            lambda: service.context(agent, message, room=room, budget=budget, user=user),
+            lambda: service.context(
+                agent, message, room=room, budget=budget, user=user, shares=shares
+            ),
         )
 
     async def guard(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
