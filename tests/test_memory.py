@@ -319,3 +319,51 @@ def test_search_filters_past_the_first_batch_of_the_ranking(index: Index) -> Non
         hits = mem.search("garden notes", room="r", mode=mode, count=10, start=start)
         assert len(hits) == 5, mode
         assert all(h.memory.ts is not None and h.memory.ts >= start for h in hits)
+
+
+def test_a_memory_too_long_for_the_window_shows_its_start(index: Index) -> None:
+    """A pasted document as the newest message: history shows its start, cut to fit and
+    marked, then the messages before it; the window stays within its budget."""
+    from structrag.memory.window import CUT_MARK
+
+    mem = index.memory("ferry-bot")
+    mem.add("I moved to Lisbon last May and I love the tram.", user="sam", room="dm")
+    pasted = " ".join(f"line {i}: the harbour ferry leaves at {i % 24}:00" for i in range(5000))
+    added = mem.add(pasted, user="sam", room="dm")
+    window = mem.context("When does the ferry leave?", room="dm", budget=300)
+    assert window.tokens <= 300
+    history = window.sections[0]
+    assert history.ids[-1] == added.id and history.lines[-1].endswith(CUT_MARK)
+    assert "line 0: the harbour ferry leaves at 0:00" in history.lines[-1]
+    assert any("Lisbon" in line for line in history.lines[:-1])
+
+
+def test_a_line_too_long_is_cut_first_and_passed_over_after() -> None:
+    """In a section that is not chronological, a line that does not fit after the first
+    is passed over, not the end of the section (a long memory no longer hides the shorter
+    ones after it)."""
+    from structrag.memory.window import CUT_MARK, assemble
+
+    counter = get_counter("cl100k_base")
+    long = "the ferry timetable " * 400
+    window = assemble(
+        "ferry?",
+        "dm",
+        200,
+        {
+            "retrieval": [
+                ("the ferry leaves at nine", "m1"),
+                (long, "m2"),
+                ("the last ferry is at midnight", "m3"),
+            ]
+        },
+        {"retrieval": 1.0},
+        counter,
+    )
+    (section,) = [s for s in window.sections if s.lines]
+    assert section.ids == ["m1", "m3"] and window.tokens <= 200
+    first = assemble(
+        "ferry?", "dm", 200, {"retrieval": [(long, "m2")]}, {"retrieval": 1.0}, counter
+    )
+    (cut,) = [s for s in first.sections if s.lines]
+    assert cut.ids == ["m2"] and cut.lines[0].endswith(CUT_MARK) and first.tokens <= 200

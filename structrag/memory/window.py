@@ -94,6 +94,32 @@ def check_shares(shares: dict[str, float]) -> dict[str, float]:
     return {name: shares.get(name, 0.0) / total for name in ORDER}
 
 
+#: A cut line keeps at least this many tokens, else it is left out.
+MIN_CUT_TOKENS = 12
+CUT_MARK = " …"
+
+
+def _cut(line: str, tokens: int, cost: Callable[[str], int]) -> str | None:
+    """The longest start of ``line`` (at a space when there is one), marked as cut, that
+    costs at most ``tokens``; None when not even :data:`MIN_CUT_TOKENS` fit."""
+    if tokens < MIN_CUT_TOKENS:
+        return None
+    low, high = 0, len(line)  # the longest prefix length that fits lies in [low, high)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if cost(line[:middle] + CUT_MARK) <= tokens:
+            low = middle
+        else:
+            high = middle - 1
+    start = line[:low]
+    if " " in start[len(start) // 2 :]:
+        start = start[: start.rindex(" ")]
+    start = start.rstrip()
+    if cost(start + CUT_MARK) < MIN_CUT_TOKENS // 2:
+        return None
+    return start + CUT_MARK
+
+
 def assemble(
     message: str,
     room: str,
@@ -114,7 +140,11 @@ def assemble(
     taken = dict.fromkeys(ORDER, 0)  # candidates looked at
 
     def fill(section: Section, allowance: int) -> int:
-        """Add lines while they fit in ``allowance`` more tokens; what it used."""
+        """Add lines while they fit in ``allowance`` more tokens; what it used. A section's
+        first line that is too long is cut to fit (a pasted document must not hide the
+        newest message, or the best memory); after that, a line that does not fit ends a
+        chronological section (it shows an unbroken stretch) and is passed over in the
+        others."""
         used = 0
         lines = candidates.get(section.name, [])
         header = 0 if section.lines else cost(headers[section.name])
@@ -122,7 +152,13 @@ def assemble(
             line, memory_id = lines[taken[section.name]]
             need = cost(line) + header
             if used + need > allowance:
-                break
+                cut = None if section.lines else _cut(line, allowance - header, cost)
+                if cut is None:
+                    if section.name in chronological:
+                        break
+                    taken[section.name] += 1
+                    continue
+                line, need = cut, cost(cut) + header
             section.lines.append(line)
             section.ids.append(memory_id)
             used += need
