@@ -139,12 +139,12 @@ def assemble(
     sections = {name: Section(name, int(budget * shares[name])) for name in ORDER}
     taken = dict.fromkeys(ORDER, 0)  # candidates looked at
 
-    def fill(section: Section, allowance: int) -> int:
-        """Add lines while they fit in ``allowance`` more tokens; what it used. A section's
-        first line that is too long is cut to fit (a pasted document must not hide the
-        newest message, or the best memory); after that, a line that does not fit ends a
-        chronological section (it shows an unbroken stretch) and is passed over in the
-        others."""
+    def fill(section: Section, allowance: int, *, last: bool) -> int:
+        """Add lines while they fit in ``allowance`` more tokens; what it used. In the
+        ``last`` pass (the spare budget), a section's first line that is still too long
+        is cut to fit (a pasted document must not hide the newest message, or the best
+        memory), and a later line that does not fit ends a chronological section (it
+        shows an unbroken stretch) and is passed over in the others."""
         used = 0
         lines = candidates.get(section.name, [])
         header = 0 if section.lines else cost(headers[section.name])
@@ -152,7 +152,9 @@ def assemble(
             line, memory_id = lines[taken[section.name]]
             need = cost(line) + header
             if used + need > allowance:
-                cut = None if section.lines else _cut(line, allowance - header, cost)
+                if not last:
+                    break
+                cut = None if section.lines else _cut(line, allowance - used - header, cost)
                 if cut is None:
                     if section.name in chronological:
                         break
@@ -169,14 +171,14 @@ def assemble(
     spare = 0
     for name in ORDER:
         section = sections[name]
-        used = fill(section, section.budget)
+        used = fill(section, section.budget, last=False)
         section.tokens = used
         spare += section.budget - used
     for name in ORDER:  # unused shares go to the sections that have more to show
         if spare <= 0:
             break
         section = sections[name]
-        used = fill(section, spare)
+        used = fill(section, spare, last=True)
         section.tokens += used
         spare -= used
     for name in chronological:
