@@ -726,13 +726,14 @@ class Index:
     def sql(self, query: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """Run SQL that reads the index (the ``v_*`` views are the documented way in; see
         the README's "Storage layout"); values are bound as parameters (``?``). Only
-        queries (``SELECT``, ``WITH``, ``DESCRIBE``, ``SUMMARIZE``, ``EXPLAIN``, ``PRAGMA``)
-        run: a change made beside the index's writer would leave its text index and
-        derived tables saying something else."""
+        queries run (``SELECT``, ``WITH``, ``DESCRIBE``, ``SHOW``, ``SUMMARIZE``,
+        ``EXPLAIN`` and the PRAGMAs that describe, such as ``table_info``): a change made
+        beside the index's writer would leave its text index and derived tables saying
+        something else. To export, SELECT the rows (or open a copy of the database)."""
         problem = self.store.read_only_problem(query)
         if problem:
             raise ConfigError(
-                f"Index.sql runs queries that read, not {problem}",
+                f"Index.sql runs queries that read, not {problem}: {query.strip()[:80]!r}",
                 hint="change the index through its API (ingest, memory, knowledge, remove); "
                 "to work on a copy of the data, SELECT it into a DuckDB database of your own",
             )

@@ -7,6 +7,7 @@ connection does anything else (DuckDB wants results finished first).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any
@@ -134,17 +135,25 @@ class DuckDBReader:
             return con.execute(query, params).fetchall()
 
     def read_only_problem(self, query: str) -> str | None:
-        """What in ``query`` would change the database (``"a DELETE statement"``), or
-        None when each of its statements only reads."""
+        """What in ``query`` may change the database or run something (``"DELETE
+        statements"``), or None when each of its statements only reads."""
         with self.using() as con:
             try:
                 statements = con.extract_statements(query)
             except duckdb.Error:
                 return None  # it fails as it runs, with DuckDB's own message
+        if not statements:
+            return "an empty statement"
         for statement in statements:
             kind = statement.type
-            if kind not in _READING:
-                return f"a {kind.name} statement"
+            if kind == duckdb.StatementType.EXPLAIN and _EXPLAIN_ANALYZE.match(statement.query):
+                return "EXPLAIN ANALYZE (it runs the statement)"
+            if kind == duckdb.StatementType.PRAGMA:
+                name = _PRAGMA_NAME.match(statement.query)
+                if name is None or name.group(1).lower() not in _DESCRIBING_PRAGMAS:
+                    return "PRAGMAs that do more than describe the database"
+            elif kind not in _READING:
+                return f"{kind.name} statements"
         return None
 
     def _first(self, query: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
@@ -671,9 +680,25 @@ class DuckDBReader:
 
 
 #: Statements that read: queries (WITH, DESCRIBE, SUMMARIZE and SHOW are SELECTs to
-#: DuckDB), EXPLAIN and PRAGMA (table_info, database_size).
-_READING = frozenset(
-    {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN, duckdb.StatementType.PRAGMA}
+#: DuckDB) and EXPLAIN without ANALYZE; PRAGMAs only of :data:`_DESCRIBING_PRAGMAS`.
+_READING = frozenset({duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN})
+_EXPLAIN_ANALYZE = re.compile(r"\s*EXPLAIN\s+ANALY[SZ]E\b", re.IGNORECASE)
+_PRAGMA_NAME = re.compile(r"\s*PRAGMA\s+(\w+)", re.IGNORECASE)
+_DESCRIBING_PRAGMAS = frozenset(
+    {
+        "table_info",
+        "show",
+        "show_tables",
+        "show_tables_expanded",
+        "database_list",
+        "database_size",
+        "storage_info",
+        "version",
+        "metadata_info",
+        "functions",
+        "collations",
+        "platform",
+    }
 )
 
 
