@@ -221,3 +221,11 @@ def test_the_hint_says_how_to_write_it(text: str, hint: str) -> None:
         parse(text)
     assert info.value.hint and hint in info.value.hint
     assert parse('"OR" Biscuit') == parse("'OR' Biscuit")  # quoted, the word is searched
+
+
+@pytest.mark.parametrize("text", ["speaker:OR", "entity:NOT", "topic(AND)", "meta.state = OR"])
+def test_an_operator_word_as_a_value_is_a_value(text: str) -> None:
+    """Only a free word that is an operator out of place is refused; as the value of a
+    scope, pattern or condition it is read as before (and printed back quoted)."""
+    node = parse(text)
+    assert parse(node.to_query()) == node

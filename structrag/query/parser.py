@@ -79,12 +79,6 @@ _OPERATORS = {
 @v_args(inline=True)
 class _ToAst(Transformer):  # type: ignore[type-arg]
     def word(self, token: Token) -> _Value:
-        if str(token) in _OPERATORS:  # the lexer reads an operator out of place as a word
-            raise _Problem(
-                token.start_pos or 0,
-                _OPERATORS[str(token)],
-                hint=f'to search for the word, put it in quotes: "{token}"',
-            )
         return _Value(str(token), token.start_pos or 0, False)
 
     def phrase(self, token: Token) -> _Value:
@@ -95,6 +89,14 @@ class _ToAst(Transformer):  # type: ignore[type-arg]
         return _STAR
 
     def term(self, value: _Value, fuzzy: Token | None = None) -> ast.Term:
+        if not value.phrase and value.text in _OPERATORS:
+            # The lexer reads an operator out of place as a word ("OR x", "AND" alone);
+            # as a scope's or pattern's value (speaker:OR) it is a value.
+            raise _Problem(
+                value.pos,
+                _OPERATORS[value.text],
+                hint=f'to search for the word, put it in quotes: "{value.text}"',
+            )
         # A quoted single word is just a word; a phrase is several words kept together.
         return ast.Term(
             value.text,
