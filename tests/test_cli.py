@@ -257,6 +257,8 @@ def test_stats_tell_histories_memory_rooms_and_documents_apart(tmp_path: Path) -
     with Index(db) as index:
         index.ingest([Path(__file__).resolve().parents[1] / "examples" / "friends_chat.jsonl"])
         index.memory("bot").add("I moved to Porto last year.", user="sam", room="dm-sam")
+        # a memory the agent files as knowledge is in its room, not a document
+        index.memory("bot").add("The printer is on floor 2.", room="dm-sam", table="knowledge")
         index.knowledge.add("The studio's wifi password is teapot-42.", shared=True)
         kinds = index.stats()["conversation_kinds"]
         assert kinds == {"histories": 1, "memory_rooms": 1, "documents": 1}

@@ -235,7 +235,8 @@ class DuckDBReader:
         conversation_kinds = {"histories": 0, "memory_rooms": 0, "documents": 0}
         for kind, n in self.sql(
             "SELECT kind, count(*) FROM (SELECT CASE "
-            "WHEN bool_or(m.memory_table = 'knowledge') THEN 'documents' "
+            "WHEN EXISTS (SELECT 1 FROM documents d WHERE 'doc:' || d.document_id = "
+            "c.conversation) THEN 'documents' "
             "WHEN bool_or(m.agent IS NOT NULL) THEN 'memory_rooms' ELSE 'histories' END AS kind "
             "FROM conversations c LEFT JOIN messages m USING (conversation) "
             "GROUP BY c.conversation) GROUP BY kind"
