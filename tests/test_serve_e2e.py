@@ -204,6 +204,14 @@ def test_serve_on_a_port_in_use_says_so_before_opening_the_index(tmp_path: Path)
     assert "pass another --port" in done.stderr and "Traceback" not in done.stderr
     assert "open and warm" not in done.stderr
     assert not (tmp_path / "index").exists()
+    # Two servers started together: the second's socket is refused at once too (a bound
+    # socket not yet listening would let it bind, then fail after the index was warmed).
+    from structrag import ConfigError
+    from structrag.server.run import listen_on
+
+    first = listen_on("127.0.0.1", 0)
+    with first, pytest.raises(ConfigError, match="cannot listen on"):
+        listen_on("127.0.0.1", first.getsockname()[1])
 
 
 def test_sigterm_rolls_back_the_running_ingest(tmp_path: Path) -> None:

@@ -35,6 +35,8 @@ from structrag.server.discovery import (
 )
 from structrag.server.service import Service
 
+#: Connections the server's socket queues before it accepts them (uvicorn's default).
+BACKLOG = 2048
 #: Seconds uvicorn waits for open connections after SIGTERM before closing them.
 GRACEFUL_SECONDS = 10
 #: Seconds an idle keep-alive connection stays open (an agent pauses between calls).
@@ -117,6 +119,7 @@ def listen_on(host: str, port: int) -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
+        sock.listen(BACKLOG)  # SO_REUSEADDR lets another bind a port not yet listened on
     except OSError as exc:
         sock.close()
         in_use = exc.errno == errno.EADDRINUSE
@@ -126,7 +129,6 @@ def listen_on(host: str, port: int) -> socket.socket:
             if in_use
             else "check --host (an address of this machine) and --port",
         ) from None
-    sock.set_inheritable(True)
     return sock
 
 
