@@ -68,7 +68,7 @@ class InputErrors(InputError):
         self.errors = list(errors)
         first = self.errors[0]
         self.path, self.line, self.column = first.path, first.line, first.column
-        count = f"{len(self.errors)}{' or more' if more else ''}"
+        count = f"more than {len(self.errors)}" if more else str(len(self.errors))
         self.detail = f"{count} inputs cannot be ingested; nothing was written"
         listing = "".join(
             f"\n  {e.message}" + (f"\n    ({e.hint})" if e.hint else "") for e in self.errors

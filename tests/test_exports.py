@@ -737,7 +737,7 @@ def test_a_folder_of_many_bad_files_names_the_first_ten_and_writes_nothing(
     assert [Path(e.path).name for e in err.errors] == [
         f"notes-{n:02d}.md" for n in range(MAX_FAILED_INPUTS)
     ]
-    assert str(err).startswith(f"{MAX_FAILED_INPUTS} or more inputs cannot be ingested")
+    assert str(err).startswith(f"more than {MAX_FAILED_INPUTS} inputs cannot be ingested")
     assert "(the check stopped there)" in str(err)
     assert err.hint and "--exclude notes-00.md --exclude notes-01.md" in err.hint
     assert isinstance(err, InputError) and err.path == str(folder / "notes-00.md")

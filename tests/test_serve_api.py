@@ -309,6 +309,16 @@ def test_a_malformed_input_fails_its_job_and_writes_nothing(
     assert job["error"]["code"] == "input_error"
     assert job["error"]["position"] == {"path": str(bad), "line": 2, "column": 13}
     assert client.get("/v1/stats").json()["messages"] == before
+    # Two that fail: one error naming both, each with its position.
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("", encoding="utf-8")
+    paths = [str(good), str(bad), str(empty)]
+    job = wait(client, client.post("/v1/ingest", json={"paths": paths}).json())
+    assert job["state"] == "failed" and job["error"]["code"] == "input_errors", job
+    assert [e["code"] for e in job["error"]["errors"]] == ["input_error", "input_error"]
+    assert job["error"]["errors"][0]["position"] == {"path": str(bad), "line": 2, "column": 13}
+    assert str(empty) in job["error"]["message"]
+    assert client.get("/v1/stats").json()["messages"] == before
 
 
 def test_a_folder_job_leaves_out_what_exclude_names(client: TestClient, tmp_path: Path) -> None:

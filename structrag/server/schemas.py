@@ -39,6 +39,10 @@ class ErrorBody(BaseModel):
         description="Where: a character offset into a query or a JSON body, or "
         "{path, line, column} of an input file; absent when nothing points anywhere.",
     )
+    errors: list[ErrorBody] | None = Field(
+        default=None,
+        description="input_errors: each input of an ingest that failed its check, in order.",
+    )
 
 
 class ErrorOut(BaseModel):

@@ -203,7 +203,7 @@ class _JobProgress:
 def error_dict(exc: BaseException) -> dict[str, Any]:
     """An error as the API shows it (see :mod:`structrag.server.app`): ``code``,
     ``message``, ``hint`` and, where one applies, ``position``."""
-    from structrag.errors import QuerySyntaxError
+    from structrag.errors import InputErrors, QuerySyntaxError
 
     if not isinstance(exc, StructragError):
         return {"code": "internal", "message": f"{type(exc).__name__}: {exc}", "hint": None}
@@ -216,6 +216,9 @@ def error_dict(exc: BaseException) -> dict[str, Any]:
     }
     if isinstance(exc, QuerySyntaxError):
         data.update(position=exc.position, line=exc.line, column=exc.column, snippet=exc.snippet)
+    if isinstance(exc, InputErrors):  # each input that failed, as its own error
+        data["errors"] = [error_dict(each) for each in exc.errors]
+        return data
     line = getattr(exc, "line", None)
     if "position" not in data and isinstance(line, int):
         data["position"] = {"path": getattr(exc, "path", None), "line": line}

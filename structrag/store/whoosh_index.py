@@ -294,7 +294,7 @@ class StagedWhooshWriter:
         else:
             with self._writing:
                 if self._cancelled:
-                    return
+                    raise IndexStateError("the text index segment was cancelled")
                 self._writer.commit(merge=False)
                 self._writer = None
         self._segments = list(self._ix._segments())
