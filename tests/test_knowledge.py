@@ -218,19 +218,32 @@ def test_a_file_added_again_within_its_folder_is_not_a_second_document(
     index: Index, tmp_path: Path
 ) -> None:
     """A document's id comes from its path as given: the file on its own, then its
-    folder, would be two ids. The same contents for the same owner are one document (a
-    warning says so), and a search finds its fragment once; another owner gets its own."""
+    folder, would be two ids. The file is known by where it is on disk: added again by
+    another path it is the same document (unchanged, or updated when it changed), and a
+    search finds its fragment once. Another file with the same bytes is a document of its
+    own; another owner gets its own."""
     folder = _folder(tmp_path, ("quillmark_guide.md",))
-    first = index.knowledge.add(folder / "quillmark_guide.md", shared=True)
+    guide = folder / "quillmark_guide.md"
+    first = index.knowledge.add(guide, shared=True)
+    (document,) = index.knowledge.documents()
+    assert document.metadata["source_file"] == str(guide.resolve())
     again = index.knowledge.add(folder, shared=True)
-    assert first.documents_added == 1 and again.documents_added == 0
-    (warning,) = again.warnings
-    assert "quillmark_guide.md: the same contents as" in warning and "not added again" in warning
-    assert len(index.knowledge.documents()) == 1
+    assert (first.documents_added, again.documents_added, again.documents_unchanged) == (1, 0, 1)
+    assert [d.document_id for d in index.knowledge.documents()] == [document.document_id]
     hits = index.knowledge.search("install from PyPI")
     assert hits and len({h.fragment.text for h in hits}) == len(hits)
-    both = index.knowledge.add([folder / "quillmark_guide.md", folder], agent="bot")
-    assert both.documents_added == 1 and len(both.warnings) == 1
+    guide.write_text(guide.read_text(encoding="utf-8") + "\nUpdated.\n", encoding="utf-8")
+    edited = index.knowledge.add(folder, shared=True)
+    assert (edited.documents_added, edited.documents_updated) == (0, 1)
+    assert [d.document_id for d in index.knowledge.documents()] == [document.document_id]
+    copy = tmp_path / "elsewhere" / "quillmark_guide.md"
+    copy.parent.mkdir()
+    copy.write_bytes(guide.read_bytes())
+    assert index.knowledge.add(copy, shared=True).documents_added == 1
+    both = index.knowledge.add([guide, folder], agent="bot")
+    assert both.documents_added == 1 and both.warnings == [
+        "quillmark_guide.md: given twice, added once"
+    ]
 
 
 @pytest.mark.parametrize("blank", ["", "   ", "\n"])

@@ -30,7 +30,7 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,7 @@ from structrag.ingest import Ingestor, ProgressSink
 from structrag.knowledge.chunking import Fragment, chunk
 from structrag.knowledge.document import Document
 from structrag.knowledge.records import (
+    SOURCE_FILE,
     AddReport,
     DocumentInfo,
     FragmentInfo,
@@ -257,17 +258,17 @@ class KnowledgeBase:
 
     def _plan(self, items: list[_Item], report: AddReport, encoding: str) -> list[_Planned]:
         by_id: dict[str, _Item] = {}
-        for item in items:
-            if item.document_id in by_id:
+        files: dict[tuple[str, str], str] = {}  # (owner, resolved file) -> document id
+        for item in map(self._as_added_before, items):
+            file = (item.owner.key(), str(item.file.resolve())) if item.file else None
+            if item.document_id in by_id or (file is not None and file in files):
                 report.warnings.append(f"{item.label}: given twice, added once")
                 continue
             by_id[item.document_id] = item
+            if file is not None:
+                files[file] = item.document_id
         stored = self.parts.rows.stored_fragments(list(by_id))
         planned: list[_Planned] = []
-        # A document's id comes from its path as given, so one file given itself and
-        # then within its folder would have two ids: a new id whose owner holds the
-        # same contents already is that document again, not added twice.
-        contents: dict[tuple[str, str], str] = {}
         for document_id, item in by_id.items():
             try:
                 document = self._load(item, encoding)
@@ -276,16 +277,6 @@ class KnowledgeBase:
                 report.skipped.append({"path": item.label, "reason": reason})
                 continue
             known = self.parts.rows.document(document_id)
-            if known is None:
-                twin = self.parts.rows.document_with_contents(document.sha256, item.owner.agent)
-                first = twin.path if twin else contents.get((item.owner.key(), document.sha256))
-                if first is not None:
-                    report.warnings.append(
-                        f"{item.label}: the same contents as {first}, added already; "
-                        "not added again"
-                    )
-                    continue
-            contents.setdefault((item.owner.key(), document.sha256), item.label)
             if known is not None and known.sha256 == document.sha256:
                 status = "unchanged"
             else:
@@ -302,6 +293,16 @@ class KnowledgeBase:
             )
             planned.append(_Planned(item, document, fragments, status, stored[document_id]))
         return planned
+
+    def _as_added_before(self, item: _Item) -> _Item:
+        """``item`` under the path its file was added by before, if it was: a document's
+        id comes from its path as given, so one file given on its own and then within its
+        folder would be two documents. Files are known by where they are on disk
+        (:data:`SOURCE_FILE` in a document's metadata)."""
+        if item.file is None or self.parts.rows.document(item.document_id) is not None:
+            return item
+        before = self.parts.rows.document_from_file(str(item.file.resolve()), item.owner.agent)
+        return item if before is None else replace(item, label=before.path)
 
     def _load(self, item: _Item, encoding: str) -> Document:
         if item.file is not None:
@@ -363,7 +364,7 @@ class KnowledgeBase:
                     sha256=p.document.sha256,
                     chars=len(p.document.text),
                     pages=len(p.document.pages) or None,
-                    metadata=dict(metadata or {}),
+                    metadata={**(metadata or {}), **_source_file(p.item)},
                     fragments=[
                         (
                             f"{document_id}-chunk-{f.index}",
@@ -540,6 +541,11 @@ def _as_path(entry: str | Path) -> Path | None:
     if " " not in text and re.search(r"\.(pdf|md|markdown|txt|text|docx|html?|json)$", text, re.I):
         raise InputError(candidate, "no such file", hint="check the path, or pass text")
     return None
+
+
+def _source_file(item: _Item) -> dict[str, str]:
+    """Where a document's file is on disk, kept in its metadata."""
+    return {SOURCE_FILE: str(item.file.resolve())} if item.file is not None else {}
 
 
 def _is_knowledge_root(folder: Path) -> bool:

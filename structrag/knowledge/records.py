@@ -10,6 +10,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+#: The metadata key of where a document's file is on disk (resolved): a file added again
+#: by another path (on its own, then within its folder) is the same document.
+SOURCE_FILE = "source_file"
+
 
 @dataclass(frozen=True)
 class DocumentInfo:
@@ -201,8 +205,9 @@ class KnowledgeRows(Protocol):
 
     def document(self, document_id: str) -> DocumentInfo | None: ...
 
-    def document_with_contents(self, sha256: str, agent: str | None) -> DocumentInfo | None:
-        """A document of the owner (``agent``; None: shared) whose bytes hash to ``sha256``."""
+    def document_from_file(self, file: str, agent: str | None) -> DocumentInfo | None:
+        """The owner's (``agent``; None: shared) document added from ``file`` (resolved),
+        by the ``source_file`` its metadata records."""
         ...
 
     def fragments(self, document_id: str) -> list[FragmentInfo]:

@@ -11,7 +11,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from structrag.knowledge.records import DocumentInfo, FragmentInfo, NewDocument
+from structrag.knowledge.records import SOURCE_FILE, DocumentInfo, FragmentInfo, NewDocument
 from structrag.store.duckdb.reader import DuckDBReader
 from structrag.store.duckdb.writer import to_json, utc_now
 
@@ -90,11 +90,11 @@ class DuckDBKnowledge:
         rows = self._sql(f"{_DOCUMENT_SELECT} WHERE d.document_id = ?", [document_id])
         return _document(rows[0]) if rows else None
 
-    def document_with_contents(self, sha256: str, agent: str | None) -> DocumentInfo | None:
+    def document_from_file(self, file: str, agent: str | None) -> DocumentInfo | None:
         rows = self._sql(
-            f"{_DOCUMENT_SELECT} WHERE d.sha256 = ? AND d.shared = ? "
-            "AND d.agent IS NOT DISTINCT FROM ? ORDER BY d.added_at, d.document_id LIMIT 1",
-            [sha256, agent is None, agent],
+            f"{_DOCUMENT_SELECT} WHERE json_extract_string(d.metadata, '$.{SOURCE_FILE}') = ? "
+            "AND d.shared = ? AND d.agent IS NOT DISTINCT FROM ? ORDER BY d.document_id LIMIT 1",
+            [file, agent is None, agent],
         )
         return _document(rows[0]) if rows else None
 
