@@ -776,9 +776,8 @@ class Index:
             raise ConfigError(
                 f"no kind of knowledge {kind!r}", hint=f"use one of: {', '.join(KNOWLEDGE_KINDS)}"
             )
-        self.check_conversation(conversation)
-        for _, ref in self.store.iter_refs(kind, conversation):
-            yield ref
+        self.check_conversation(conversation)  # checked now, not at the first ref
+        return (ref for _, ref in self.store.iter_refs(kind, conversation))
 
     def show(self, message_id: str, conversation: str | None = None) -> dict[str, Any]:
         """A message and its knowledge with spans."""

@@ -150,7 +150,9 @@ def test_counts_asked_of_the_python_api_are_checked(ix: Index, tmp_path: Path) -
         ix.query("Biscuit", limit=1).messages
     )
     with pytest.raises(ConfigError, match="no kind of knowledge 'bogus'"):
-        list(ix.refs("bogus"))
+        ix.refs("bogus")  # at the call, not at the first ref read
+    with pytest.raises(ConfigError, match="from 1 to 1,000,000 tokens, not True"):
+        ix.ask("Who adopted Biscuit?", budget=True)
     with Index(tmp_path / "mem") as index:
         memory = index.memory("bot")
         memory.add("I moved to Lisbon in May.", user="sam", room="dm")

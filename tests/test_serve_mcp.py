@@ -10,6 +10,7 @@ from pathlib import Path
 import anyio
 from mcp import Client, StdioServerParameters
 
+from structrag import Index
 from tests.serve_helpers import copy_index
 
 TOOLS = {
@@ -27,6 +28,8 @@ def test_an_agent_adds_a_memory_and_gets_it_back_through_ask(
     example_index: Path, tmp_path: Path
 ) -> None:
     directory = copy_index(example_index, tmp_path / "index")
+    with Index(directory) as index:
+        index.knowledge.add("The studio's wifi password is teapot-42.", shared=True)
     params = StdioServerParameters(
         command=sys.executable, args=["-m", "structrag", "mcp", "--db", str(directory)]
     )
@@ -59,15 +62,15 @@ def test_an_agent_adds_a_memory_and_gets_it_back_through_ask(
                 {"agent": "travel-bot", "message": "Can I fly in 2027?", "room": "dm-ines"},
             )
             assert memory["id"] in (context.structured_content or {})["text"]
+            wifi = {"question": "What is the wifi password?", "budget": 300}
+            plain = await client.call_tool("ask", wifi)
+            assert "teapot-42" not in (plain.structured_content or {})["context"]
             both = await client.call_tool(
-                "ask",
-                {
-                    "question": "When does the passport expire?",
-                    "budget": 300,
-                    "sources": ["conversations", "knowledge"],
-                },
+                "ask", {**wifi, "sources": ["conversations", "knowledge"]}
             )
-            assert not both.is_error and "March 2027" in (both.structured_content or {})["context"]
+            assert not both.is_error and "teapot-42" in (both.structured_content or {})["context"]
+            none = await client.call_tool("ask", {**wifi, "sources": []})
+            assert none.is_error and "no sources to ask" in str(none.content)
             shared = await client.call_tool(
                 "get_context",
                 {
@@ -77,7 +80,8 @@ def test_an_agent_adds_a_memory_and_gets_it_back_through_ask(
                     "shares": {"history": 0.2, "retrieval": 0.6, "profile": 0.2},
                 },
             )
-            assert not shared.is_error and memory["id"] in (shared.structured_content or {})["text"]
+            sections = (shared.structured_content or {})["sections"]
+            assert not shared.is_error and [x["budget"] for x in sections] == [800, 2400, 800]
             bad_shares = await client.call_tool(
                 "get_context", {"agent": "travel-bot", "message": "hi", "shares": {"foo": 1}}
             )

@@ -93,7 +93,7 @@ def build_mcp(service: Service, tokens: Tokens | None = None) -> MCPServer:
                 conversation=conversation,
                 budget=budget,
                 explain=explain,
-                sources=sources or ["conversations"],
+                sources=["conversations"] if sources is None else sources,
             ),
         )
 
