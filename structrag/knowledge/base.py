@@ -259,7 +259,11 @@ class KnowledgeBase:
     def _plan(self, items: list[_Item], report: AddReport, encoding: str) -> list[_Planned]:
         by_id: dict[str, _Item] = {}
         files: dict[tuple[str, str], str] = {}  # (owner, resolved file) -> document id
-        for item in map(self._as_added_before, items):
+        added_before = {
+            owner.key(): self.parts.rows.document_files(owner.agent)
+            for owner in {item.owner for item in items if item.file is not None}
+        }
+        for item in (_as_added_before(item, added_before) for item in items):
             file = (item.owner.key(), str(item.file.resolve())) if item.file else None
             if item.document_id in by_id or (file is not None and file in files):
                 report.warnings.append(f"{item.label}: given twice, added once")
@@ -293,16 +297,6 @@ class KnowledgeBase:
             )
             planned.append(_Planned(item, document, fragments, status, stored[document_id]))
         return planned
-
-    def _as_added_before(self, item: _Item) -> _Item:
-        """``item`` under the path its file was added by before, if it was: a document's
-        id comes from its path as given, so one file given on its own and then within its
-        folder would be two documents. Files are known by where they are on disk
-        (:data:`SOURCE_FILE` in a document's metadata)."""
-        if item.file is None or self.parts.rows.document(item.document_id) is not None:
-            return item
-        before = self.parts.rows.document_from_file(str(item.file.resolve()), item.owner.agent)
-        return item if before is None else replace(item, label=before.path)
 
     def _load(self, item: _Item, encoding: str) -> Document:
         if item.file is not None:
@@ -541,6 +535,17 @@ def _as_path(entry: str | Path) -> Path | None:
     if " " not in text and re.search(r"\.(pdf|md|markdown|txt|text|docx|html?|json)$", text, re.I):
         raise InputError(candidate, "no such file", hint="check the path, or pass text")
     return None
+
+
+def _as_added_before(item: _Item, added_before: dict[str, dict[str, str]]) -> _Item:
+    """``item`` under the path its file was added by before, if it was (``added_before``:
+    owner -> resolved file -> path): a document's id comes from its path as given, so one
+    file given on its own and then within its folder would be two documents. Files are
+    known by where they are on disk (:data:`SOURCE_FILE` in a document's metadata)."""
+    if item.file is None:
+        return item
+    label = added_before[item.owner.key()].get(str(item.file.resolve()))
+    return item if label is None or label == item.label else replace(item, label=label)
 
 
 def _source_file(item: _Item) -> dict[str, str]:

@@ -205,9 +205,9 @@ class KnowledgeRows(Protocol):
 
     def document(self, document_id: str) -> DocumentInfo | None: ...
 
-    def document_from_file(self, file: str, agent: str | None) -> DocumentInfo | None:
-        """The owner's (``agent``; None: shared) document added from ``file`` (resolved),
-        by the ``source_file`` its metadata records."""
+    def document_files(self, agent: str | None) -> dict[str, str]:
+        """The owner's (``agent``; None: shared) documents added from files: each file
+        (resolved, the ``source_file`` of its metadata) -> the document's path."""
         ...
 
     def fragments(self, document_id: str) -> list[FragmentInfo]:

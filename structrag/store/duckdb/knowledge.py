@@ -90,13 +90,17 @@ class DuckDBKnowledge:
         rows = self._sql(f"{_DOCUMENT_SELECT} WHERE d.document_id = ?", [document_id])
         return _document(rows[0]) if rows else None
 
-    def document_from_file(self, file: str, agent: str | None) -> DocumentInfo | None:
+    def document_files(self, agent: str | None) -> dict[str, str]:
         rows = self._sql(
-            f"{_DOCUMENT_SELECT} WHERE json_extract_string(d.metadata, '$.{SOURCE_FILE}') = ? "
-            "AND d.shared = ? AND d.agent IS NOT DISTINCT FROM ? ORDER BY d.document_id LIMIT 1",
-            [file, agent is None, agent],
+            f"SELECT json_extract_string(metadata, '$.{SOURCE_FILE}') AS file, path "
+            "FROM documents WHERE shared = ? AND agent IS NOT DISTINCT FROM ? "
+            "AND file IS NOT NULL ORDER BY document_id",
+            [agent is None, agent],
         )
-        return _document(rows[0]) if rows else None
+        found: dict[str, str] = {}
+        for file, path in rows:
+            found.setdefault(str(file), str(path))
+        return found
 
     def fragments(self, document_id: str) -> list[FragmentInfo]:
         rows = self._sql(
