@@ -384,3 +384,34 @@ def test_an_open_server_answers_loopback_names_only(client: TestClient) -> None:
     assert client.get("/health", headers={"host": "[::1]:8765"}).status_code == 200
     rebound = client.get("/v1/stats", headers={"host": "evil.example:8765"})
     assert rebound.status_code == 421 and rebound.json()["error"]["code"] == "bad_host"
+
+
+def test_an_open_server_takes_changes_from_its_own_pages_only(
+    client: TestClient, tmp_path: Path
+) -> None:
+    """A web page elsewhere can post a form to 127.0.0.1 without asking (an upload, a
+    memory): the browser's Origin or Sec-Fetch-Site says where it comes from, and the
+    server refuses it. Its own explorer and clients that are not browsers go on."""
+    chat = conversation_file(tmp_path / "csrf.jsonl", "csrf", 3)
+    before = client.get("/v1/stats").json()["messages"]
+    forged = (
+        {"origin": "https://evil.example"},
+        {"origin": "http://127.0.0.1:9999"},  # another port on this machine
+        {"origin": "null"},
+        {"sec-fetch-site": "cross-site"},
+        {"sec-fetch-site": "same-site"},
+    )
+    for headers in forged:
+        with chat.open("rb") as handle:
+            answer = client.post(
+                "/v1/ingest/upload", files={"files": ("csrf.jsonl", handle)}, headers=headers
+            )
+        assert answer.status_code == 403, headers
+        assert answer.json()["error"]["code"] == "cross_origin"
+        memory = client.post("/v1/agents/bot/memories", json={"text": "x"}, headers=headers)
+        assert memory.status_code == 403
+    assert client.get("/v1/stats").json()["messages"] == before
+    assert client.get("/v1/stats", headers=forged[0]).status_code == 200  # reads are read
+    own = {"origin": LOCAL, "sec-fetch-site": "same-origin"}
+    added = client.post("/v1/agents/bot/memories", json={"text": "From the explorer."}, headers=own)
+    assert added.status_code == 201, added.json()

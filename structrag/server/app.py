@@ -556,14 +556,31 @@ async def _send_error(send: Send, status: int, error: dict[str, Any]) -> None:
 class LoopbackHost:
     """An open server (no token, so bound to loopback) answers only requests addressed to
     a loopback name: a web page whose domain an attacker points at 127.0.0.1 (DNS
-    rebinding) gets 421, not the index."""
+    rebinding) gets 421, not the index. And it takes a change (any method but GET and
+    HEAD) only from its own pages or from clients that are not browsers: a web page
+    elsewhere can send a form to 127.0.0.1 without asking (an upload, a cancel), so a
+    request whose browser says it comes from another origin gets 403."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            host = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"host"), "")
+            headers = {k.lower(): v.decode("latin-1") for k, v in scope["headers"]}
+            host = headers.get(b"host", "")
+            if scope.get("method") not in ("GET", "HEAD") and _cross_origin(headers, host):
+                await _send_error(
+                    send,
+                    403,
+                    {
+                        "code": "cross_origin",
+                        "message": "a page from another origin cannot change this server "
+                        f"(origin {headers.get(b'origin', '?')!r})",
+                        "hint": "use the explorer this server serves, the CLI or a client "
+                        "that is not a browser; or run the server with tokens (--token)",
+                    },
+                )
+                return
             name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
             if name.strip("[]").lower() not in ("127.0.0.1", "localhost", "::1"):
                 await _send_error(
@@ -578,6 +595,19 @@ class LoopbackHost:
                 )
                 return
         await self.app(scope, receive, send)
+
+
+def _cross_origin(headers: dict[bytes, str], host: str) -> bool:
+    """Whether a browser says the request comes from a page of another origin than this
+    server's (``Origin``, or ``Sec-Fetch-Site``). Clients that are not browsers send
+    neither."""
+    site = headers.get(b"sec-fetch-site")
+    if site is not None and site not in ("same-origin", "none"):
+        return True
+    origin = headers.get(b"origin")
+    if origin is None:
+        return False
+    return origin == "null" or origin.partition("://")[2].rstrip("/").lower() != host.lower()
 
 
 class TokenCheck:
