@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import hashlib
+import logging
 import marshal
 import os
 import sys
@@ -151,6 +152,13 @@ def _save(encoding: tiktoken.Encoding) -> None:
         _write_whole(path, hashlib.sha256(body).digest() + body)
 
 
+log = logging.getLogger(__name__)
+
+#: Encodings that could not be loaded, and why: a server asked for one again does not
+#: try the network on every request.
+_UNAVAILABLE: dict[str, ConfigError] = {}
+
+
 class TiktokenCounter:
     """Counts tokens with a tiktoken encoding (``cl100k_base`` by default)."""
 
@@ -163,6 +171,9 @@ class TiktokenCounter:
     def _load(name: str) -> tiktoken.Encoding:
         import tiktoken
 
+        failed = _UNAVAILABLE.get(name)
+        if failed is not None:  # tried once already in this process: not again
+            raise ConfigError(failed.message, hint=failed.hint)
         seed_vocabulary(name)
         try:
             encoding = tiktoken.get_encoding(name)
@@ -172,10 +183,14 @@ class TiktokenCounter:
                 hint="use cl100k_base (default) or o200k_base",
             ) from exc
         except Exception as exc:  # network or cache failures inside tiktoken
-            raise ConfigError(
-                f"cannot load the {name!r} token vocabulary offline: {exc}",
+            log.info("token vocabulary %r could not be loaded: %s", name, exc)
+            error = ConfigError(
+                f"cannot load the {name!r} token vocabulary: structrag does not ship it, "
+                "and it could not be downloaded",
                 hint="use cl100k_base or o200k_base, which structrag ships",
-            ) from exc
+            )
+            _UNAVAILABLE[name] = error
+            raise error from exc
         _save(encoding)
         return encoding
 

@@ -379,6 +379,22 @@ def test_a_closing_server_takes_no_more_writes(tmp_path: Path) -> None:
         service.close()
 
 
+def test_values_out_of_range_are_client_errors_not_500s(client: TestClient) -> None:
+    """Each of these answered 500 with a traceback in the log."""
+    pages = client.get("/v1/conversations/friends/messages", params={"offset": 10**20})
+    assert pages.status_code == 422 and pages.json()["error"]["code"] == "invalid_request"
+    prune = client.post("/v1/agents/bot/memories/prune", json={"older_than": "99999999999d"})
+    assert prune.status_code == 400 and "before the calendar starts" in prune.text
+    for shares in ('{"history": 1e308, "retrieval": 1e308}', '{"history": Infinity}'):
+        window = client.post(
+            "/v1/agents/bot/context",
+            content=f'{{"message": "x", "shares": {shares}}}',
+            headers={"content-type": "application/json"},
+        )
+        assert window.status_code == 400, shares
+        assert window.json()["error"]["code"] == "memory_input_error"
+
+
 def test_an_open_server_answers_loopback_names_only(client: TestClient) -> None:
     assert client.get("/health", headers={"host": "localhost:8765"}).status_code == 200
     assert client.get("/health", headers={"host": "[::1]:8765"}).status_code == 200

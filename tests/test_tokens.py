@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from structrag import tokens
+from structrag.errors import ConfigError
 from structrag.tokens import TiktokenCounter
 
 TEXTS = [
@@ -84,3 +85,24 @@ def test_a_cache_that_cannot_be_written_still_counts(
     counter = TiktokenCounter("cl100k_base")
     assert counter.count(TEXTS[1]) == 8
     assert tokens._load_saved("cl100k_base") is None
+
+
+def test_an_encoding_that_cannot_be_loaded_is_tried_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A vocabulary structrag does not ship is downloaded by tiktoken: offline that fails.
+    The error does not carry the download's URL, and a second ask (a server's next
+    request) fails at once, without trying the network again."""
+    import tiktoken
+
+    calls: list[str] = []
+
+    def offline(name: str) -> tiktoken.Encoding:
+        calls.append(name)
+        raise OSError("Failed to resolve 'openaipublic.blob.core.windows.net'")
+
+    monkeypatch.setattr(tiktoken, "get_encoding", offline)
+    monkeypatch.setattr(tokens, "_UNAVAILABLE", {})
+    for _ in range(3):
+        with pytest.raises(ConfigError, match="does not ship it") as info:
+            tokens.TiktokenCounter("gpt2")
+        assert "openaipublic" not in str(info.value)
+    assert calls == ["gpt2"]

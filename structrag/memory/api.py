@@ -68,7 +68,15 @@ def parse_age(text: str) -> timedelta:
         raise MemoryInputError(
             f"cannot read {text!r} as an age", hint="write a number and a unit: 90d, 12h, 2w"
         )
-    return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+    try:
+        age = timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+        utc_now() - age  # an age before year 1 is no age
+    except OverflowError:
+        raise MemoryInputError(
+            f"the age {text!r} reaches before the calendar starts",
+            hint="write an age of at most a few thousand years, e.g. 3650d",
+        ) from None
+    return age
 
 
 def utc_now() -> datetime:

@@ -13,6 +13,7 @@ others, and every line citing the memory it comes from:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -84,13 +85,18 @@ class ContextWindow:
 def check_shares(shares: dict[str, float]) -> dict[str, float]:
     """Shares normalised to sum to 1, in :data:`ORDER`."""
     unknown = set(shares) - set(ORDER)
-    if unknown or any(v < 0 for v in shares.values()) or not sum(shares.values()):
+    values = list(shares.values())
+    total = sum(values)
+    if (
+        unknown
+        or not all(math.isfinite(v) and v >= 0 for v in values)
+        or not (0 < total < math.inf)
+    ):
         raise MemoryInputError(
             f"bad context shares {shares}",
             hint="give history, retrieval and profile non-negative shares (weights, "
             "scaled to sum to 1), e.g. history 0.5, retrieval 0.3, profile 0.2",
         )
-    total = sum(shares.values())
     return {name: shares.get(name, 0.0) / total for name in ORDER}
 
 

@@ -266,7 +266,7 @@ def _routes(app: FastAPI, service: Service) -> None:
     )
     def messages(
         conversation: str,
-        offset: Annotated[int, Query(ge=0)] = 0,
+        offset: Annotated[int, Query(ge=0, le=2**62)] = 0,
         limit: Annotated[int, Query(ge=1, le=500)] = 50,
         around: Annotated[str | None, Query(description="A message id: its page.")] = None,
     ) -> dict[str, Any]:
