@@ -321,6 +321,26 @@ def test_a_malformed_input_fails_its_job_and_writes_nothing(
     assert client.get("/v1/stats").json()["messages"] == before
 
 
+def test_ids_that_hold_a_slash_are_reached(client: TestClient, tmp_path: Path) -> None:
+    """Discord's conversations are ``discord:<server>/<channel>``, a memory's id may be
+    the caller's own: a "/" in an id, encoded or not, still reaches it."""
+    chat = conversation_file(tmp_path / "slash.jsonl", "guild/chan", 4)
+    job = wait(client, client.post("/v1/ingest", json={"paths": [str(chat)]}).json())
+    assert job["state"] == "done", job
+    for path in ("guild%2Fchan", "guild/chan"):
+        page = client.get(f"/v1/conversations/{path}/messages")
+        assert page.status_code == 200, page.json()
+        assert page.json()["total"] == 4
+    first = page.json()["messages"][0]["id"]
+    shown = client.get(f"/v1/messages/{first}", params={"conversation": "guild/chan"})
+    assert shown.status_code == 200
+    made = client.post("/v1/agents/bot/memories", json={"text": "Hi there.", "id": "notes/1"})
+    assert made.status_code == 201, made.json()
+    assert client.get("/v1/agents/bot/memories/notes%2F1").json()["id"] == "notes/1"
+    assert client.delete("/v1/agents/bot/memories/notes/1").json()["removed"]
+    assert client.get("/v1/agents/bot/memories/notes%2F1").status_code == 404
+
+
 def test_a_folder_job_leaves_out_what_exclude_names(client: TestClient, tmp_path: Path) -> None:
     folder = tmp_path / "exports"
     folder.mkdir()

@@ -260,7 +260,7 @@ def _routes(app: FastAPI, service: Service) -> None:
         return service.conversations()
 
     @app.get(
-        "/v1/conversations/{conversation}/messages",
+        "/v1/conversations/{conversation:path}/messages",
         response_model=s.MessagePageOut,
         tags=["index"],
     )
@@ -273,7 +273,7 @@ def _routes(app: FastAPI, service: Service) -> None:
         """A page of a conversation's messages, each with its knowledge and spans."""
         return service.messages(conversation, offset=offset, limit=limit, around=around)
 
-    @app.get("/v1/messages/{message_id}", response_model=s.MessageOut, tags=["index"])
+    @app.get("/v1/messages/{message_id:path}", response_model=s.MessageOut, tags=["index"])
     def show(message_id: str, conversation: str | None = None) -> dict[str, Any]:
         """A message and its knowledge with spans (``structrag show``)."""
         return service.show(message_id, conversation)
@@ -285,7 +285,7 @@ def _routes(app: FastAPI, service: Service) -> None:
         """The most mentioned entities (``structrag entities``)."""
         return service.entities(top, conversation)
 
-    @app.get("/v1/entities/{name}", response_model=s.EntityPageOut, tags=["index"])
+    @app.get("/v1/entities/{name:path}", response_model=s.EntityPageOut, tags=["index"])
     def entity(name: str, conversation: str | None = None) -> dict[str, Any]:
         """An entity: mentions over time, related entities, actions."""
         return service.entity(name, conversation)
@@ -450,12 +450,14 @@ def _routes(app: FastAPI, service: Service) -> None:
         """How many memories (of a room, of a table)."""
         return service.count_memories(agent, room, table)
 
-    @app.get(f"{memory}/memories/{{memory_id}}", response_model=s.MemoryOut, tags=["memory"])
+    @app.get(f"{memory}/memories/{{memory_id:path}}", response_model=s.MemoryOut, tags=["memory"])
     def get_memory(agent: Agent, memory_id: str) -> dict[str, Any]:
         """One memory by id (counts as a read)."""
         return service.get_memory(agent, memory_id)
 
-    @app.delete(f"{memory}/memories/{{memory_id}}", response_model=s.RemovedOut, tags=["memory"])
+    @app.delete(
+        f"{memory}/memories/{{memory_id:path}}", response_model=s.RemovedOut, tags=["memory"]
+    )
     def remove(agent: Agent, memory_id: str) -> dict[str, Any]:
         """Delete a memory and everything derived from it alone."""
         return service.remove_memory(agent, memory_id)
