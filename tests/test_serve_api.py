@@ -321,6 +321,18 @@ def test_a_malformed_input_fails_its_job_and_writes_nothing(
     assert client.get("/v1/stats").json()["messages"] == before
 
 
+def test_the_conversation_list_counts_what_its_pages_show(client: TestClient) -> None:
+    """A memory room's facts (and a document's fragments) are rows no page shows: the
+    list counts the messages a page holds."""
+    room = "/v1/agents/counter-bot/memories"
+    client.post(room, json={"text": "I moved to Lisbon in May.", "user": "sam", "room": "dm-c"})
+    listed = {c["id"]: c for c in client.get("/v1/conversations").json()}
+    page = client.get("/v1/conversations/dm-c/messages").json()
+    assert listed["dm-c"]["messages"] == page["total"] == 1
+    facts = client.get("/v1/agents/counter-bot/facts").json()
+    assert facts  # the statement became a fact, in the same conversation's rows
+
+
 def test_ids_that_hold_a_slash_are_reached(client: TestClient, tmp_path: Path) -> None:
     """Discord's conversations are ``discord:<server>/<channel>``, a memory's id may be
     the caller's own: a "/" in an id, encoded or not, still reaches it."""

@@ -259,10 +259,13 @@ class DuckDBReader:
         ]
 
     def conversation_summaries(self) -> list[dict[str, Any]]:
+        # The conversation's own messages: an agent's facts, relationships and goals,
+        # and a document's fragments, are rows of the same table that no page shows.
         rows = self.sql(
             "SELECT c.conversation, c.name, count(m.mkey), min(m.ts), max(m.ts), "
             "list_sort(list_distinct(list(m.speaker) FILTER (WHERE m.speaker IS NOT NULL))) "
-            "FROM conversations c LEFT JOIN messages m USING (conversation) "
+            "FROM conversations c LEFT JOIN messages m "
+            "ON m.conversation = c.conversation AND m.memory_table = 'messages' "
             "GROUP BY c.conversation, c.name ORDER BY c.conversation"
         )
         return [
