@@ -161,6 +161,7 @@ def test_an_oversized_body_is_413(client: TestClient) -> None:
     answer = client.post("/v1/ask", content=big, headers={"content-type": "application/json"})
     assert answer.status_code == 413
     assert answer.json()["error"]["code"] == "body_too_large"
+    assert "uploads to /v1/ingest/upload have a higher limit" in answer.json()["error"]["hint"]
 
     def chunks() -> Iterator[bytes]:  # no Content-Length: the limit is counted as it comes
         yield b'{"question": "'
@@ -170,6 +171,13 @@ def test_an_oversized_body_is_413(client: TestClient) -> None:
 
     answer = client.post("/v1/ask", content=chunks(), headers={"content-type": "application/json"})
     assert answer.status_code == 413
+
+
+def test_an_oversized_upload_names_the_upload_limit(service: Service) -> None:
+    with TestClient(create_app(service, max_upload=100, mcp=False), base_url=LOCAL) as small:
+        answer = small.post("/v1/ingest/upload", files={"files": ("a.jsonl", b"x" * 500)})
+    assert answer.status_code == 413
+    assert "the server's --max-upload is the limit of uploads" in answer.json()["error"]["hint"]
 
 
 @pytest.mark.parametrize(

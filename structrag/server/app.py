@@ -661,10 +661,11 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        limit = self.max_upload if scope.get("path") == UPLOAD_PATH else self.max_body
+        upload = scope.get("path") == UPLOAD_PATH
+        limit = self.max_upload if upload else self.max_body
         for key, value in scope["headers"]:
             if key.lower() == b"content-length" and value.isdigit() and int(value) > limit:
-                await _send_error(send, 413, _too_large(limit))
+                await _send_error(send, 413, _too_large(limit, upload=upload))
                 return
         seen = 0
         started = False
@@ -687,7 +688,7 @@ class BodyLimit:
             await self.app(scope, counting_receive, tracking_send)
         except _BodyTooLarge:
             if not started:
-                await _send_error(send, 413, _too_large(limit))
+                await _send_error(send, 413, _too_large(limit, upload=upload))
 
 
 class _BodyTooLarge(BaseException):
@@ -696,12 +697,16 @@ class _BodyTooLarge(BaseException):
     :class:`BodyLimit`."""
 
 
-def _too_large(limit: int) -> dict[str, Any]:
+def _too_large(limit: int, *, upload: bool) -> dict[str, Any]:
+    where = (
+        "the server's --max-upload is the limit of uploads"
+        if upload
+        else "uploads to /v1/ingest/upload have a higher limit, --max-upload"
+    )
     return {
         "code": "body_too_large",
         "message": f"the request body is over the limit of {limit:,} bytes",
-        "hint": "send less (uploads to /v1/ingest/upload have a higher limit, "
-        "--max-upload), or pass a path on the server with /v1/ingest",
+        "hint": f"send less ({where}), or pass a path on the server with /v1/ingest",
     }
 
 
