@@ -111,6 +111,27 @@ class IngestOptions:
             )
         return replace(options or cls(), **changes)
 
+    def check(self) -> None:
+        """Raise :class:`ConfigError` for a format or text encoding that no input could be
+        read with (a server checks a job's options before it queues the job)."""
+        import codecs
+
+        from structrag.importers import ALIASES, FORMATS
+
+        if (
+            self.format is not None
+            and ALIASES.get(self.format.lower(), self.format.lower()) not in FORMATS
+        ):
+            raise ConfigError(
+                f"unknown format {self.format!r}", hint=f"choose one of: {', '.join(FORMATS)}"
+            )
+        try:
+            codecs.lookup(self.encoding)
+        except LookupError:
+            raise ConfigError(
+                f"unknown encoding {self.encoding!r}", hint="use e.g. utf-8, cp1252 or latin-1"
+            ) from None
+
     def load_options(self) -> LoadOptions:
         from structrag.importers import LoadOptions
 

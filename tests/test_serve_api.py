@@ -341,6 +341,21 @@ def test_the_conversation_list_counts_what_its_pages_show(client: TestClient) ->
     assert facts  # the statement became a fact, in the same conversation's rows
 
 
+def test_ingest_options_no_input_could_be_read_with_are_refused_at_once(
+    client: TestClient, tmp_path: Path
+) -> None:
+    chat = conversation_file(tmp_path / "ok.jsonl", "ok-opts", 2)
+    jobs = len(client.get("/v1/jobs").json())
+    answer = client.post("/v1/ingest", json={"paths": [str(chat)], "format": "nope"})
+    assert answer.status_code == 400 and "unknown format 'nope'" in answer.text
+    with chat.open("rb") as handle:
+        answer = client.post(
+            "/v1/ingest/upload", files={"files": ("ok.jsonl", handle)}, data={"encoding": "nope"}
+        )
+    assert answer.status_code == 400 and "unknown encoding 'nope'" in answer.text
+    assert len(client.get("/v1/jobs").json()) == jobs  # no job was queued
+
+
 def test_ids_that_hold_a_slash_are_reached(client: TestClient, tmp_path: Path) -> None:
     """Discord's conversations are ``discord:<server>/<channel>``, a memory's id may be
     the caller's own: a "/" in an id, encoded or not, still reaches it."""

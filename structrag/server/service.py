@@ -503,9 +503,11 @@ class Service:
         names: dict[str, str] | None = None,
         uploads: Path | None = None,
     ) -> Job:
-        """Queue an ingest job; it runs in the background (see the module docstring)."""
+        """Queue an ingest job; it runs in the background (see the module docstring).
+        Options no input could be read with are refused here, not by the job."""
         if self._closing.is_set():
             raise ServerClosing("the server is shutting down and takes no more writes")
+        options.check()
         job = Job(
             id="job-" + secrets.token_hex(6),
             inputs=[str(p) for p in paths],
