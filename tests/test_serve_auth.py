@@ -79,7 +79,9 @@ def test_a_server_off_loopback_needs_a_token() -> None:
 
 def test_requests_need_a_valid_token(world: tuple[TestClient, dict[str, Any]]) -> None:
     client, _ = world
-    assert client.get("/v1/stats").status_code == 401
+    refused = client.get("/v1/stats")
+    assert refused.status_code == 401
+    assert refused.headers["www-authenticate"] == 'Bearer realm="structrag"'
     answer = client.get("/v1/stats", headers={"Authorization": "Bearer not-a-token-at-all"})
     assert answer.status_code == 401 and answer.json()["error"]["code"] == "not_authenticated"
     assert client.post("/mcp", json={}).status_code == 401

@@ -23,7 +23,7 @@ import re
 import secrets
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -540,7 +540,9 @@ def _safe_name(name: str) -> str:
 # -- ASGI layers --------------------------------------------------------------------------
 
 
-async def _send_error(send: Send, status: int, error: dict[str, Any]) -> None:
+async def _send_error(
+    send: Send, status: int, error: dict[str, Any], headers: Sequence[tuple[bytes, bytes]] = ()
+) -> None:
     body = json.dumps({"error": error}).encode("utf-8")
     await send(
         {
@@ -549,6 +551,7 @@ async def _send_error(send: Send, status: int, error: dict[str, Any]) -> None:
             "headers": [
                 (b"content-type", b"application/json"),
                 (b"content-length", str(len(body)).encode()),
+                *headers,
             ],
         }
     )
@@ -630,7 +633,12 @@ class TokenCheck:
             grant = self.tokens.resolve(headers.get("authorization"))
             _check_path(grant, path)
         except (NotAuthenticated, AccessDenied) as exc:
-            await _send_error(send, status_of(exc), error_dict(exc))
+            status = status_of(exc)
+            # a 401 says how to authenticate (RFC 9110): a bearer token
+            challenge = (
+                [(b"www-authenticate", b'Bearer realm="structrag"')] if status == 401 else []
+            )
+            await _send_error(send, status, error_dict(exc), challenge)
             return
         scope.setdefault("state", {})["grant"] = grant
         await self.app(scope, receive, send)
