@@ -116,12 +116,9 @@ class IngestOptions:
         read with (a server checks a job's options before it queues the job)."""
         import codecs
 
-        from structrag.importers import ALIASES, FORMATS
+        from structrag.importers import FORMATS, known_format
 
-        if (
-            self.format is not None
-            and ALIASES.get(self.format.lower(), self.format.lower()) not in FORMATS
-        ):
+        if self.format is not None and known_format(self.format) is None:
             raise ConfigError(
                 f"unknown format {self.format!r}", hint=f"choose one of: {', '.join(FORMATS)}"
             )

@@ -106,14 +106,21 @@ __all__ = [
     "StreamedSource",
     "detect_format",
     "expand_inputs",
+    "known_format",
     "load_source",
     "scan_source",
 ]
 
 
-def _canonical(fmt: str, path: Path) -> str:
+def known_format(fmt: str) -> str | None:
+    """The format a ``--format`` name (or alias) stands for; None if it is none."""
     name = ALIASES.get(fmt.lower(), fmt.lower())
-    if name not in FORMATS:
+    return name if name in FORMATS else None
+
+
+def _canonical(fmt: str, path: Path) -> str:
+    name = known_format(fmt)
+    if name is None:
         raise UnknownFormatError(
             path,
             f"unknown format {fmt!r}",
