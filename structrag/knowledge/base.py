@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +91,11 @@ class _Item:
     label: str  # the path relative to its root, or "inline"
     file: Path | None = None
     text: str | None = None
+
+    @cached_property
+    def source_file(self) -> str | None:
+        """Where its file is on disk (resolved); None for inline text."""
+        return str(self.file.resolve()) if self.file is not None else None
 
     @property
     def document_id(self) -> str:
@@ -258,19 +264,19 @@ class KnowledgeBase:
 
     def _plan(self, items: list[_Item], report: AddReport, encoding: str) -> list[_Planned]:
         by_id: dict[str, _Item] = {}
-        files: dict[tuple[str, str], str] = {}  # (owner, resolved file) -> document id
+        files: set[tuple[str, str]] = set()  # (owner, resolved file) given so far
         added_before = {
             owner.key(): self.parts.rows.document_files(owner.agent)
             for owner in {item.owner for item in items if item.file is not None}
         }
         for item in (_as_added_before(item, added_before) for item in items):
-            file = (item.owner.key(), str(item.file.resolve())) if item.file else None
-            if item.document_id in by_id or (file is not None and file in files):
+            file = (item.owner.key(), item.source_file) if item.source_file else None
+            if item.document_id in by_id or file in files:
                 report.warnings.append(f"{item.label}: given twice, added once")
                 continue
             by_id[item.document_id] = item
             if file is not None:
-                files[file] = item.document_id
+                files.add(file)
         stored = self.parts.rows.stored_fragments(list(by_id))
         planned: list[_Planned] = []
         for document_id, item in by_id.items():
@@ -358,7 +364,10 @@ class KnowledgeBase:
                     sha256=p.document.sha256,
                     chars=len(p.document.text),
                     pages=len(p.document.pages) or None,
-                    metadata={**(metadata or {}), **_source_file(p.item)},
+                    metadata={
+                        **(metadata or {}),
+                        **({SOURCE_FILE: p.item.source_file} if p.item.source_file else {}),
+                    },
                     fragments=[
                         (
                             f"{document_id}-chunk-{f.index}",
@@ -542,15 +551,10 @@ def _as_added_before(item: _Item, added_before: dict[str, dict[str, str]]) -> _I
     owner -> resolved file -> path): a document's id comes from its path as given, so one
     file given on its own and then within its folder would be two documents. Files are
     known by where they are on disk (:data:`SOURCE_FILE` in a document's metadata)."""
-    if item.file is None:
+    if item.source_file is None:
         return item
-    label = added_before[item.owner.key()].get(str(item.file.resolve()))
+    label = added_before[item.owner.key()].get(item.source_file)
     return item if label is None or label == item.label else replace(item, label=label)
-
-
-def _source_file(item: _Item) -> dict[str, str]:
-    """Where a document's file is on disk, kept in its metadata."""
-    return {SOURCE_FILE: str(item.file.resolve())} if item.file is not None else {}
 
 
 def _is_knowledge_root(folder: Path) -> bool:
