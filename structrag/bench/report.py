@@ -413,11 +413,8 @@ def recall_targets(
         for base in ("bm25", "dense")
         for b in budgets
     ]
-    above: bool | None = None
-    if pairs and all(mine is not None and theirs is not None for mine, theirs in pairs):
-        above = all(
-            mine > theirs for mine, theirs in pairs if mine is not None and theirs is not None
-        )
+    measured = [(mine, theirs) for mine, theirs in pairs if mine is not None and theirs is not None]
+    above = all(mine > theirs for mine, theirs in measured) if pairs and measured == pairs else None
     return [
         f"| recall target (structured: {which}) | measured | met |",
         "|---|---:|---:|",

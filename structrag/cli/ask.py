@@ -380,7 +380,7 @@ def _batch_questions(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             raise InputError(path, '"conversation" must be a string', line=lineno, hint=example)
         budget = item.get("budget")
         if budget is not None and (
-            isinstance(budget, bool) or not isinstance(budget, int) or budget_problem(budget)
+            not isinstance(budget, int) or budget_problem(budget)  # a bool is refused too
         ):
             raise InputError(
                 path,
