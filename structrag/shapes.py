@@ -221,11 +221,13 @@ def count_json(agent: str, room: str | None, table: str | None, count: int) -> d
     return {"agent": agent, "room": room, "table": table, "count": count}
 
 
-def facts_json(mem: Memory, user: str | None, room: str | None) -> list[dict[str, Any]]:
+def facts_json(
+    mem: Memory, user: str | None, room: str | None, *, history: bool = False
+) -> list[dict[str, Any]]:
     """Facts and relationships, each with where it comes from."""
     return [
         {**r.as_dict(), "sources": [s.__dict__ for s in mem.sources(r.id)]}
-        for r in mem.facts(user, room)
+        for r in mem.facts(user, room, history=history)
     ]
 
 

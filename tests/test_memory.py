@@ -158,6 +158,47 @@ def test_the_profile_supersedes_and_keeps_history(index: Index) -> None:
     assert any(lisbon.id in e.sources for e in places)
 
 
+def test_a_superseded_statement_leaves_facts_search_and_context(index: Index) -> None:
+    mem = index.memory("bot")
+    porto = mem.add("I live in Porto.", user="priya", room="dm")
+    lisbon = mem.add(
+        "I moved to Lisbon last month, so now I live in Lisbon.", user="priya", room="dm"
+    )
+    facts = {f.text for f in mem.facts("priya")}
+    assert "priya lives in Lisbon" in facts and "priya lives in Porto" not in facts
+    history = {f.text: f.status for f in mem.facts("priya", history=True)}
+    assert history["priya lives in Porto"] == "superseded"
+    assert history["priya lives in Lisbon"] is None
+    # The older message is found, marked, and ranks after the one that replaced it.
+    hits = mem.search("Where does Priya live?", count=2)
+    assert [h.memory.id for h in hits] == [lisbon.id, porto.id]
+    assert [h.memory.status for h in hits] == [None, "superseded"]
+    assert [h.memory.id for h in mem.search("Where does Priya live?", count=1)] == [lisbon.id]
+    window = mem.context("Where do I live?", room="dm", user="priya", budget=500)
+    (about,) = [s for s in window.sections if s.name == "profile"]
+    assert not [line for line in about.lines if "Porto" in line]
+    assert [line for line in about.lines if "Lisbon" in line]
+    # Removing the newer message brings the older statement back.
+    mem.remove(lisbon.id)
+    assert {f.text for f in mem.facts("priya")} == {"priya lives in Porto"}
+    (hit,) = mem.search("Where does Priya live?", count=2)
+    assert hit.memory.id == porto.id and hit.memory.status is None
+
+
+def test_a_statement_said_again_holds_again(index: Index) -> None:
+    mem = index.memory("bot")
+    first = mem.add("I live in Porto.", user="priya", room="dm")
+    lisbon = mem.add("I live in Lisbon.", user="priya", room="dm")
+    back = mem.add("I live in Porto again.", user="priya", room="dm")
+    facts = {f.text for f in mem.facts("priya")}
+    assert "priya lives in Porto" in facts and "priya lives in Lisbon" not in facts
+    hits = mem.search("Where does Priya live?", count=3)
+    found = [h.memory.id for h in hits]
+    assert found.index(lisbon.id) > found.index(back.id)
+    status = {h.memory.id: h.memory.status for h in hits}
+    assert status == {first.id: None, lisbon.id: "superseded", back.id: None}
+
+
 def test_facts_are_grounded_in_their_source(index: Index) -> None:
     mem = index.memory("bot")
     said = mem.add("My dog is called Rex and I work at Initech.", user="sam", room="r")
@@ -298,6 +339,13 @@ def test_the_cli_mirrors_the_api(tmp_path: Path) -> None:
     text = runner.invoke(cli, ["memory", "facts", "--user", "priya", "--db", db, "--agent", "bot"])
     assert text.exit_code == 0, text.output
     assert f"<- message {added['id']}" in text.output
+    run("memory", "add", "I moved to Lisbon", "--user", "priya", "--room", "dm")
+    assert "Porto" not in json.dumps(run("memory", "facts", "--user", "priya"))
+    text = runner.invoke(
+        cli, ["memory", "facts", "--history", "--user", "priya", "--db", db, "--agent", "bot"]
+    )
+    assert text.exit_code == 0, text.output
+    assert "(superseded) priya lives in Porto" in text.output
     window = run("memory", "context", "Where do I live?", "--room", "dm", "--budget", "300")
     assert isinstance(window, dict) and window["tokens"] <= 300
     pruned = run("memory", "prune", "--older-than", "0s")

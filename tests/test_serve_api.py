@@ -264,6 +264,14 @@ def test_an_agents_memory_round_trip(client: TestClient) -> None:
     assert any("Lisbon" in e["text"] for e in profile)
     facts = client.get(f"{base}/facts", params={"user": "priya"}).json()
     assert facts and all(f["sources"] for f in facts)
+    client.post(
+        f"{base}/memories",
+        json={"text": "I live in Berlin now.", "user": "priya", "room": "dm-priya"},
+    )
+    now = client.get(f"{base}/facts", params={"user": "priya"}).json()
+    assert "Lisbon" not in str(now) and "Berlin" in str(now)
+    every = client.get(f"{base}/facts", params={"user": "priya", "history": "true"}).json()
+    assert {f["status"] for f in every if "Lisbon" in f["text"]} == {"superseded"}
     dry = client.post(
         f"{base}/memories/prune", json={"older_than": "0d", "keep_if_accessed_more_than": 99}
     ).json()

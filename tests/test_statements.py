@@ -10,12 +10,14 @@ message that contains the object.
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from structrag.memory.records import ProfileEntry
 from structrag.memory.statement_rules import MAX_PIECE_CHARS, extract_statements
 from structrag.memory.statements import (
     CATEGORIES,
@@ -30,6 +32,7 @@ from structrag.memory.statements import (
     same_subject,
     supersedes,
 )
+from structrag.memory.supersession import Supersession
 from structrag.models import Message, Tense
 
 
@@ -785,3 +788,46 @@ def test_names_and_things_that_look_like_verb_slots_are_kept_as_written() -> Non
     for predicate in PREDICATES:
         text = describe("Ann <be>", predicate, "the <like> club", negated=True)
         assert "Ann <be>" in text and "<like>" in text, (predicate, text)
+
+
+def _entry(entry_id: int, obj: str, sources: tuple[str, ...], by: int | None) -> ProfileEntry:
+    at = datetime(2024, 5, 1)
+    return ProfileEntry(
+        entry_id,
+        "bot",
+        "priya",
+        "fact",
+        "lives_in",
+        obj,
+        f"priya lives in {obj}",
+        False,
+        0.9,
+        sources,
+        at,
+        at,
+        superseded_by=by,
+    )
+
+
+def test_superseded_messages_rank_after_what_replaced_them() -> None:
+    # Porto (m1) was replaced by Lisbon (m2), Lisbon by Berlin (m3).
+    replaced = Supersession.of(
+        [
+            _entry(1, "Porto", ("m1",), 2),
+            _entry(2, "Lisbon", ("m2",), 3),
+            _entry(3, "Berlin", ("m3",), None),
+        ]
+    )
+    assert replaced.replaced_by == {"m1": frozenset({"m2"}), "m2": frozenset({"m3"})}
+
+    def order(keys: list[str], by: Supersession = replaced) -> list[str]:
+        named = {i: k for i, k in enumerate(keys) if k != "x"}
+        moved = by.reorder(len(keys), named)
+        return keys if moved is None else [keys[i] for i in moved]
+
+    assert order(["m1", "x", "m2", "m3"]) == ["x", "m3", "m2", "m1"]
+    assert order(["m3", "m1", "m2"]) == ["m3", "m2", "m1"]
+    assert order(["m1", "x", "x", "m2", "x"]) == ["x", "x", "m2", "m1", "x"]
+    assert order(["m1", "x"]) == ["m1", "x"]  # nothing below replaced it: it stays
+    assert order(["x", "m2", "m1"]) == ["x", "m2", "m1"]
+    assert Supersession.none().reorder(2, {0: "m1", 1: "m2"}) is None

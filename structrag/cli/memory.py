@@ -429,18 +429,30 @@ def prune(
 @agent_option
 @click.option("--user", help="Only facts about/from this user.")
 @click.option("--room", help="Only this room.")
+@click.option(
+    "--history", is_flag=True, help="Also facts a later statement superseded (marked so)."
+)
 @json_option
 @via_options
-def facts(db: str, agent: str, user: str | None, room: str | None, as_json: bool, via: Via) -> None:
-    """Facts and relationships the agent holds, each with where it comes from."""
+def facts(
+    db: str,
+    agent: str,
+    user: str | None,
+    room: str | None,
+    history: bool,
+    as_json: bool,
+    via: Via,
+) -> None:
+    """Facts and relationships the agent holds, each with where it comes from: those that
+    still hold ("I moved to Lisbon" supersedes "I live in Porto")."""
     from structrag.shapes import facts_json
 
     rows = on_memory(
         db,
         agent,
         via,
-        remote=lambda r, path: r.get(f"{path}/facts", user=user, room=room),
-        local=lambda mem: facts_json(mem, user, room),
+        remote=lambda r, path: r.get(f"{path}/facts", user=user, room=room, history=history),
+        local=lambda mem: facts_json(mem, user, room, history=history),
         write=False,
     )
     if as_json:
@@ -451,7 +463,8 @@ def facts(db: str, agent: str, user: str | None, room: str | None, as_json: bool
             f"{s['kind']} {s.get('source_id') or s['source_ref'] or ''}".strip()
             for s in row["sources"]
         )
-        click.echo(f"{row['id']}  {row['text']}" + (f"   <- {cited}" if cited else ""))
+        mark = "(superseded) " if row["status"] == "superseded" else ""
+        click.echo(f"{row['id']}  {mark}{row['text']}" + (f"   <- {cited}" if cited else ""))
 
 
 @memory.command("profile")

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import numpy as np
+
 from structrag.errors import MemoryInputError, NotFoundError, check_count
 from structrag.extract.base import Extractor
 from structrag.ingest import Ingestor, Pending
@@ -42,11 +44,12 @@ from structrag.memory.records import (
 )
 from structrag.memory.statements import Statement, same_subject, supersedes
 from structrag.memory.store import MemoryQuery, MemoryStore, NewProfileEntry, SourceRow
+from structrag.memory.supersession import SUPERSEDED, Supersession
 from structrag.memory.window import DEFAULT_SHARES, ContextWindow, Lines, assemble
 from structrag.models import Conversation, Message
 from structrag.query.context import TokenCounter, budget_problem
 from structrag.query.engine import QueryEngine
-from structrag.query.modes import SEARCH_MODES, rank
+from structrag.query.modes import SEARCH_MODES, Hits, rank
 from structrag.store.protocols import (
     KnowledgeStore,
     MemoryInfo,
@@ -569,6 +572,9 @@ class Memory:
         ):
             return []
         ranked = rank(self.parts.engine, query, scope, mode)
+        replaced = self._supersession() if table != "knowledge" else Supersession.none()
+        if replaced.replaced_by and table == "messages":
+            ranked = self._replaced_last(ranked, replaced)
         hits: list[MemoryHit] = []
         # Records are read a batch of the ranking at a time, not all of it: vector and
         # hybrid rank every memory in scope, and reading them all costs time in
@@ -586,7 +592,7 @@ class Memory:
                 when = record.ts or record.created_at
                 if (start is not None and when < start) or (end is not None and when >= end):
                     continue
-                hits.append(MemoryHit(record, score, mode))
+                hits.append(MemoryHit(replaced.mark(record), score, mode))
                 if len(hits) >= count:
                     break
         touched = self._touch([h.memory for h in hits])
@@ -673,10 +679,32 @@ class Memory:
         """What the agent knows about a user; with ``history``, superseded entries too."""
         return self.parts.memory.profile_entries(self.agent, user, current_only=not history)
 
-    def facts(self, user: str | None = None, room: str | None = None) -> list[MemoryRecord]:
-        """Facts and relationships (derived from messages, or stated), newest first."""
-        return self.parts.memory.memories(
+    def facts(
+        self, user: str | None = None, room: str | None = None, *, history: bool = False
+    ) -> list[MemoryRecord]:
+        """Facts and relationships (derived from messages, or stated) that still hold,
+        newest first; with ``history``, those a later statement superseded too, with
+        status ``superseded`` (see :mod:`structrag.memory.supersession`)."""
+        records = self.parts.memory.memories(
             MemoryQuery(self.agent, room=room, tables=("facts", "relationships"), user=user)
+        )
+        replaced = self._supersession()
+        if history:
+            return [replaced.mark(r) for r in records]
+        return [r for r in records if replaced.holds(r)]
+
+    def _replaced_last(self, ranked: Hits, replaced: Supersession) -> Hits:
+        """The ranking with superseded messages after those that replaced them."""
+        noted = self.parts.memory.memories(MemoryQuery(self.agent, ids=tuple(replaced.messages())))
+        ids = {r.mkey: r.id for r in noted}
+        positions = np.flatnonzero(np.isin(ranked.mkeys, list(ids)))
+        named = {int(p): ids[int(ranked.mkeys[p])] for p in positions}
+        order = replaced.reorder(len(ranked), named)
+        return ranked if order is None else Hits(ranked.mkeys[order], ranked.scores[order])
+
+    def _supersession(self) -> Supersession:
+        return Supersession.of(
+            self.parts.memory.profile_entries(self.agent, None, current_only=False)
         )
 
     def sources(self, memory_id: str) -> list[SourceRow]:
@@ -862,6 +890,8 @@ class Memory:
         if message.strip() and self.count(table="facts") + self.count(table="relationships"):
             for table in ("facts", "relationships"):
                 for hit in self.search(message, table=table, count=settings.retrieve_facts):
+                    if hit.memory.status == SUPERSEDED:
+                        continue
                     if hit.memory.text.strip().lower() not in said:
                         lines.append((f"[{hit.memory.id}] {hit.memory.text}", hit.memory.id))
         for observation in self.observations(room)[:5]:

@@ -497,9 +497,12 @@ def _routes(app: FastAPI, service: Service) -> None:
         return service.context(agent, body.message, **body.model_dump(exclude={"message"}))
 
     @app.get(f"{memory}/facts", response_model=list[s.FactOut], tags=["memory"])
-    def facts(agent: Agent, user: str | None = None, room: str | None = None) -> Any:
-        """Facts and relationships, each with where it comes from."""
-        return service.facts(agent, user, room)
+    def facts(
+        agent: Agent, user: str | None = None, room: str | None = None, history: bool = False
+    ) -> Any:
+        """Facts and relationships that still hold, each with where it comes from
+        (``history``: superseded ones too, with status ``superseded``)."""
+        return service.facts(agent, user, room, history=history)
 
     @app.get(f"{memory}/profile", response_model=list[s.ProfileEntryOut], tags=["memory"])
     def profile(agent: Agent, user: str, history: bool = False) -> Any:

@@ -443,8 +443,12 @@ class Service:
         self.count_reads(agent, [i for i in window.ids if not i.startswith(_DERIVED)])
         return window.as_dict()
 
-    def facts(self, agent: str, user: str | None, room: str | None) -> list[dict[str, Any]]:
-        return self.memory_read(agent, lambda mem: shapes.facts_json(mem, user, room))
+    def facts(
+        self, agent: str, user: str | None, room: str | None, *, history: bool = False
+    ) -> list[dict[str, Any]]:
+        return self.memory_read(
+            agent, lambda mem: shapes.facts_json(mem, user, room, history=history)
+        )
 
     def profile(self, agent: str, user: str, *, history: bool = False) -> list[dict[str, Any]]:
         entries = self.memory_read(agent, lambda mem: mem.profile(user, history=history))

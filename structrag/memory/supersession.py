@@ -1,0 +1,140 @@
+"""What later statements replaced, as the memory API reads it.
+
+When a user's newer statement supersedes an older one ("I moved to Lisbon" after "I
+live in Porto"), the older profile entry is marked superseded (see
+:meth:`~structrag.memory.api.Memory._update_profile`). This module carries that mark to
+what was made from the older statement:
+
+* a fact or relationship stating it is *superseded*: :meth:`Memory.facts` leaves it out
+  unless asked for the history, a search returns it marked, and the context window's
+  section about the user leaves it out;
+* a message whose every statement was superseded ranks right after the message that
+  replaced it when a search finds both (the older one is not dropped: "where did Priya
+  live before?" still finds it).
+
+It is worked out when read, from the profile entries, never stored: removing the newer
+message restores the older entry (:meth:`MemoryStore.forget_profile_sources`), and with
+it the facts and messages made from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from structrag.memory.records import MemoryRecord, ProfileEntry
+from structrag.memory.statements import same_subject
+
+#: The status a superseded fact, relationship or message is returned with.
+SUPERSEDED = "superseded"
+
+_Key = tuple[str, str, str, bool]
+
+
+def _key(user: str, predicate: str, obj: str, negated: bool) -> _Key:
+    return (user.strip().lower(), predicate, obj.strip().lower(), bool(negated))
+
+
+@dataclass(frozen=True)
+class Supersession:
+    """The statements an agent's profiles hold as replaced, and the messages that stated
+    them (see the module's docstring)."""
+
+    #: (user, predicate, object, negated) of statements that no longer hold.
+    statements: frozenset[_Key]
+    #: A superseded message's id -> the ids of the messages that replaced it.
+    replaced_by: dict[str, frozenset[str]]
+
+    @classmethod
+    def of(cls, entries: Sequence[ProfileEntry]) -> Supersession:
+        """From every profile entry of an agent, current and superseded (with sources)."""
+        by_id = {e.entry_id: e for e in entries}
+        current = [e for e in entries if e.superseded_by is None]
+        holds = {_key(e.user, e.predicate, e.object, e.negated) for e in current}
+        stating_current = {m for e in current for m in e.sources}
+        statements: set[_Key] = set()
+        replaced_by: dict[str, set[str]] = {}
+        for entry in entries:
+            if entry.superseded_by is None:
+                continue
+            key = _key(entry.user, entry.predicate, entry.object, entry.negated)
+            if key in holds:  # said again since: it holds
+                continue
+            statements.add(key)
+            newer = by_id.get(entry.superseded_by)
+            for message in entry.sources:
+                if message in stating_current or newer is None:
+                    continue
+                replaced_by.setdefault(message, set()).update(newer.sources)
+        return cls(
+            frozenset(statements),
+            {m: frozenset(r - {m}) for m, r in replaced_by.items() if r - {m}},
+        )
+
+    @classmethod
+    def none(cls) -> Supersession:
+        return cls(frozenset(), {})
+
+    def messages(self) -> set[str]:
+        """The ids of the superseded messages and of those that replaced them."""
+        found = set(self.replaced_by)
+        for newer in self.replaced_by.values():
+            found |= newer
+        return found
+
+    def holds(self, record: MemoryRecord) -> bool:
+        """Whether a memory still holds: False for a fact or relationship whose statement
+        was superseded, or a message whose every statement was."""
+        if record.id in self.replaced_by:
+            return False
+        meta = record.metadata
+        subject, user = meta.get("subject"), record.user
+        if not (isinstance(subject, str) and user and same_subject(subject, user)):
+            return True
+        key = _key(
+            user,
+            str(meta.get("predicate", "")),
+            str(meta.get("object", "")),
+            bool(meta.get("negated")),
+        )
+        return key not in self.statements
+
+    def mark(self, record: MemoryRecord) -> MemoryRecord:
+        """The record, with status ``superseded`` where it no longer holds."""
+        return record if self.holds(record) else replace(record, status=SUPERSEDED)
+
+    def reorder(self, size: int, named: dict[int, str]) -> np.ndarray | None:
+        """A ranking's new order (its positions, as an array), each superseded message
+        moved to right after the first message below it that replaced it; one with no
+        replacement below stays where it is. ``named`` gives the ranking's positions of
+        the messages of note (:meth:`messages`) and their ids. None when nothing moves."""
+        if not self.replaced_by:
+            return None
+        where = {mid: position for position, mid in named.items()}
+        after: dict[int, list[int]] = {}
+        for position, mid in sorted(named.items()):
+            below = [where[m] for m in self.replaced_by.get(mid, ()) if where.get(m, -1) > position]
+            if below:
+                after.setdefault(min(below), []).append(position)
+        if not after:
+            return None
+        moved = {p for positions in after.values() for p in positions}
+
+        def chain(position: int) -> list[int]:
+            found = []
+            for later in after.get(position, ()):
+                found += [later, *chain(later)]
+            return found
+
+        kept = np.ones(size, dtype=bool)
+        kept[sorted(moved)] = False
+        order = np.flatnonzero(kept)
+        slots: list[int] = []
+        values: list[int] = []
+        for anchor in sorted(set(after) - moved):
+            following = chain(anchor)
+            slots += [int(np.searchsorted(order, anchor)) + 1] * len(following)
+            values += following
+        return np.insert(order, slots, values)
