@@ -86,6 +86,9 @@ def test_an_agent_adds_a_memory_and_gets_it_back_through_ask(
                 "get_context", {"agent": "travel-bot", "message": "hi", "shares": {"foo": 1}}
             )
             assert bad_shares.is_error and "memory_input_error" in str(bad_shares.content)
+            misspelt = await client.call_tool("ask", {**wifi, "budgt": 50})
+            assert misspelt.is_error and "ask takes no argument 'budgt'" in str(misspelt.content)
+            assert "budget" in str(misspelt.content)  # the hint lists what it takes
             negative = await client.call_tool("list_entities", {"top": -1})
             assert negative.is_error and "top must be at least 1" in str(negative.content)
             missing = await client.call_tool("show_message", {"message_id": "no-such-message"})

@@ -14,7 +14,7 @@ Tools: ``ask``, ``query``, ``show_message``, ``list_entities`` (the index);
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Literal, TypeVar
 
 import anyio.to_thread
@@ -22,7 +22,7 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_REQUEST
+from mcp_types import INVALID_REQUEST, CallToolResult, TextContent
 
 from structrag import __version__
 from structrag.errors import StructragError
@@ -203,8 +203,35 @@ def build_mcp(service: Service, tokens: Tokens | None = None) -> MCPServer:
             ),
         )
 
+    parameters: dict[str, set[str]] = {}
+
+    async def unknown_arguments(params: Mapping[str, Any] | None) -> str | None:
+        """Why a tool call's arguments are refused: the SDK drops names the tool does not
+        take, so a misspelt ``budgt`` would silently run with the default budget."""
+        if not parameters:
+            for tool in await server.list_tools():
+                parameters[tool.name] = set(tool.input_schema.get("properties", {}))
+        name = (params or {}).get("name")
+        given = (params or {}).get("arguments") or {}
+        if not isinstance(name, str) or name not in parameters or not isinstance(given, dict):
+            return None  # the SDK answers these itself
+        unknown = sorted(set(given) - parameters[name])
+        if not unknown:
+            return None
+        return (
+            f"input_error: {name} takes no argument {', '.join(map(repr, unknown))} "
+            f"(hint: its arguments are {', '.join(sorted(parameters[name]))})"
+        )
+
     async def guard(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        """Resources show the whole index: only a token granted it may list or read them."""
+        """Resources show the whole index: only a token granted it may list or read them.
+        A tool call naming an argument the tool does not take is refused."""
+        if ctx.method == "tools/call":
+            refused = await unknown_arguments(ctx.params)
+            if refused:
+                return CallToolResult(
+                    content=[TextContent(type="text", text=refused)], is_error=True
+                )
         if tokens is not None and ctx.method.startswith("resources/"):
             headers = getattr(ctx.request, "headers", None) or {}
             try:
