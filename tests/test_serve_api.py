@@ -138,6 +138,15 @@ def test_malformed_json_is_422_with_its_position(client: TestClient) -> None:
     assert f"line 2, column {parsed.value.colno}" in error["message"]
 
 
+def test_a_body_that_is_not_utf8_says_so(client: TestClient) -> None:
+    body = '{"question": "café?"}'.encode("latin-1")
+    answer = client.post("/v1/ask", content=body, headers={"content-type": "application/json"})
+    assert answer.status_code == 400
+    error = answer.json()["error"]
+    assert error["code"] == "invalid_json" and error["position"] == body.index(b"\xe9")
+    assert "not UTF-8 text: byte 0xe9" in error["message"] and "UTF-8" in error["hint"]
+
+
 @pytest.mark.parametrize(
     ("body", "field"),
     [

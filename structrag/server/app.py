@@ -169,6 +169,18 @@ def _errors(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        cause = exc.__cause__
+        if isinstance(cause, UnicodeDecodeError):  # FastAPI's "error parsing the body"
+            return error_response(
+                400,
+                {
+                    "code": "invalid_json",
+                    "message": f"the body is not UTF-8 text: byte 0x{cause.object[cause.start]:02x}"
+                    f" at position {cause.start}",
+                    "hint": "send JSON encoded as UTF-8 with Content-Type: application/json",
+                    "position": cause.start,
+                },
+            )
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
         return error_response(
             exc.status_code, {"code": code, "message": str(exc.detail), "hint": None}
