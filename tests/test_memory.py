@@ -260,6 +260,21 @@ def test_the_context_states_a_profile_fact_once(index: Index) -> None:
     assert "priya lives in porto" in texts and len(texts) == len(set(texts))
 
 
+def test_the_context_retrieves_older_messages_of_the_room(index: Index) -> None:
+    mem = index.memory("bot")
+    early = mem.add("I've been researching adoption agencies for weeks.", user="kim", room="r")
+    for i in range(60):
+        mem.add(f"Day {i}: the weather was fine and we walked the dog.", user="kim", room="r")
+    window = mem.context("What has Kim been researching?", room="r", budget=400)
+    (history,) = [s for s in window.sections if s.name == "history"]
+    (retrieval,) = [s for s in window.sections if s.name == "retrieval"]
+    assert early.id not in history.ids and early.id in retrieval.ids
+    assert len(window.ids) == len(set(window.ids))  # a memory shows once
+    # With room for the whole room in history, it is shown there, and only there.
+    wide = mem.context("What has Kim been researching?", room="r", budget=8000)
+    assert wide.ids.count(early.id) == 1 and len(wide.ids) == len(set(wide.ids))
+
+
 def test_unused_shares_pass_on(index: Index) -> None:
     mem = index.memory("bot")
     for i in range(40):

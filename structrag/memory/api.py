@@ -45,7 +45,13 @@ from structrag.memory.records import (
 from structrag.memory.statements import Statement, same_subject, supersedes
 from structrag.memory.store import MemoryQuery, MemoryStore, NewProfileEntry, SourceRow
 from structrag.memory.supersession import SUPERSEDED, Supersession
-from structrag.memory.window import DEFAULT_SHARES, ContextWindow, Lines, assemble
+from structrag.memory.window import (
+    DEFAULT_SHARES,
+    ContextWindow,
+    Lines,
+    assemble,
+    held_by_share,
+)
 from structrag.models import Conversation, Message
 from structrag.query.context import TokenCounter, budget_problem
 from structrag.query.engine import QueryEngine
@@ -820,20 +826,17 @@ class Memory:
         user = user or next(
             (m.user for m in reversed(history[1]) if m.user and m.user != self.agent), None
         )
-        seen = {m.mkey for m in history[1]}
+        shares = shares or settings.shares
+        counter = self.parts.counter(encoding)
+        # What history shows within its own share is not retrieved again; the older
+        # messages of the room are (history holds its newest ones only).
+        seen = held_by_share("history", history[0], budget, shares, counter)
         candidates: dict[str, Lines] = {
             "history": history[0],
             "retrieval": self._retrieval(message, seen) if message.strip() else [],
             "profile": self._about(message, user, room),
         }
-        window = assemble(
-            message,
-            room,
-            budget,
-            candidates,
-            shares or settings.shares,
-            self.parts.counter(encoding),
-        )
+        window = assemble(message, room, budget, candidates, shares, counter)
         window.seconds = time.perf_counter() - started
         return window
 
@@ -859,12 +862,12 @@ class Memory:
         del after
         return lines, recent
 
-    def _retrieval(self, message: str, seen: set[int]) -> Lines:
+    def _retrieval(self, message: str, seen: set[str]) -> Lines:
         settings = self.parts.settings
         lines: Lines = []
         hits = self.search(message, table="messages", count=settings.retrieve_memories + len(seen))
         lines.extend(
-            (_line(h.memory, room=True), h.memory.id) for h in hits if h.memory.mkey not in seen
+            (_line(h.memory, room=True), h.memory.id) for h in hits if h.memory.id not in seen
         )
         lines = lines[: settings.retrieve_memories]
         if self.parts.memory.count_memories(

@@ -5,8 +5,9 @@ profile and facts; configurable), a share a section does not use passed on to th
 others, and every line citing the memory it comes from:
 
 * **history**: the room's latest summary, then its most recent messages (oldest first);
-* **retrieval**: the agent's memories from other rooms and knowledge (its own and shared)
-  that answer the message, by structured and hybrid search, without what history holds;
+* **retrieval**: the agent's memories (older ones of the room too, and other rooms') and
+  knowledge (its own and shared) that answer the message, by structured and hybrid
+  search, without what history shows;
 * **profile**: what the agent knows about the user, the relevant facts and the room's
   observations.
 """
@@ -100,6 +101,22 @@ def check_shares(shares: dict[str, float]) -> dict[str, float]:
     return {name: shares.get(name, 0.0) / total for name in ORDER}
 
 
+def held_by_share(
+    name: str, lines: Lines, budget: int, shares: dict[str, float], counter: TokenCounter
+) -> set[str]:
+    """The ids of a section's first lines that fit in its own share of ``budget``: what
+    :func:`assemble` shows of it whatever the other sections hold."""
+    allowance = int(budget * check_shares(shares)[name])
+    used = counter.count(f"## {TITLES[name]}\n")
+    held: set[str] = set()
+    for line, memory_id in lines:
+        used += counter.count(line + "\n")
+        if used > allowance:
+            break
+        held.add(memory_id)
+    return held
+
+
 #: A cut line keeps at least this many tokens, else it is left out.
 MIN_CUT_TOKENS = 12
 CUT_MARK = " …"
@@ -138,12 +155,14 @@ def assemble(
 ) -> ContextWindow:
     """Fill each section from its candidates within its share, pass unused budget on in
     :data:`ORDER`, and render the window. Sections named in ``chronological`` are filled
-    from their first candidate on (the best) but shown in reverse order (oldest first)."""
+    from their first candidate on (the best) but shown in reverse order (oldest first).
+    A memory shows once: a candidate another section already shows is passed over."""
     shares = check_shares(shares)
     headers = {name: f"## {TITLES[name]}" for name in ORDER}
     cost: Callable[[str], int] = lambda line: counter.count(line + "\n")  # noqa: E731
     sections = {name: Section(name, int(budget * shares[name])) for name in ORDER}
     taken = dict.fromkeys(ORDER, 0)  # candidates looked at
+    shown: set[str] = set()
 
     def fill(section: Section, allowance: int, *, last: bool) -> int:
         """Add lines while they fit in ``allowance`` more tokens; what it used. In the
@@ -156,6 +175,9 @@ def assemble(
         header = 0 if section.lines else cost(headers[section.name])
         while taken[section.name] < len(lines):
             line, memory_id = lines[taken[section.name]]
+            if memory_id in shown:
+                taken[section.name] += 1
+                continue
             need = cost(line) + header
             if used + need > allowance:
                 if not last:
@@ -169,6 +191,7 @@ def assemble(
                 line, need = cut, cost(cut) + header
             section.lines.append(line)
             section.ids.append(memory_id)
+            shown.add(memory_id)
             used += need
             header = 0
             taken[section.name] += 1
