@@ -790,6 +790,18 @@ def test_names_and_things_that_look_like_verb_slots_are_kept_as_written() -> Non
         assert "Ann <be>" in text and "<like>" in text, (predicate, text)
 
 
+def test_a_statement_names_the_speaker_where_the_object_says_my() -> None:
+    said = [
+        "My goal is to help my family.",
+        "I want to treat myself to a spa day.",
+        "My dream is to see Me and My Friends live.",
+    ]
+    texts = {s.object: s.text for found in found_in(*map(message, said)) for s in found}
+    assert texts["help my family"] == "Priya's goal is to help Priya's family"
+    assert texts["treat myself to a spa day"] == "Priya wants to treat themself to a spa day"
+    assert texts["see Me and My Friends live"].endswith("see Me and My Friends live")
+
+
 def _entry(entry_id: int, obj: str, sources: tuple[str, ...], by: int | None) -> ProfileEntry:
     at = datetime(2024, 5, 1)
     return ProfileEntry(

@@ -36,12 +36,14 @@ left out too.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from structrag.analysis import wordset
 from structrag.extract.base import MAX_EXTRACT_CHARS
-from structrag.memory.statements import Statement, normalize
+from structrag.memory.statements import Statement, describe, normalize
 from structrag.models import Message, Tense
 from structrag.nlp.lemma import lemma, lemma_tables
 from structrag.nlp.names import is_name_token
@@ -491,6 +493,12 @@ def _blocked(token: Token) -> bool:
 # -- the reader ----------------------------------------------------------------------------
 
 
+#: The speaker's own words for themselves, in an object as written (lower case: "Me and
+#: My Friends" is a title), and what they become.
+_FIRST_PERSON = re.compile(r"\b(?:my|mine|me|myself|I)\b(?!')")
+_OWN = {"my": "{}'s", "mine": "{}'s", "myself": "themself"}
+
+
 class _Reader:
     """Finds the statements of one parsed piece of a message."""
 
@@ -558,19 +566,23 @@ class _Reader:
                 return
         starts = [t.idx for t in tokens] + [obj_start]
         ends = [t.idx + len(t.text) for t in tokens] + [obj_end]
-        self.found.append(
-            Statement.make(
-                name,
-                predicate,
-                text,
-                start=self.offset + min(starts),
-                end=self.offset + max(ends),
-                negated=negated,
-                tense=tense,
-                confidence=confidence,
-                detail=detail,
-            )
+        statement = Statement.make(
+            name,
+            predicate,
+            text,
+            start=self.offset + min(starts),
+            end=self.offset + max(ends),
+            negated=negated,
+            tense=tense,
+            confidence=confidence,
+            detail=detail,
         )
+        said = _FIRST_PERSON.sub(lambda m: _OWN.get(m[0], "{}").format(self.me), text)
+        if self.me and said != text:  # "help my family" is the speaker's, whoever reads it
+            # The object stays as written (it is the span's words); its text names them.
+            told = describe(name, predicate, said, negated=negated, tense=tense, detail=detail)
+            statement = replace(statement, text=told)
+        self.found.append(statement)
 
     # -- who --------------------------------------------------------------------------
 
