@@ -525,6 +525,13 @@ FOUND: list[tuple[str, set[Key]]] = [
     ("My favorite food is pizza.", {("Priya", "likes", "pizza", False)}),
     ("Hiking is my favorite hobby.", {("Priya", "likes", "Hiking", False)}),
     ("I'm passionate about photography.", {("Priya", "likes", "photography", False)}),
+    ("I really like chess.", {("Priya", "likes", "chess", False)}),  # "like" tagged IN
+    (
+        "I'm allergic to cats and dogs.",
+        {("Priya", "allergic_to", "cats", False), ("Priya", "allergic_to", "dogs", False)},
+    ),
+    ("I'm not allergic to cats.", {("Priya", "allergic_to", "cats", True)}),
+    ("It looks like rain.", set()),
     ("I love to paint.", {("Priya", "likes", "to paint", False)}),
     ("I have a dog named Max.", {("Priya", "has_pet", "Max", False)}),
     ("My dog Max loves the park.", {("Priya", "has_pet", "Max", False)}),

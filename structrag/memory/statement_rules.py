@@ -378,6 +378,15 @@ def _with_conjuncts(token: Token) -> list[Token]:
 
 
 def _is_verb(token: Token) -> bool:
+    """A verb, or "like" that the tagger took for a preposition but parsed as the verb of
+    its clause ("I really like chess")."""
+    if token.tag_ == "IN":
+        return (
+            token.lower_ == "like"
+            and token.dep_ in ("ROOT", "conj", "ccomp")
+            and any(c.dep_ == "nsubj" for c in token.children)
+            and any(c.dep_ == "dobj" for c in token.children)
+        )
     return token.tag_.startswith("VB") and token.dep_ not in ("aux", "auxpass")
 
 
@@ -1402,6 +1411,21 @@ class _Reader:
                         tense=tense,
                         confidence=_LIKELY,
                     )
+        if acomp is not None and acomp.lower_ == "allergic":  # "I'm allergic to peanuts"
+            for prep, pobj in _prep_objects(acomp, "to"):
+                for each in _with_conjuncts(pobj):
+                    what = self._phrase(each)
+                    if what is None:
+                        continue
+                    for person in self._people(subject):
+                        self._add(
+                            person,
+                            "allergic_to",
+                            what,
+                            [verb, acomp, prep],
+                            negated=negated,
+                            tense=tense,
+                        )
         if acomp is not None and acomp.lower_ == "old":
             self._age(verb, subject, acomp, tense)
         # "My goal is to run a marathon"; "my dream is to open a bakery".

@@ -128,6 +128,13 @@ _TABLE: tuple[Predicate, ...] = (
         noun="pet",
     ),
     Predicate("goes_by", "personal", True, "{s} <go> by {o}", "the name the person uses"),
+    Predicate(
+        "allergic_to",
+        "personal",
+        False,
+        "{s} <be> allergic to {o}",
+        "what the person is allergic to",
+    ),
     # -- relationships (the object is the other person) ------------------------------------
     _relation("sibling", "sibling", "a sister or brother"),
     _relation("partner", "partner", "a partner, girlfriend, boyfriend, fiance", single=True),
