@@ -275,6 +275,22 @@ def test_the_context_retrieves_older_messages_of_the_room(index: Index) -> None:
     assert wide.ids.count(early.id) == 1 and len(wide.ids) == len(set(wide.ids))
 
 
+def test_the_profile_section_puts_what_the_message_is_about_first(index: Index) -> None:
+    mem = index.memory("bot")
+    for hobby in ("chess", "tennis", "peanuts", "hiking", "jazz", "golf"):
+        said = "I'm allergic to peanuts." if hobby == "peanuts" else f"I really like {hobby}."
+        mem.add(said, user="kim", room="r")
+    peanuts = [e for e in mem.profile("kim") if "peanut" in e.text]
+    assert peanuts and len(mem.profile("kim")) == 6
+    window = mem.context("Any snack without peanuts?", room="r", budget=300, user="kim")
+    (about,) = [s for s in window.sections if s.name == "profile"]
+    assert about.ids[0] == f"profile-{peanuts[0].entry_id}"
+    # With nothing in common, the most recently said come first.
+    window = mem.context("Hello!", room="r", budget=300, user="kim")
+    (about,) = [s for s in window.sections if s.name == "profile"]
+    assert about.lines and "golf" in about.lines[0]
+
+
 def test_unused_shares_pass_on(index: Index) -> None:
     mem = index.memory("bot")
     for i in range(40):

@@ -883,6 +883,12 @@ class Memory:
         settings = self.parts.settings
         lines: Lines = []
         entries = self.profile(user) if user else []
+        # Those that share words with the message first, then the most recently said: a
+        # long-known user's oldest entries must not fill the section.
+        wanted = _content_stems(message)
+        entries.sort(
+            key=lambda e: (-len(wanted & _content_stems(e.text)), -e.confirmed_at.timestamp())
+        )
         for entry in entries:
             cited = ", ".join(entry.sources[-3:])
             lines.append(
@@ -965,9 +971,16 @@ def _grounded(fact: str, source: str, speaker: str | None = None) -> bool:
     """Whether the fact's content words occur in its source text, the speaker's name
     counting as said ("I work at Initech" grounds "Sam works at Initech"), as in the LLM
     extractor's grounding. An ungrounded fact is kept, but marked."""
+    from structrag.analysis import stem_words
+
+    wanted = _content_stems(fact)
+    have = set(stem_words(_WORD.findall(f"{speaker or ''} {source}".lower())))
+    return bool(wanted) and wanted <= have
+
+
+def _content_stems(text: str) -> set[str]:
+    """The stems of a text's words that are not stop words."""
     from structrag.analysis import query_stopwords, stem_words
 
     stop = query_stopwords()
-    wanted = set(stem_words([w for w in _WORD.findall(fact.lower()) if w not in stop]))
-    have = set(stem_words(_WORD.findall(f"{speaker or ''} {source}".lower())))
-    return bool(wanted) and wanted <= have
+    return set(stem_words([w for w in _WORD.findall(text.lower()) if w not in stop]))
