@@ -127,6 +127,21 @@ def test_remove_all_of_a_room(mem: Memory, index: Index) -> None:
     assert index.sql("SELECT count(*) FROM profile_entries") == [(0,)]
 
 
+def test_removing_memories_leaves_the_agents_documents_whole(index: Index) -> None:
+    index.knowledge.add("The wifi password is teapot-42.", agent="bot")
+    mem = index.memory("bot")
+    mem.add("I prefer short answers.", user="sam", room="dm")
+    (fragment,) = mem.recent(table="knowledge")
+    with pytest.raises(MemoryInputError, match="fragment of document") as refused:
+        mem.remove(fragment.id)
+    assert "knowledge remove" in str(refused.value.hint)
+    assert mem.prune("0s", keep_if_accessed_more_than=99, table=None).removed
+    assert fragment.id not in mem.prune("0s", keep_if_accessed_more_than=99, table=None).removed
+    assert mem.remove_all() >= 1 and mem.remove_all(table="knowledge") == 0
+    (hit,) = index.knowledge.search("wifi password", agent="bot", mode="text")
+    assert "teapot-42" in hit.fragment.text
+
+
 def test_prune_keeps_important_and_often_read(index: Index) -> None:
     mem = index.memory("bot")
     keep = mem.add("Important: the boiler password", room="r", importance="high")

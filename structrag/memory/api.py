@@ -133,6 +133,8 @@ class MemoryParts:
     writing: Callable[[str], AbstractContextManager[None]] = lambda what: nullcontext()
     #: Room counts shared by the memories of one index in this process.
     rooms: RoomCounts = field(default_factory=RoomCounts)
+    #: Each agent's supersession, as of the store generation it was read at.
+    replaced: dict[str, tuple[int, Supersession]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -609,17 +611,28 @@ class Memory:
     def remove(self, memory_id: str) -> None:
         """Delete a memory and everything derived from it: its semantic refs, index terms,
         embedding, reads, and the facts, profile entries, observations and summaries that
-        rest on it alone."""
+        rest on it alone. A fragment of a document is removed with its document
+        (``index.knowledge.remove``)."""
         with self.parts.writing("memory remove"):
-            self._delete([self._find(memory_id).mkey])
+            found = self._find(memory_id)
+            document = found.metadata.get("document")
+            if found.table == "knowledge" and document:
+                raise MemoryInputError(
+                    f"{memory_id} is a fragment of document {document}",
+                    hint=f"remove the document: `structrag knowledge remove {document}`",
+                )
+            self._delete([found.mkey])
 
     def remove_all(self, room: str | None = None, table: str | None = None) -> int:
         """Delete every memory of a room (or all of the agent's), of a table (or all);
-        returns how many."""
+        returns how many. The fragments of documents stay: documents are removed as a
+        whole (``index.knowledge.remove`` and ``clear``)."""
         _check_table(table)
         with self.parts.writing("memory remove"):
             keys = self.parts.memory.memory_keys(
-                MemoryQuery(self.agent, room=room, tables=(table,) if table else None)
+                MemoryQuery(
+                    self.agent, room=room, tables=(table,) if table else None, fragments=False
+                )
             )
             self._delete(keys)
         return len(keys)
@@ -649,7 +662,7 @@ class Memory:
         """Delete memories older than ``older_than`` (``90d``, ``12h``), except those at
         least ``keep_importance`` and those read more than ``keep_if_accessed_more_than``
         times; with ``dry_run`` (the default), only say what would go. The deletion is one
-        transaction."""
+        transaction. The fragments of documents stay (see :meth:`remove_all`)."""
         started = time.perf_counter()
         _check_table(table)
         if keep_importance not in IMPORTANCE_LEVELS:
@@ -658,7 +671,7 @@ class Memory:
             )
         cutoff = utc_now() - parse_age(older_than)
         old = self.parts.memory.memories(
-            MemoryQuery(self.agent, room=room, tables=(table,) if table else None),
+            MemoryQuery(self.agent, room=room, tables=(table,) if table else None, fragments=False),
             newest_first=False,
         )
         old = [m for m in old if m.created_at < cutoff]
@@ -709,9 +722,14 @@ class Memory:
         return ranked if order is None else Hits(ranked.mkeys[order], ranked.scores[order])
 
     def _supersession(self) -> Supersession:
-        return Supersession.of(
-            self.parts.memory.profile_entries(self.agent, None, current_only=False)
-        )
+        """What the agent's profiles hold as replaced (read again after any write)."""
+        generation = self.parts.store.generation()
+        cached = self.parts.replaced.get(self.agent)
+        if cached is None or cached[0] != generation:
+            entries = self.parts.memory.profile_entries(self.agent, None, current_only=False)
+            cached = (generation, Supersession.of(entries))
+            self.parts.replaced[self.agent] = cached
+        return cached[1]
 
     def sources(self, memory_id: str) -> list[SourceRow]:
         """Where a fact comes from."""

@@ -29,6 +29,8 @@ class MemoryQuery:
     start: datetime | None = None
     end: datetime | None = None
     include_shared: bool = False
+    #: False leaves out the fragments of documents (the knowledge base manages them).
+    fragments: bool = True
 
 
 @dataclass(frozen=True)

@@ -75,6 +75,8 @@ def _where(query: MemoryQuery) -> tuple[str, list[Any]]:
     if query.end is not None:
         clauses.append("coalesce(m.ts, m.created_at) < ?")
         params.append(query.end)
+    if not query.fragments:
+        clauses.append("NOT starts_with(m.conversation, 'doc:')")
     return " AND ".join(clauses), params
 
 
