@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from structrag import Index
-from structrag.query.context import render_message
+from structrag.query.context import CUT_MARK, render_message
 from structrag.query.question import question_kind
 from structrag.tokens import get_counter
 from structrag.translate.offline import SpacyTranslator
@@ -41,8 +41,12 @@ def test_context_never_exceeds_the_budget(ix: Index, question: str, budget: int)
     assert answer.context.tokens == counter.count(answer.context.text)
     assert answer.context.tokens <= budget
     stored = {s.message.id: s for s in ix.messages()}
-    for message_id in answer.message_ids:
-        assert render_message(stored[message_id]) in answer.context.text
+    for packed in answer.context.messages:
+        line = render_message(stored[packed.id])
+        if packed.cut:  # the best match, longer than the budget: its start
+            assert packed is answer.context.messages[0] and packed.text.endswith(CUT_MARK)
+            line = packed.text.removesuffix(CUT_MARK)
+        assert line in answer.context.text
     assert len(set(answer.message_ids)) == len(answer.message_ids)
 
 

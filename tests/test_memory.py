@@ -418,7 +418,7 @@ def test_search_filters_past_the_first_batch_of_the_ranking(index: Index) -> Non
 def test_a_memory_too_long_for_the_window_shows_its_start(index: Index) -> None:
     """A pasted document as the newest message: history shows its start, cut to fit the
     budget the other sections leave, and marked; the window stays within its budget."""
-    from structrag.memory.window import CUT_MARK
+    from structrag.query.context import CUT_MARK
 
     mem = index.memory("ferry-bot")
     mem.add("I moved to Lisbon last May and I love the tram.", user="sam", room="dm")
@@ -436,7 +436,8 @@ def test_a_line_too_long_is_cut_first_and_passed_over_after() -> None:
     """In a section that is not chronological, a line that does not fit after the first
     is passed over, not the end of the section (a long memory no longer hides the shorter
     ones after it)."""
-    from structrag.memory.window import CUT_MARK, assemble
+    from structrag.memory.window import assemble
+    from structrag.query.context import CUT_MARK
 
     counter = get_counter("cl100k_base")
     long = "the ferry timetable " * 400

@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from structrag import Index, QueryError
 from structrag.cli import cli
+from structrag.query.context import CUT_MARK, MIN_CUT_TOKENS
 from structrag.query.parser import parse
 
 #: The note of a question whose dropped time scope's messages come first.
@@ -107,17 +108,23 @@ def test_a_question_of_one_word_in_any_script_is_asked(ix: Index) -> None:
 
 
 def test_a_budget_too_small_for_the_best_match_says_so(ix: Index) -> None:
-    """The best match does not fit: the context holds what does, and a note names the
-    message and what it would cost; with room for it, no note."""
+    """The best match is longer than the budget: the context holds its start, cut, and a
+    note says so; with too little room even for a start, the context holds what fits and
+    the note names the message and what it would cost; with room for it, no note."""
     roomy = ix.ask("When did Marco adopt Biscuit?", budget=1000)
     best = roomy.context.messages[0]
-    assert not any("does not fit" in n for n in roomy.notes)
+    assert not any("budget of" in n for n in roomy.notes)
     tight = ix.ask("When did Marco adopt Biscuit?", budget=best.tokens - 1)
-    assert best.id not in tight.context.message_ids
+    first = tight.context.messages[0]
+    assert first.id == best.id and first.cut and first.text.endswith(CUT_MARK)
+    assert best.text.startswith(first.text.removesuffix(CUT_MARK))
     assert tight.context.tokens <= best.tokens - 1
-    (said,) = [n for n in tight.notes if "does not fit" in n]
+    assert any(f"{best.id}, is longer than the budget" in n for n in tight.notes)
+    tiny = ix.ask("When did Marco adopt Biscuit?", budget=MIN_CUT_TOKENS - 1)
+    assert best.id not in tiny.context.message_ids
+    (said,) = [n for n in tiny.notes if "does not fit" in n]
     assert f"{best.id} ({best.tokens} tokens)" in said
-    assert f"budget of {best.tokens - 1} tokens" in said
+    assert f"budget of {MIN_CUT_TOKENS - 1} tokens" in said
 
 
 def test_a_context_of_the_vector_fill_alone_says_so(ix: Index) -> None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from structrag.errors import MemoryInputError
-from structrag.query.context import TokenCounter
+from structrag.query.context import TokenCounter, cut_line
 
 #: A section's candidate lines, best first: (line, memory id).
 Lines = list[tuple[str, str]]
@@ -117,32 +117,6 @@ def held_by_share(
     return held
 
 
-#: A cut line keeps at least this many tokens, else it is left out.
-MIN_CUT_TOKENS = 12
-CUT_MARK = " …"
-
-
-def _cut(line: str, tokens: int, cost: Callable[[str], int]) -> str | None:
-    """The longest start of ``line`` (at a space when there is one), marked as cut, that
-    costs at most ``tokens``; None when not even :data:`MIN_CUT_TOKENS` fit."""
-    if tokens < MIN_CUT_TOKENS:
-        return None
-    low, high = 0, len(line)  # the longest prefix length that fits lies in [low, high)
-    while low < high:
-        middle = (low + high + 1) // 2
-        if cost(line[:middle] + CUT_MARK) <= tokens:
-            low = middle
-        else:
-            high = middle - 1
-    start = line[:low]
-    if " " in start[len(start) // 2 :]:
-        start = start[: start.rindex(" ")]
-    start = start.rstrip()
-    if cost(start + CUT_MARK) < MIN_CUT_TOKENS // 2:
-        return None
-    return start + CUT_MARK
-
-
 def assemble(
     message: str,
     room: str,
@@ -182,7 +156,7 @@ def assemble(
             if used + need > allowance:
                 if not last:
                     break
-                cut = None if section.lines else _cut(line, allowance - used - header, cost)
+                cut = None if section.lines else cut_line(line, allowance - used - header, cost)
                 if cut is None:
                     if section.name in chronological:
                         break

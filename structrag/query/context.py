@@ -10,7 +10,7 @@ exceeds the budget, and ``message_ids`` lists exactly the messages whose text is
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from structrag.timeparse import format_date
@@ -81,6 +81,8 @@ class ContextMessage:
     source: str
     tokens: int
     text: str = ""
+    #: Whether only the start of its line fits (the best match, longer than the budget).
+    cut: bool = False
 
 
 @dataclass
@@ -97,6 +99,32 @@ class AnswerContext:
 
     def as_dict(self) -> dict[str, Any]:
         return {"context": self.text, "tokens": self.tokens, "message_ids": self.message_ids}
+
+
+#: A cut line keeps at least this many tokens, else it is left out.
+MIN_CUT_TOKENS = 12
+CUT_MARK = " …"
+
+
+def cut_line(line: str, tokens: int, cost: Callable[[str], int]) -> str | None:
+    """The longest start of ``line`` (at a space when there is one), marked as cut, that
+    costs at most ``tokens``; None when not even :data:`MIN_CUT_TOKENS` fit."""
+    if tokens < MIN_CUT_TOKENS:
+        return None
+    low, high = 0, len(line)  # the longest prefix length that fits lies in [low, high)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if cost(line[:middle] + CUT_MARK) <= tokens:
+            low = middle
+        else:
+            high = middle - 1
+    start = line[:low]
+    if " " in start[len(start) // 2 :]:
+        start = start[: start.rindex(" ")]
+    start = start.rstrip()
+    if cost(start + CUT_MARK) < MIN_CUT_TOKENS // 2:
+        return None
+    return start + CUT_MARK
 
 
 def render_message(stored: StoredMessage) -> str:
@@ -135,18 +163,20 @@ def build_context(
 
     ``lines`` renders messages (by mkey) with their token counts (newline included).
     Looking for a message that still fits stops after ``max_misses`` misses in a row.
+    The best ranked message, when it alone is longer than what is left, is cut to fit
+    (:func:`cut_line`): a long document fragment must not give way to weaker lines.
     """
     parts: list[str] = []
     used = 0
     knowledge_lines: list[str] = []
     share = int(budget * knowledge_share)
+    cost: Callable[[str], int] = lambda line: counter.count(line + "\n")  # noqa: E731
     for line in knowledge:
-        cost = counter.count(line + "\n")
-        if used + cost > share:
+        if used + cost(line) > share:
             break
         parts.append(line)
         knowledge_lines.append(line)
-        used += cost
+        used += cost(line)
     if knowledge_lines:
         parts.append(MESSAGES_HEADER)
         used += counter.count(MESSAGES_HEADER + "\n")
@@ -163,6 +193,12 @@ def build_context(
                 entry = rendered.get(item.mkey)
                 if entry is None:
                     continue
+                cut = False
+                if used + entry.tokens > budget and source is ranked and not chosen and not misses:
+                    start_of = cut_line(entry.text, budget - used, cost)
+                    if start_of is not None:
+                        entry = replace(entry, text=start_of, tokens=cost(start_of))
+                        cut = True
                 if used + entry.tokens > budget:
                     misses += 1
                     if misses >= max_misses:
@@ -181,6 +217,7 @@ def build_context(
                         item.source,
                         entry.tokens,
                         entry.text,
+                        cut,
                     )
                 )
     text = "\n".join(parts)

@@ -342,7 +342,14 @@ class QueryEngine:
             ]
         elif len(packed):
             best = packed[0]
-            if all(m.mkey != best.mkey for m in context.messages):
+            first = context.messages[0] if context.messages else None
+            if first is not None and first.mkey == best.mkey and first.cut:
+                notes = [
+                    *notes,
+                    f"the best match, {best.id}, is longer than the budget of {budget} tokens: "
+                    "the context holds its start; ask with a larger budget for all of it",
+                ]
+            elif all(m.mkey != best.mkey for m in context.messages):
                 line = self.derived.lines([best.mkey], counter, ahead, found.view).get(best.mkey)
                 if line is not None:
                     notes = [
