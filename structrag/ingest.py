@@ -393,6 +393,7 @@ class Ingestor:
         reports: list[IngestReport] = []
         plans = []
         failed: list[tuple[InputError, Path]] = []  # every input the check fails, said at once
+        claimed: dict[str, Path] = {}  # conversation named after a file -> that file
         for path in inputs.paths:
             try:
                 source = scan_source(path, format=format, options=options)
@@ -415,6 +416,11 @@ class Ingestor:
                 report.skipped = "already ingested (same file contents and settings)"
                 report.messages_unchanged = source.count
                 continue
+            try:
+                self._check_names(path, source.conversations, claimed)
+            except InputError as exc:
+                failed.append((exc, path))
+                continue
             streamed = source if isinstance(source, StreamedSource) else None
             plans.append(
                 _Plan(
@@ -434,6 +440,37 @@ class Ingestor:
             for folder, note in inputs.skipped
         )
         return reports, plans
+
+    def _check_names(
+        self, path: Path, conversations: Sequence[Conversation], claimed: dict[str, Path]
+    ) -> None:
+        """Refuse an input whose conversation, named after its file ("meeting" for
+        ``b/meeting.txt``), is already another file's: in the index, from a file still on
+        disk, or in this ingest. Its messages, numbered by position, would replace the
+        other's (a file that moved is the same conversation, and updates it)."""
+        named = [c.id for c in conversations if _named_after(c.id, path)]
+        if not named:
+            return
+        here = path.resolve()
+        inputs = self.store.conversation_inputs(named)
+        for conversation in named:
+            other = claimed.get(conversation)
+            if other is None:
+                elsewhere = [
+                    Path(p) for p in sorted(inputs.get(conversation, ())) if Path(p) != here
+                ]
+                if elsewhere and str(here) not in inputs[conversation]:
+                    other = next((p for p in elsewhere if p.exists()), None)
+            if other is not None and other.resolve() != here:
+                raise InputError(
+                    path,
+                    f"its conversation {conversation!r}, named after the file, is already "
+                    f"that of {shown_path(other)}; its messages would replace that file's",
+                    hint="rename one of the files, or ingest this one on its own with "
+                    "--conversation NAME (a file that replaces the other: move the old one "
+                    "away first)",
+                )
+            claimed[conversation] = path
 
     def _reload(
         self, plan: _Plan, format: str | None, options: LoadOptions, force: bool
@@ -845,6 +882,18 @@ class Ingestor:
         report.messages_unchanged += chunk.same
         report.messages_reextracted += chunk.same
         report.refs_added += len(chunk.refs)
+
+
+def _named_after(conversation: str, path: Path) -> bool:
+    """Whether an importer named a conversation after its file: the file's name
+    ("meeting"), numbered for a file of several ("locomo-2"), or a WhatsApp chat's folder."""
+    stem = path.stem
+    if conversation == stem or (
+        stem.lower() in ("_chat", "chat") and conversation == path.parent.name
+    ):
+        return True
+    number = conversation.removeprefix(f"{stem}-")
+    return number != conversation and number.isdigit()
 
 
 def _check_failed(failed: list[tuple[InputError, Path]], found_in: dict[Path, Path]) -> InputError:

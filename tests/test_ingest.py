@@ -131,6 +131,30 @@ def test_messages_appended_from_another_file_continue_the_ordinals(
     ]
 
 
+def test_two_files_of_one_name_never_replace_each_others_messages(
+    index: Index, tmp_path: Path
+) -> None:
+    a, b = tmp_path / "a" / "meeting.txt", tmp_path / "b" / "meeting.txt"
+    a.parent.mkdir()
+    b.parent.mkdir()
+    a.write_text("ANA: We met in Lisbon on Monday.\nBEN: Great trip.\n")
+    b.write_text("CARL: Budget review is due.\nDORA: I will send numbers.\n")
+    with pytest.raises(InputError, match="already that of") as clash:
+        index.ingest([tmp_path])  # both in one ingest: nothing is written
+    assert "b" in str(clash.value) and "--conversation" in str(clash.value.hint)
+    assert index.stats()["messages"] == 0
+    index.ingest([a])
+    with pytest.raises(InputError, match="its messages would replace that file's"):
+        index.ingest([b])  # later: a is still there
+    assert [m.message.speaker for m in index.messages("meeting")] == ["Ana", "Ben"]
+    index.ingest([b], conversation="budget")  # its own conversation
+    assert {c.id for c in index.conversations()} == {"meeting", "budget"}
+    # A file that moved is the same conversation: it updates it.
+    a.unlink()
+    index.ingest([b])
+    assert [m.message.speaker for m in index.messages("meeting")] == ["Carl", "Dora"]
+
+
 def test_all_formats_ingest(
     index: Index, transcript_file: Path, vtt_file: Path, jsonl_file: Path, locomo_file: Path
 ) -> None:

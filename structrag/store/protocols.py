@@ -297,6 +297,11 @@ class KnowledgeStore(Protocol):
         """``(conversation, message id) -> (mkey, content hash, ordinal)``, existing messages."""
         ...
 
+    def conversation_inputs(self, conversations: Iterable[str]) -> dict[str, set[str]]:
+        """The inputs (their ``sources.path``) whose ingests wrote each conversation's
+        messages; a conversation with none (new, or live memories only) is left out."""
+        ...
+
     def next_ids(self) -> tuple[int, int]:
         """The next free ``mkey`` and ``ref_id``."""
         ...

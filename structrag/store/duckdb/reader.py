@@ -191,6 +191,21 @@ class DuckDBReader:
         )
         return {(c, i): (int(k), int(h), int(o)) for c, i, k, h, o in rows}
 
+    def conversation_inputs(self, conversations: Iterable[str]) -> dict[str, set[str]]:
+        convs = sorted(set(conversations))
+        if not convs:
+            return {}
+        rows = self.sql(
+            "SELECT DISTINCT m.conversation, s.path FROM messages m "
+            "JOIN sources s ON s.source_id = m.source_id "
+            "WHERE m.conversation IN (SELECT unnest($1::VARCHAR[]))",
+            [convs],
+        )
+        found: dict[str, set[str]] = {}
+        for conversation, path in rows:
+            found.setdefault(str(conversation), set()).add(str(path))
+        return found
+
     def next_ids(self) -> tuple[int, int]:
         row = self._first(
             "SELECT (SELECT coalesce(max(mkey), -1) + 1 FROM messages), "
