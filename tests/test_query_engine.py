@@ -88,6 +88,51 @@ def test_relative_time_resolves_against_the_conversation(ix: Index) -> None:
     assert any("anchor 2024-07-20" in note for note in result.notes)
 
 
+def test_relative_time_counts_from_each_conversations_own_last_message(tmp_path: Path) -> None:
+    rows = [
+        {
+            "conversation": "old",
+            "speaker": "Ann",
+            "timestamp": "2023-05-02",
+            "text": "Ann baked bread.",
+        },
+        {
+            "conversation": "old",
+            "speaker": "Ann",
+            "timestamp": "2023-05-20",
+            "text": "Ann ran a race.",
+        },
+        {
+            "conversation": "new",
+            "speaker": "Bo",
+            "timestamp": "2024-01-03",
+            "text": "Bo sold his car.",
+        },
+        {
+            "conversation": "new",
+            "speaker": "Bo",
+            "timestamp": "2024-01-25",
+            "text": "Bo went skiing.",
+        },
+    ]
+    chat = tmp_path / "chats.jsonl"
+    chat.write_text("\n".join(json.dumps(r) for r in rows))
+    with Index(tmp_path / "ix") as index:
+        index.ingest([chat])
+
+        def texts(expression: str) -> set[str]:
+            found = index.query(expression, limit=None).messages
+            return {index.show(m.id, m.conversation)["text"] for m in found}
+
+        # The month of each conversation's last message, not the newest one's alone.
+        assert len(texts('when:"this month"')) == 4
+        assert texts('speaker:Ann when:"this month"') == {"Ann baked bread.", "Ann ran a race."}
+        assert texts('conversation:new when:"this month"') == {
+            "Bo sold his car.",
+            "Bo went skiing.",
+        }
+
+
 def test_boolean_operators(ix: Index) -> None:
     biscuit = set(ids(ix, "Biscuit"))
     not_marco = set(ids(ix, "Biscuit AND NOT speaker:Marco"))

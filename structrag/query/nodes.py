@@ -20,7 +20,7 @@ import numpy as np
 from structrag.analysis import stems
 from structrag.query.scope import ScopeData, zscore
 from structrag.query.settings import RankingSettings
-from structrag.query.timeexpr import resolve
+from structrag.query.timeexpr import TimeRange, resolve
 from structrag.store.protocols import MessageFilter, PropertyCondition, RefKind
 
 
@@ -295,18 +295,11 @@ class Filter(PlanNode):
         return Match.membership(ctx.filter_mask(self.condition))
 
 
-def latest_date(scope: ScopeData) -> datetime | None:
-    """The date of the latest message in scope: what relative time phrases count from."""
-    stamps = scope.frame.timestamps
-    valid = stamps[~np.isnat(stamps)]
-    if not len(valid):
-        return None
-    return datetime.fromisoformat(str(valid.max()))
-
-
 @dataclass
 class RelativeTime(PlanNode):
-    """A time phrase resolved against the scope's latest message date."""
+    """A time phrase resolved against the latest message date of each conversation in
+    scope ("last week" in a chat is the week before its last message; in an index of
+    many conversations, each counts from its own)."""
 
     text: str
     keyword: str
@@ -316,22 +309,40 @@ class RelativeTime(PlanNode):
 
     def eval(self, ctx: PlanContext) -> Match:
         n = _size(ctx)
-        anchor = latest_date(ctx.scope)
-        found = resolve(self.text, anchor)
-        if found is None:
-            ctx.notes.append(f"{self.text!r}: no dated messages to resolve it against")
-            return Match.empty(n)
-        ctx.notes.append(
-            f"{self.keyword}:{self.text!r} = {found} (anchor {anchor:%Y-%m-%d})"
-            if anchor
-            else f"{self.text!r} = {found}"
-        )
+        runs = ctx.scope.latest_dates
         stamps = ctx.scope.frame.timestamps
-        mask = ~np.isnat(stamps)
-        if found.start is not None:
-            mask &= stamps >= np.datetime64(found.start, "s")
-        if found.end is not None:
-            mask &= stamps < np.datetime64(found.end, "s")
+        mask = np.zeros(n, dtype=bool)
+        ranges: dict[datetime, TimeRange | None] = {}
+        for start, end, anchor in runs:
+            if anchor not in ranges:
+                ranges[anchor] = resolve(self.text, anchor)
+            found = ranges[anchor]
+            if found is None:
+                continue
+            part = stamps[start:end]
+            inside = ~np.isnat(part)
+            if found.start is not None:
+                inside &= part >= np.datetime64(found.start, "s")
+            if found.end is not None:
+                inside &= part < np.datetime64(found.end, "s")
+            mask[start:end] = inside
+        resolved = {a: r for a, r in ranges.items() if r is not None}
+        if not resolved:
+            found = resolve(self.text, None)
+            ctx.notes.append(
+                f"{self.text!r} = {found}"
+                if found is not None
+                else f"{self.text!r}: no dated messages to resolve it against"
+            )
+            return Match.empty(n)
+        if len({str(r) for r in resolved.values()}) == 1:
+            anchor, found = max(resolved.items())
+            ctx.notes.append(f"{self.keyword}:{self.text!r} = {found} (anchor {anchor:%Y-%m-%d})")
+        else:
+            ctx.notes.append(
+                f"{self.keyword}:{self.text!r} counted from each conversation's latest "
+                f"message ({len(runs)} conversations)"
+            )
         return Match.membership(mask)
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from datetime import datetime
+from functools import cached_property
 
 import numpy as np
 
@@ -112,6 +114,25 @@ class ScopeData:
 
     def __len__(self) -> int:
         return len(self.frame)
+
+    @cached_property
+    def latest_dates(self) -> list[tuple[int, int, datetime]]:
+        """``(start, end, latest date)`` of each conversation's run of messages (the frame
+        is in conversation order), for those with a dated message: what relative time
+        phrases count from."""
+        frame = self.frame
+        n = len(frame)
+        if not n:
+            return []
+        convs = frame.conversations
+        starts = [0, *(np.flatnonzero(convs[1:] != convs[:-1]) + 1).tolist()]
+        found = []
+        for start, end in zip(starts, [*starts[1:], n], strict=True):
+            stamps = frame.timestamps[start:end]
+            valid = stamps[~np.isnat(stamps)]
+            if len(valid):
+                found.append((start, end, datetime.fromisoformat(str(valid.max()))))
+        return found
 
     def knowledge_arrays(self, term: str, reader: TextIndexReader) -> tuple[np.ndarray, np.ndarray]:
         """(frame positions, ref ids) of the refs in scope whose terms include ``term``
