@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from structrag import Index, MemoryInputError, NotFoundError
+from structrag import Index, InputError, MemoryInputError, NotFoundError
 from structrag.cli import cli
 from structrag.query.settings import DEFAULT_SETTINGS
 from structrag.tokens import get_counter
@@ -246,6 +246,176 @@ def test_a_file_added_again_within_its_folder_is_not_a_second_document(
     ]
 
 
+def _readmes(tmp_path: Path) -> tuple[Path, Path]:
+    """Two projects whose READMEs have the same path inside their folders."""
+    projects = []
+    for name, text in (
+        ("projA", "Alpha is deployed to the Frankfurt region."),
+        ("projB", "Beta is deployed to the Oregon region."),
+    ):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "README.md").write_text(f"# {name}\n\n{text}\n", encoding="utf-8")
+        projects.append(tmp_path / name)
+    return projects[0], projects[1]
+
+
+@pytest.mark.parametrize("together", [True, False])
+def test_two_files_with_the_same_path_in_their_folders_are_two_documents(
+    index: Index, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, together: bool
+) -> None:
+    """``projA/README.md`` and ``projB/README.md`` are both ``README.md`` in the folders
+    given: the second gets its path from the current folder, so it neither merges with
+    nor replaces the first, and labels and citations tell them apart. Added again, each
+    is unchanged."""
+    monkeypatch.chdir(tmp_path)
+    a, b = _readmes(tmp_path)
+    if together:
+        reports = [index.knowledge.add([Path("projA"), Path("projB")], shared=True)]
+    else:
+        reports = [index.knowledge.add(Path(p), shared=True) for p in ("projA", "projB")]
+    assert sum(r.documents_added for r in reports) == 2
+    assert not any(r.warnings or r.documents_updated for r in reports)
+    documents = index.knowledge.documents()
+    assert {d.path for d in documents} == {"README.md", "projB/README.md"}
+    labels = {
+        r[0]
+        for r in index.sql(
+            "SELECT json_extract_string(metadata, '$.label') FROM messages "
+            "WHERE memory_table = 'knowledge'"
+        )
+    }
+    assert labels == {"README.md §projA", "projB/README.md §projB"}
+    for question, answer in (("Frankfurt", "Alpha"), ("Oregon", "Beta")):
+        hits = index.knowledge.search(f"Where is it deployed? {question}", mode="text")
+        assert hits and answer in hits[0].fragment.text
+    again = index.knowledge.add([a, b], shared=True)
+    assert (again.documents_unchanged, again.documents_added, again.warnings) == (2, 0, [])
+    # A document whose file is gone is that file moved: its new place is recorded (and
+    # its fragments kept), so a third README.md is a document of its own, not its move.
+    moved = tmp_path / "projC"
+    a.rename(moved)
+    report = index.knowledge.add(moved, shared=True)
+    assert (report.documents_updated, report.documents_added, report.fragments_updated) == (1, 0, 0)
+    delta = tmp_path / "projD"
+    delta.mkdir()
+    (delta / "README.md").write_text("Delta is deployed to the Lisbon region.\n", encoding="utf-8")
+    assert index.knowledge.add(delta, shared=True).documents_added == 1
+    assert {d.path for d in index.knowledge.documents()} == {
+        "README.md",
+        "projB/README.md",
+        "projD/README.md",
+    }
+
+
+def test_another_file_outside_the_current_folder_gets_its_absolute_path(
+    index: Index, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b = _readmes(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    report = index.knowledge.add([a, b], agent="bot")
+    assert [d["path"] for d in report.documents] == ["README.md", (b / "README.md").as_posix()]
+    hit = index.knowledge.search("Oregon region", agent="bot", mode="text")[0]
+    assert hit.label == "projB/README.md §projB"  # an absolute path: its folder and name
+
+
+def test_a_document_whose_fragments_went_missing_is_written_again(
+    index: Index, tmp_path: Path
+) -> None:
+    """Same bytes, but its fragments were deleted another way: not unchanged, repaired."""
+    from structrag.store.protocols import MemoryInfo
+
+    index.knowledge.add(_folder(tmp_path, ("quillmark_guide.md",)), shared=True)
+    (document,) = index.knowledge.documents()
+    keys = [r[0] for r in index.sql("SELECT mkey FROM fragments")]
+    parts = index.knowledge.parts
+    with parts.writing("test"):
+        parts.ingestor(MemoryInfo(table="knowledge")).write([], [], [], delete=keys)
+    assert index.knowledge.search("install from PyPI", mode="text") == []
+    report = index.knowledge.add(tmp_path / "docs", shared=True)
+    assert report.documents_updated == 1 and report.fragments_added == document.fragments
+    assert index.knowledge.documents()[0].fragments == document.fragments
+    assert index.knowledge.search("install from PyPI", mode="text")
+
+
+def test_a_fragment_over_two_pages_is_cited_with_both(tmp_path: Path) -> None:
+    from structrag.knowledge.records import fragment_label
+
+    assert fragment_label("handbook.pdf", 1, (), last_page=2) == "handbook.pdf pp. 1-2"
+    assert fragment_label("handbook.pdf", 3, ("Safety",), last_page=3) == (
+        "handbook.pdf p. 3 §Safety"
+    )
+    assert fragment_label("/home/me/docs/guide.md", None, ()) == "docs/guide.md"
+    assert fragment_label("../docs/guide.md", None, ()) == "docs/guide.md"
+    db = str(tmp_path / "ix")
+    pdf = _folder(tmp_path, ("orchard_handbook.pdf",)) / "orchard_handbook.pdf"
+    runner = CliRunner()
+    assert runner.invoke(cli, ["knowledge", "add", str(pdf), "--db", db]).exit_code == 0
+    with Index(db, read_only=True) as index:
+        rows = index.sql(
+            "SELECT f.document_id, f.page_start, f.page_end, "
+            "json_extract_string(m.metadata, '$.label') FROM fragments f JOIN messages m "
+            "USING (mkey)"
+        )
+        hits = index.knowledge.search("orchard", mode="text", count=50)
+    spanning = [(first, last, label) for _, first, last, label in rows if last != first]
+    assert spanning and all(f"pp. {first}-{last}" in label for first, last, label in spanning)
+    assert any(" pp. " in h.label for h in hits)
+    shown = runner.invoke(cli, ["knowledge", "show", rows[0][0], "--db", db])
+    assert shown.exit_code == 0 and " pp. " in shown.output
+
+
+@pytest.mark.parametrize(
+    ("entry", "error"),
+    [
+        ("missing_folder", "missing_folder: no such file or folder"),
+        ("teapot-42", "teapot-42: no such file or folder"),
+        ("my notes.txt", "my notes.txt: no such file"),
+        ("https://example.com/handbook", "URLs are not fetched"),
+    ],
+)
+def test_a_missing_path_is_an_error_not_text(
+    index: Index, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, entry: str, error: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InputError, match=error):
+        index.knowledge.add(entry)
+    assert index.knowledge.documents() == []
+    result = CliRunner().invoke(cli, ["knowledge", "add", entry, "--db", str(tmp_path / "cli")])
+    assert result.exit_code == 1 and error in str(result.exception)
+    # Text of several words is text, even with a URL in it.
+    text = f"The docs are at {entry} for everyone."
+    assert index.knowledge.add(text, shared=True).documents_added == 1
+
+
+def test_an_add_that_adds_nothing_fails(tmp_path: Path) -> None:
+    """Every path skipped: the report is printed, and the command exits with 1; skipped
+    files inside a folder are named by a path the user can find."""
+    db = str(tmp_path / "ix")
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "binary.txt").write_bytes(b"\x00\x01\x02 not text")
+    (folder / "empty.md").write_text("", encoding="utf-8")
+    runner = CliRunner()
+    for flags in ([], ["--json"], ["--dry-run"], ["--dry-run", "--json"]):
+        result = runner.invoke(cli, ["knowledge", "add", str(folder), "--db", db, *flags])
+        assert result.exit_code == 1, (flags, result.output)
+        assert "nothing to add" in str(result.exception)
+        if "--json" in flags:
+            skipped = json.loads(result.stdout)["skipped"]
+            assert {s["path"] for s in skipped} == {
+                str(folder / "binary.txt"),
+                str(folder / "empty.md"),
+            }
+        else:
+            assert f"skipped {folder / 'binary.txt'}:" in result.output
+    (folder / "notes.md").write_text("The kettle is in the kitchen.\n", encoding="utf-8")
+    for _ in range(2):  # added, then unchanged
+        result = runner.invoke(cli, ["knowledge", "add", str(folder), "--db", db])
+        assert result.exit_code == 0, result.output
+
+
 @pytest.mark.parametrize("blank", ["", "   ", "\n"])
 def test_blank_text_is_refused_not_read_as_the_current_folder(
     index: Index, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, blank: str
@@ -364,8 +534,8 @@ def test_a_text_file_in_another_encoding_is_read_with_the_one_its_hint_names(
     notes.write_bytes("The café on Rua Augusta opens at seven.".encode("latin-1"))
     runner = CliRunner()
     skipped = runner.invoke(cli, ["knowledge", "add", str(notes), "--db", db, "--json"])
-    assert skipped.exit_code == 0, skipped.output
-    (reason,) = [s["reason"] for s in json.loads(skipped.output)["skipped"]]
+    assert skipped.exit_code == 1, skipped.output  # nothing was added
+    (reason,) = [s["reason"] for s in json.loads(skipped.stdout)["skipped"]]
     assert "not valid utf-8" in reason and "--encoding latin-1" in reason
     added = runner.invoke(
         cli, ["knowledge", "add", str(notes), "--db", db, "--encoding", "latin-1", "--json"]

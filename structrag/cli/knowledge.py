@@ -6,12 +6,13 @@ from __future__ import annotations
 import contextlib
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from structrag.cli.common import (
     clip,
+    counted,
     db_option,
     emit_json,
     json_option,
@@ -21,6 +22,11 @@ from structrag.cli.common import (
     progress_bar,
     quiet_option,
 )
+from structrag.errors import StructragError
+from structrag.knowledge.records import page_label
+
+if TYPE_CHECKING:
+    from structrag.knowledge.records import AddReport
 
 
 @click.group()
@@ -67,7 +73,8 @@ def add(
     knowledge) says it itself when neither is given: knowledge/shared/ is shared and
     knowledge/<agent>/ is that agent's. Without either, and for other folders, knowledge
     is shared. An unchanged document is not added again; a changed one replaces its
-    fragments. Files that cannot be read are reported, and the rest goes on.
+    fragments. Files that cannot be read are reported, and the rest goes on; when nothing
+    could be added, the command fails (exit status 1).
     """
     if agent is not None and shared:
         raise click.UsageError("pass --agent or --shared, not both")
@@ -87,7 +94,17 @@ def add(
         )
     if as_json:
         emit_json(report.as_dict())
-        return
+    else:
+        _print_report(report)
+    if report.skipped and not report.documents:
+        raise StructragError(
+            f"nothing to add: {counted(len(report.skipped), 'path')} skipped",
+            hint="each skipped path says why, and what to do",
+        )
+
+
+def _print_report(report: AddReport) -> None:
+    """What was skipped and why (stderr), a line per document and the totals (stdout)."""
     for skipped in report.skipped:
         note(f"skipped {skipped['path']}: {skipped['reason']}")
     for warning in report.warnings:
@@ -95,18 +112,18 @@ def add(
     planned = {"added": "new", "updated": "changed"}  # a dry run added nothing
     for doc in report.documents:
         owner = "shared" if doc["shared"] else f"agent {doc['agent']}"
-        status = planned.get(doc["status"], doc["status"]) if dry_run else doc["status"]
+        status = planned.get(doc["status"], doc["status"]) if report.dry_run else doc["status"]
         click.echo(
             f"{doc['document_id']}  {status:9}  {doc['fragments']:4} fragments "
             f"{doc['tokens']:7} tokens  {owner}  {doc['path']}"
         )
-    verb = "would add" if dry_run else "added"
+    verb = "would add" if report.dry_run else "added"
     click.echo(
         f"{verb} {report.documents_added} new and {report.documents_updated} changed "
         f"documents ({report.documents_unchanged} unchanged); {report.tokens} tokens"
         + (
             ""
-            if dry_run
+            if report.dry_run
             else f"; fragments {report.fragments_added} new, {report.fragments_updated} "
             f"changed, {report.fragments_removed} removed; {report.refs_added} semantic refs "
             f"in {report.seconds:.1f}s"
@@ -189,7 +206,8 @@ def show(document_id: str, db: str, as_json: bool) -> None:
             click.echo(f"{key}: {info[key]}")
     for f in fragments:
         where = " > ".join(f.section) or "(top)"
-        page = f" p. {f.page}" if f.page is not None else ""
+        pages = page_label(f.page, f.page_end)
+        page = f" {pages}" if pages else ""
         click.echo(f"\n{f.fragment_id}  chars {f.start}-{f.end}{page}  {where}  {f.tokens} tokens")
         click.echo(clip(f.text, 600))
 

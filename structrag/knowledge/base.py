@@ -9,7 +9,11 @@ and in the vectors. So questions draw on documents and conversations in one budg
 
 * **Ids.** A document's id is deterministic from its path relative to the folder it was
   added from (or the path as given, for a file), the shared flag and the agent; inline
-  text's from its content. A fragment's id is ``<document id>-chunk-<n>``.
+  text's from its content. A fragment's id is ``<document id>-chunk-<n>``. A file is known
+  by where it is on disk: added again by another path it is the same document, and
+  another file whose path would give an id that is taken (``a/README.md`` after
+  ``b/README.md``, both ``README.md`` in their folders) takes its path from the current
+  folder instead.
 * **Layout.** A folder holding ``shared/`` (or called ``knowledge``) is a knowledge root,
   as ElizaOS lays it out: ``shared/`` is shared, every other folder in it is the knowledge
   of the agent it is named after.
@@ -67,6 +71,8 @@ DEFAULT_COUNT = 5
 SHARED_FOLDER = "shared"
 INLINE_FORMAT = "inline"
 _WORD = re.compile(r"\w+")
+#: A string ending like this names a document file, missing or not.
+_DOCUMENT_NAME = re.compile(r"\.(pdf|md|markdown|txt|text|docx|html?|json)$", re.I)
 
 
 @dataclass(frozen=True)
@@ -165,7 +171,9 @@ class KnowledgeBase:
         neither is given); a knowledge root folder (with ``shared/`` inside) says it
         itself, file by file, when neither is given. A file that cannot be read (unknown
         type, empty, encrypted or scanned PDF) is reported in ``skipped`` and the rest
-        goes on. ``dry_run`` reports documents, fragments and tokens and writes nothing.
+        goes on; a missing one, or a string that looks like a path (one word, a URL, a
+        line ending in a document's extension) and names nothing, is an error.
+        ``dry_run`` reports documents, fragments and tokens and writes nothing.
         ``encoding`` is that of text files (Markdown, text, JSON, HTML that declares
         none); PDF and Word files carry their own.
         """
@@ -269,8 +277,14 @@ class KnowledgeBase:
             owner.key(): self.parts.rows.document_files(owner.agent)
             for owner in {item.owner for item in items if item.file is not None}
         }
+        held = {  # owner -> path -> the resolved file of the stored document
+            owner: {label: file for file, label in known.items()}
+            for owner, known in added_before.items()
+        }
         for item in (_as_added_before(item, added_before) for item in items):
             file = (item.owner.key(), item.source_file) if item.source_file else None
+            if file not in files:
+                item = _distinct(item, by_id, held.get(item.owner.key(), {}))
             if item.document_id in by_id or file in files:
                 report.warnings.append(f"{item.label}: given twice, added once")
                 continue
@@ -284,13 +298,9 @@ class KnowledgeBase:
                 document = self._load(item, encoding)
             except InputError as exc:
                 reason = exc.detail + (f" ({exc.hint})" if exc.hint else "")
-                report.skipped.append({"path": item.label, "reason": reason})
+                where = str(item.file) if item.file is not None else item.label
+                report.skipped.append({"path": where, "reason": reason})
                 continue
-            known = self.parts.rows.document(document_id)
-            if known is not None and known.sha256 == document.sha256:
-                status = "unchanged"
-            else:
-                status = "added" if known is None else "updated"
             fragments = (
                 chunk(
                     document,
@@ -301,6 +311,20 @@ class KnowledgeBase:
                 if document.text.strip()
                 else []
             )
+            known = self.parts.rows.document(document_id)
+            # Unchanged: the same bytes from the same file, and every fragment stored (a
+            # fragment deleted some other way is written again; a moved file's new place
+            # is recorded, so another file can no longer take it for its own).
+            if known is None:
+                status = "added"
+            elif (
+                known.sha256 == document.sha256
+                and known.metadata.get(SOURCE_FILE) == item.source_file
+                and set(stored[document_id]) == {_fragment_id(document_id, f) for f in fragments}
+            ):
+                status = "unchanged"
+            else:
+                status = "updated"
             planned.append(_Planned(item, document, fragments, status, stored[document_id]))
         return planned
 
@@ -334,7 +358,7 @@ class KnowledgeBase:
             conversations.append(Conversation(id=conversation, name=p.item.label))
             ids = []
             for fragment in p.fragments:
-                fragment_id = f"{document_id}-chunk-{fragment.index}"
+                fragment_id = _fragment_id(document_id, fragment)
                 ids.append(fragment_id)
                 messages.append(
                     Message(
@@ -343,7 +367,12 @@ class KnowledgeBase:
                         ordinal=fragment.index,
                         text=fragment.text,
                         metadata={
-                            "label": fragment_label(p.item.label, fragment.page, fragment.section),
+                            "label": fragment_label(
+                                p.item.label,
+                                fragment.page,
+                                fragment.section,
+                                last_page=fragment.last_page,
+                            ),
                             "document": document_id,
                         },
                     )
@@ -370,7 +399,7 @@ class KnowledgeBase:
                     },
                     fragments=[
                         (
-                            f"{document_id}-chunk-{f.index}",
+                            _fragment_id(document_id, f),
                             f.index,
                             f.start,
                             f.end,
@@ -526,8 +555,9 @@ class KnowledgeBase:
 
 def _as_path(entry: str | Path) -> Path | None:
     """A path to read, or None for inline text. A ``Path`` is always a path; a string is
-    one when it names an existing file or folder, or looks like a file name (no spaces or
-    line breaks, a known kind of extension): then a missing file is an error, not text."""
+    one when it names an existing file or folder, or looks like a path: one word (a
+    mistyped folder), a URL, or a line ending in a document's extension (``my notes.txt``).
+    Then a missing one is an error, not a document whose text is its name."""
     if isinstance(entry, Path):
         if not entry.exists():
             raise InputError(entry, "no such file or folder", hint="check the path")
@@ -540,9 +570,22 @@ def _as_path(entry: str | Path) -> Path | None:
         if candidate.exists():
             return candidate
     except OSError:
-        return None
-    if " " not in text and re.search(r"\.(pdf|md|markdown|txt|text|docx|html?|json)$", text, re.I):
-        raise InputError(candidate, "no such file", hint="check the path, or pass text")
+        return None  # too long a name for a file: text
+    one_word = len(text.split()) == 1
+    if one_word and "://" in text:
+        raise InputError(text, "URLs are not fetched", hint="download the page and add the file")
+    if one_word:
+        raise InputError(
+            candidate,
+            "no such file or folder",
+            hint="check the path; text to add as knowledge is a sentence, not one word",
+        )
+    if len(text) <= 255 and _DOCUMENT_NAME.search(text):
+        raise InputError(
+            candidate,
+            "no such file",
+            hint="check the path; to add text that ends like a file name, end it with a full stop",
+        )
     return None
 
 
@@ -555,6 +598,40 @@ def _as_added_before(item: _Item, added_before: dict[str, dict[str, str]]) -> _I
         return item
     label = added_before[item.owner.key()].get(item.source_file)
     return item if label is None or label == item.label else replace(item, label=label)
+
+
+def _distinct(item: _Item, by_id: dict[str, _Item], held: dict[str, str]) -> _Item:
+    """``item``, under its path from the current folder (else its absolute path) when its
+    id is another file's: one given earlier in this add (``by_id``), or a stored document's
+    whose file is still there (``held``: path -> resolved file). Two files at the same
+    path inside the folders they were added from are two documents; a stored document
+    whose file is gone is this one moved, and keeps its id (it is updated)."""
+    if item.source_file is None or not _taken(item, by_id, held):
+        return item
+    resolved = Path(item.source_file)
+    try:
+        relative: str | None = resolved.relative_to(Path.cwd().resolve()).as_posix()
+    except (OSError, ValueError):  # not under the current folder (or there is none)
+        relative = None
+    for label in (relative, resolved.as_posix()):
+        if label is not None and label != item.label:
+            item = replace(item, label=label)
+            if not _taken(item, by_id, held):
+                break
+    return item
+
+
+def _taken(item: _Item, by_id: dict[str, _Item], held: dict[str, str]) -> bool:
+    """Whether ``item``'s id is another file's (see :func:`_distinct`)."""
+    earlier = by_id.get(item.document_id)
+    if earlier is not None:
+        return earlier.source_file != item.source_file
+    stored = held.get(item.label)
+    return stored is not None and stored != item.source_file and Path(stored).exists()
+
+
+def _fragment_id(document_id: str, fragment: Fragment) -> str:
+    return f"{document_id}-chunk-{fragment.index}"
 
 
 def _is_knowledge_root(folder: Path) -> bool:

@@ -125,7 +125,9 @@ class KnowledgeHit:
 
     @property
     def label(self) -> str:
-        return fragment_label(self.path, self.fragment.page, self.fragment.section)
+        return fragment_label(
+            self.path, self.fragment.page, self.fragment.section, last_page=self.fragment.page_end
+        )
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -181,16 +183,37 @@ class AddReport:
         }
 
 
-def fragment_label(path: str, page: int | None, section: Sequence[str]) -> str:
+def fragment_label(
+    path: str, page: int | None, section: Sequence[str], *, last_page: int | None = None
+) -> str:
     """How a context line names a fragment's place: ``guide.md §Install``,
-    ``handbook.pdf p. 3 §Safety``."""
-    name = path.rsplit("/", 1)[-1] or path
-    parts = [name]
-    if page is not None:
-        parts.append(f"p. {page}")
+    ``handbook.pdf p. 3 §Safety``, ``handbook.pdf pp. 3-4`` (a fragment over two pages).
+    A relative path is shown whole (a folder's layout tells ``a/README.md`` from
+    ``b/README.md``); one that is absolute or leaves its folder (``..``) by its last folder
+    and name, so context lines do not carry a home folder."""
+    parts = [_shown_path(path)]
+    pages = page_label(page, last_page)
+    if pages:
+        parts.append(pages)
     if section:
         parts.append(f"§{section[-1]}")
     return " ".join(parts)
+
+
+def page_label(page: int | None, last_page: int | None) -> str | None:
+    """``p. 3``, ``pp. 3-4``, or None for a document without pages."""
+    if page is None:
+        return None
+    if last_page is None or last_page == page:
+        return f"p. {page}"
+    return f"pp. {page}-{last_page}"
+
+
+def _shown_path(path: str) -> str:
+    names = [n for n in path.split("/") if n not in ("", ".", "..")]
+    if path.startswith("/") or ".." in path.split("/"):
+        names = names[-2:]
+    return "/".join(names) or path
 
 
 class KnowledgeRows(Protocol):
