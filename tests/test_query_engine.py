@@ -133,6 +133,33 @@ def test_relative_time_counts_from_each_conversations_own_last_message(tmp_path:
         }
 
 
+def test_and_not_and_phrases_hold_the_messages_that_say_the_words(tmp_path: Path) -> None:
+    said = [
+        ("Ann", "I joined a support group for runners."),
+        ("Bo", "That sounds great."),
+        ("Ann", "After my injury, our group support meetings helped a lot."),
+        ("Bo", "My pottery class was fun today."),
+        ("Ann", "Nice bowl! Show me next time."),
+    ]
+    chat = tmp_path / "club.jsonl"
+    chat.write_text(
+        "\n".join(
+            json.dumps({"id": f"m{i}", "speaker": w, "text": t}) for i, (w, t) in enumerate(said)
+        )
+    )
+    with Index(tmp_path / "ix") as index:
+        index.ingest([chat])
+        # The text window ranks a reply with the words before it; AND and NOT do not.
+        assert "m4" in ids(index, "pottery")
+        assert sorted(ids(index, "NOT pottery")) == ["m0", "m1", "m2", "m4"]
+        assert ids(index, "pottery AND speaker:Ann") == []
+        assert ids(index, "pottery AND speaker:Bo") == ["m3"]
+        # A phrase puts the messages with its words together first.
+        quoted = ids(index, '"support group"')
+        assert quoted[0] == "m0" and "m2" in quoted
+        assert ids(index, '"group support"')[0] == "m2"
+
+
 def test_boolean_operators(ix: Index) -> None:
     biscuit = set(ids(ix, "Biscuit"))
     not_marco = set(ids(ix, "Biscuit AND NOT speaker:Marco"))

@@ -17,7 +17,8 @@ from structrag.query.parser import grammar_text, parse
     ("text", "expected"),
     [
         ("caroline adoption", ast.Or((ast.Term("caroline"), ast.Term("adoption")))),
-        ('"support group"', ast.Term("support group", phrase=True)),
+        ('"support group"', ast.Term("support group", phrase=True, together=True)),
+        ("'support group'", ast.Term("support group", phrase=True)),
         ("entity:Caroline", ast.EntityPattern(name="Caroline")),
         ("type:book", ast.EntityPattern(types=("book",))),
         (
@@ -53,7 +54,7 @@ from structrag.query.parser import grammar_text, parse
         ("after:2023-05-01", ast.TimeScope(datetime(2023, 5, 2), None, "2023-05-01", "after")),
         ('when:"last May"', ast.TimeScope(None, None, "last May", "when")),
         ("melanie^0.3", ast.Term("melanie", weight=0.3)),
-        ('"support group"^2', ast.Term("support group", phrase=True, weight=2.0)),
+        ('"support group"^2', ast.Term("support group", phrase=True, weight=2.0, together=True)),
         ("speaker:Kevin^1.5", ast.Boost(ast.PeopleScope("speaker", "Kevin"), 1.5)),
         ("(a b)^2", ast.Boost(ast.Or((ast.Term("a"), ast.Term("b"))), 2.0)),
         (

@@ -52,17 +52,22 @@ class Term(Node):
     (``kind:sport``) also matches the words the lexicon lists as kinds of it (tennis,
     surfing ...), at a lower weight: what a question asking for a category needs. A
     ``fuzzy`` term (``lerning~``) also matches, when no message in scope has it, the
-    index terms one edit away (a typo)."""
+    index terms one edit away (a typo). A ``phrase`` is several words as one term: with
+    double quotes (``"support group"``, ``together``) the messages that have them one
+    after another come first; with single quotes (``'support group'``, what a question's
+    translation writes for a noun phrase) the words count wherever they are."""
 
     text: str
     phrase: bool = False
     weight: float = 1.0
     kinds: bool = False
     fuzzy: bool = False
+    together: bool = False
 
     def to_query(self) -> str:
         if self.phrase:
-            text = '"' + self.text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+            mark = '"' if self.together else "'"
+            text = mark + self.text.replace("\\", "\\\\").replace(mark, "\\" + mark) + mark
         else:
             text = quote(self.text)
         prefix = "kind:" if self.kinds else ""

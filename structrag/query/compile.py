@@ -31,6 +31,7 @@ from structrag.query.nodes import (
     KnowledgeMatch,
     NoneOf,
     PatternMatch,
+    Phrase,
     PlanNode,
     Prefer,
     RelativeTime,
@@ -86,6 +87,8 @@ class Compiler:
     def __init__(self, context: CompileContext, settings: RankingSettings) -> None:
         self.context = context
         self.settings = settings
+        #: Inside AND and NOT, words hold the messages that say them (not their windows).
+        self.own = False
 
     def compile(self, node: ast.Node) -> PlanNode:
         if isinstance(node, ast.Or):
@@ -93,9 +96,9 @@ class Compiler:
                 return AnyOf([self.compile(i) for i in node.items])
             return self.group(node.items)
         if isinstance(node, ast.And):
-            return AllOf([self.compile(i) for i in node.items])
+            return AllOf([self.exact(i) for i in node.items])
         if isinstance(node, ast.Not):
-            return NoneOf(self.compile(node.item))
+            return NoneOf(self.exact(node.item))
         if isinstance(node, ast.Term | ast.Boost):
             return self.group((node,))
         if isinstance(node, ast.PATTERNS):
@@ -103,6 +106,14 @@ class Compiler:
         if isinstance(node, ast.SCOPES):
             return self.scope(node)
         raise TypeError(f"cannot compile {type(node).__name__}")  # pragma: no cover
+
+    def exact(self, node: ast.Node) -> PlanNode:
+        """``node`` as an operand of AND or NOT (see :attr:`own`)."""
+        outer, self.own = self.own, True
+        try:
+            return self.compile(node)
+        finally:
+            self.own = outer
 
     # -- ranked groups ----------------------------------------------------------------
 
@@ -129,10 +140,15 @@ class Compiler:
             else:
                 signals.append(self.compile(item))
         s = self.settings
+        # A quoted phrase prefers the messages that have its words together.
+        for term in terms:
+            together = tuple(stems(term.text)) if term.together else ()
+            if len(together) > 1:
+                prefers.append((Phrase(term.text, together), s.phrase_boost))
         bag = self.term_weights(terms)
         fused: list[tuple[str, float, PlanNode]] = []
         if bag:
-            fused.append(("text", s.text_weight, TextMatch(bag)))
+            fused.append(("text", s.text_weight, TextMatch(bag, own=self.own)))
             if s.knowledge_weight:
                 fused.append(("knowledge", s.knowledge_weight, KnowledgeMatch(bag)))
         if signals:

@@ -13,12 +13,12 @@ changes (a committed ingest). A view implements
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from structrag.analysis import stem_words, term_key
+from structrag.analysis import stem_words, stems, term_key
 from structrag.embeddings import Embedder
 from structrag.errors import NotFoundError
 from structrag.lexicon import Lexicon, default_lexicon
@@ -51,6 +51,8 @@ TEXT_VECTORS = 1_024
 
 #: Messages read ahead for rendering, kept until rendered (or this many are waiting).
 STORED_AHEAD = 10_000
+#: A quoted phrase is checked in at most this many messages holding all its words.
+PHRASE_CHECKS = 20_000
 
 #: Knowledge texts a view keeps (ref ids, found or not) before it starts again.
 KNOWN_TEXTS = 200_000
@@ -326,6 +328,33 @@ class Evaluation:
 
     def text_scores(self, terms: Mapping[str, float]) -> np.ndarray:
         return self.scope.bm25(dict(terms), self.view.owner.text)
+
+    def text_holders(self, terms: Iterable[str]) -> np.ndarray:
+        return self.scope.holding(terms, self.view.owner.text)
+
+    def phrase_holders(self, phrase: Sequence[str]) -> np.ndarray:
+        scope = self.scope
+        mask = np.ones(len(scope), dtype=bool)
+        for stem in set(phrase):
+            mask &= scope.holding([stem], self.view.owner.text)
+        positions = np.flatnonzero(mask)
+        if len(phrase) < 2 or not len(positions):
+            return mask
+        if len(positions) > PHRASE_CHECKS:  # too many to read: the words, anywhere
+            self.notes.append(
+                f"{' '.join(phrase)!r}: {len(positions)} messages hold the words; "
+                f"they are not checked for the phrase (more than {PHRASE_CHECKS})"
+            )
+            return mask
+        wanted = list(phrase)
+        stored = self.view.owner.store.messages_by_keys(scope.frame.mkeys[positions].tolist())
+        for position in positions:
+            found = stored.get(int(scope.frame.mkeys[position]))
+            said = stems(found.message.text) if found is not None else []
+            mask[position] = any(
+                said[i : i + len(wanted)] == wanted for i in range(len(said) - len(wanted) + 1)
+            )
+        return mask
 
     def knowledge_hits(self, term: str) -> tuple[np.ndarray, np.ndarray]:
         return self.scope.knowledge_arrays(term, self.view.owner.text)

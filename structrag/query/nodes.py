@@ -10,7 +10,7 @@ Every node prints itself, so ``--explain`` shows the plan that ran.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
@@ -38,6 +38,14 @@ class PlanContext(Protocol):
 
     def text_scores(self, terms: Mapping[str, float]) -> np.ndarray:
         """BM25 of weighted stems over each message's text window."""
+        ...
+
+    def text_holders(self, terms: Iterable[str]) -> np.ndarray:
+        """Which messages hold any of the stems in their own text."""
+        ...
+
+    def phrase_holders(self, phrase: Sequence[str]) -> np.ndarray:
+        """Which messages hold the stems one after another in their own text."""
         ...
 
     def knowledge_hits(self, term: str) -> tuple[np.ndarray, np.ndarray]:
@@ -118,16 +126,21 @@ def _size(ctx: PlanContext) -> int:
 
 @dataclass
 class TextMatch(PlanNode):
-    """BM25 of weighted stems over message text windows."""
+    """BM25 of weighted stems over message text windows. An ``own`` match (the words of
+    ``AND`` and ``NOT``) holds only the messages whose own text has a stem: "NOT pottery"
+    leaves out the messages that say it, not the ones next to them."""
 
     terms: dict[str, float]
+    own: bool = False
 
     def label(self) -> str:
         shown = " ".join(f"{t}^{w:g}" if w != 1 else t for t, w in self.terms.items())
-        return f"TextMatch [{shown}]"
+        return f"TextMatch{' own' if self.own else ''} [{shown}]"
 
     def eval(self, ctx: PlanContext) -> Match:
         scores = ctx.text_scores(self.terms)
+        if self.own:
+            scores = np.where(ctx.text_holders(self.terms), scores, 0.0)
         return Match(scores, scores > 0)
 
 
@@ -344,6 +357,22 @@ class RelativeTime(PlanNode):
                 f"message ({len(runs)} conversations)"
             )
         return Match.membership(mask)
+
+
+@dataclass
+class Phrase(PlanNode):
+    """The messages whose own text has a quoted phrase's words together (by stem,
+    stopwords aside): ``"support group"`` holds "a support group", "support-group
+    meetings", not "support from the group"."""
+
+    text: str
+    stems: tuple[str, ...]
+
+    def label(self) -> str:
+        return f"Phrase {self.text!r}"
+
+    def eval(self, ctx: PlanContext) -> Match:
+        return Match.membership(ctx.phrase_holders(self.stems))
 
 
 @dataclass

@@ -50,6 +50,8 @@ class _Value:
     text: str
     pos: int
     phrase: bool
+    #: Double quotes: a phrase whose words go together (see :class:`ast.Term`).
+    together: bool = False
 
 
 class _Star:
@@ -83,7 +85,7 @@ class _ToAst(Transformer):  # type: ignore[type-arg]
 
     def phrase(self, token: Token) -> _Value:
         raw = str(token)[1:-1]
-        return _Value(_ESCAPE.sub(r"\1", raw), token.start_pos or 0, True)
+        return _Value(_ESCAPE.sub(r"\1", raw), token.start_pos or 0, True, str(token)[0] == '"')
 
     def wildcard(self, token: Token) -> _Star:
         return _STAR
@@ -98,14 +100,14 @@ class _ToAst(Transformer):  # type: ignore[type-arg]
                 hint=f'to search for the word, put it in quotes: "{value.text}"',
             )
         # A quoted single word is just a word; a phrase is several words kept together.
+        phrase = value.phrase and len(value.text.split()) > 1
         return ast.Term(
-            value.text,
-            phrase=value.phrase and len(value.text.split()) > 1,
-            fuzzy=fuzzy is not None,
+            value.text, phrase=phrase, fuzzy=fuzzy is not None, together=phrase and value.together
         )
 
     def kind_term(self, keyword: Token, value: _Value) -> ast.Term:
-        return ast.Term(value.text, phrase=value.phrase and len(value.text.split()) > 1, kinds=True)
+        phrase = value.phrase and len(value.text.split()) > 1
+        return ast.Term(value.text, phrase=phrase, kinds=True, together=phrase and value.together)
 
     def named_argument(self, name: Token, value: Any) -> tuple[str, Any, int]:
         return (str(name), value, name.start_pos or 0)

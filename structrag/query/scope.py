@@ -9,6 +9,7 @@ the frame, so boolean operators are array operations.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
@@ -192,6 +193,15 @@ class ScopeData:
             self._term_cache.clear()
         self._term_cache[term] = result
         return result
+
+    def holding(self, terms: Iterable[str], reader: TextIndexReader) -> np.ndarray:
+        """Which messages hold any of the terms in their own text (not their window's)."""
+        mask = np.zeros(len(self), dtype=bool)
+        for term in terms:
+            postings = reader.text_postings(term, self.docs)
+            positions, _ = self.positions(postings.mkeys)
+            mask[positions] = True
+        return mask
 
     def bm25(self, weighted_terms: dict[str, float], reader: TextIndexReader) -> np.ndarray:
         """BM25 of a bag of (stem -> query weight) over the text windows."""

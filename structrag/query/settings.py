@@ -167,6 +167,9 @@ class RankingSettings:
     #: Packing gives up looking for a message that still fits after this many misses in
     #: a row.
     pack_max_misses: int = 64
+    #: A quoted phrase (``"support group"``) multiplies the text scores of the messages
+    #: that have its words together by this much (1: the words in any order).
+    phrase_boost: float = 4.0
 
     def with_overrides(self, **values: Any) -> RankingSettings:
         known = {f.name for f in fields(self)}
