@@ -798,8 +798,15 @@ class Index:
         return (ref for _, ref in self.store.iter_refs(kind, conversation))
 
     def show(self, message_id: str, conversation: str | None = None) -> dict[str, Any]:
-        """A message and its knowledge with spans."""
+        """A message and its knowledge with spans. ``conversation/id``, as ``query`` and
+        ``ask`` print a message of an index of many conversations, names both."""
         found = self.store.find_message(conversation, message_id)
+        if not found and conversation is None:
+            slashes = [i for i, c in enumerate(message_id) if c == "/"]
+            for at in slashes:  # a conversation id may hold "/" too: try each split
+                found = self.store.find_message(message_id[:at], message_id[at + 1 :])
+                if found:
+                    break
         if not found:
             where = f" in conversation {conversation!r}" if conversation else ""
             raise NotFoundError(

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from structrag import Index, InputError
+from structrag import Index, InputError, NotFoundError
 from structrag.store.whoosh_index import StagedWhooshWriter
 from tests.conftest import locomo_sample
 
@@ -190,6 +190,10 @@ def test_show_and_top_lists(index: Index, locomo_file: Path) -> None:
     index.ingest([locomo_file])
     shown = index.show("D1:4")
     assert shown["speaker"] == "Bob"
+    # As query and ask print it in an index of many conversations: conversation/id.
+    assert index.show(f"{shown['conversation']}/D1:4") == shown
+    with pytest.raises(NotFoundError):
+        index.show("no-such-conversation/D1:4")
     for item in shown["knowledge"]:
         start, end = item["span"]
         assert shown["text"][start:end] == item["span_text"]
