@@ -530,14 +530,20 @@ class Index:
             chosen = LLMTranslator(client)
         elif translator != "offline":
             raise ConfigError(f"unknown translator {translator!r}", hint="choose offline or llm")
+        scope = self._scope(conversation, sources)
         result = self.engine.ask(
             question,
             counter=counter,
             conversation=conversation,
             budget=budget,
             translator=chosen,
-            scope=self._scope(conversation, sources),
+            scope=scope,
         )
+        if not result.context.messages and scope is None and self._documents_only():
+            result.notes.append(
+                "the index holds documents and no conversations: ask them with "
+                "--sources knowledge (sources=['knowledge'])"
+            )
         if answer:
             result.written = self._write_answer(client, question, result)
         return result
@@ -559,6 +565,14 @@ class Index:
         if conversation is not None and tables == ("knowledge",):
             conversation = None  # documents have conversations of their own
         return Scope(conversation=conversation, tables=tables)
+
+    def _documents_only(self) -> bool:
+        """Whether every message of the index is a document's fragment (and it has some)."""
+        kinds = self.store.sql(
+            "SELECT count(*) FILTER (WHERE starts_with(conversation, 'doc:')), count(*) "
+            "FROM messages"
+        )[0]
+        return bool(kinds[0]) and kinds[0] == kinds[1]
 
     def _question_llm(
         self, translator: str, llm: LLMConfig | StructuredLLM | None, *, needed: bool

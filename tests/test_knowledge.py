@@ -695,3 +695,14 @@ def test_the_readme_as_knowledge_answers_questions_about_using_structrag(
 ) -> None:
     answer = readme_index.ask(question, budget=1500, sources=("knowledge",))
     assert phrase in answer.context.text, answer.query
+
+
+def test_asking_an_index_of_documents_alone_says_to_ask_them(tmp_path: Path) -> None:
+    with Index(tmp_path / "ix") as index:
+        index.knowledge.add("Employees get 25 vacation days a year.", shared=True)
+        plain = index.ask("How many vacation days do employees get?", budget=300)
+        assert not plain.context.messages
+        assert any("--sources knowledge" in n for n in plain.notes)
+        asked = index.ask("How many vacation days?", budget=300, sources=("knowledge",))
+        assert "25 vacation days" in asked.context.text
+        assert not any("--sources knowledge" in n for n in asked.notes)
