@@ -160,6 +160,20 @@ def test_and_not_and_phrases_hold_the_messages_that_say_the_words(tmp_path: Path
         assert ids(index, '"group support"')[0] == "m2"
 
 
+def test_a_query_that_finds_nothing_says_what_the_scope_lacks(ix: Index) -> None:
+    def notes(expression: str) -> list[str]:
+        result = ix.query(expression)
+        assert not result.messages
+        return result.notes
+
+    (typo,) = notes("biscuti")
+    assert "no message in scope has 'biscuti'" in typo and "biscuti~" in typo
+    assert any("no one called 'Zed'" in n and "Marco" in n for n in notes("speaker:Zed Biscuit"))
+    assert any("no conversation 'nowhere'" in n for n in notes("conversation:nowhere Biscuit"))
+    assert any("only stopwords" in n for n in notes("the OR and"))
+    assert not ix.query("Biscuit").notes  # found: nothing to say
+
+
 def test_boolean_operators(ix: Index) -> None:
     biscuit = set(ids(ix, "Biscuit"))
     not_marco = set(ids(ix, "Biscuit AND NOT speaker:Marco"))

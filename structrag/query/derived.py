@@ -253,6 +253,13 @@ class ConversationView:
                 found[candidate] = None
         return [(c, s.spelling_weight) for c in list(found)[: s.spelling_max]]
 
+    def holds(self, term: str) -> bool:
+        """Whether a message in scope has the stem in its text."""
+        return self._holds(term)
+
+    def has_conversation(self, conversation: str) -> bool:
+        return bool((self.scope.frame.conversations == conversation).any())
+
     def _holds(self, term: str) -> bool:
         """Whether a message in scope has the term in its text (a lookup that misses is a
         dictionary probe; a hit reads the postings, which scoring reads anyway)."""

@@ -206,12 +206,13 @@ class QueryEngine:
         ranking = _rank(match, view, limit)
         ranked = ranking if limit is None else list(ranking)
         refs = sorted(_refs_in(match, run).items(), key=lambda kv: (-kv[1], kv[0]))
+        notes = run.notes if len(ranked) else [*run.notes, *_why_nothing(node, view)]
         return QueryResult(
             query=node.to_query(),
             plan=plan.explain(),
             messages=ranked,
             refs=refs[: (limit or len(refs))],
-            notes=run.notes,
+            notes=notes,
             seconds=time.perf_counter() - started,
             tree=ast.dump(node),
         )
@@ -633,3 +634,43 @@ def _scope_first(
         ]
     )
     return Ranking(new, values.astype(float), view, tiers)
+
+
+def _why_nothing(node: ast.Node, view: ConversationView) -> list[str]:
+    """What a query that found nothing asked for that the scope does not have: words no
+    message says (with their neighbours one edit away, for a typo), people who say
+    nothing in it, conversations the index lacks."""
+    from structrag.analysis import stems
+
+    notes: list[str] = []
+    for item in ast.walk(node):
+        if isinstance(item, ast.Term) and not item.fuzzy and not item.kinds:
+            found = stems(item.text)
+            if not found and item.text.strip():
+                notes.append(f"{item.text!r} is only stopwords: it matches nothing")
+            for stem in found:
+                if view.holds(stem):
+                    continue
+                near = [c for c, _ in view.corrections(stem)]
+                notes.append(
+                    f"no message in scope has {item.text!r}"
+                    + (
+                        f"; write {item.text}~ for the words one edit away ({', '.join(near)})"
+                        if near and " " not in item.text
+                        else ""
+                    )
+                )
+                break
+        elif isinstance(item, ast.PeopleScope) and not set(view.people_named(item.name)) & set(
+            view.speakers
+        ):
+            shown = ", ".join(view.speakers[:8]) + (" ..." if len(view.speakers) > 8 else "")
+            notes.append(f"no one called {item.name!r} speaks in scope (speakers: {shown})")
+        elif isinstance(item, ast.ConversationScope) and not view.has_conversation(
+            item.conversation
+        ):
+            notes.append(
+                f"no conversation {item.conversation!r} in scope: list them with "
+                "`structrag conversations`"
+            )
+    return notes
