@@ -148,3 +148,13 @@ def test_questions_asking_for_a_category_use_kind_terms(chat_index: Index) -> No
     answer = chat_index.ask("What sports does Bo play?", budget=200)
     assert "kind:sports" in answer.query
     assert any("tennis" in m.text for m in answer.context.messages)
+
+
+def test_the_shipped_irregular_forms_are_what_spacy_gives() -> None:
+    from structrag.nlp.irregular import TABLE, build, irregular_forms
+
+    shipped = resources.files("structrag.nlp").joinpath(TABLE).read_text(encoding="utf-8")
+    assert shipped == "".join(f"{a}\t{b}\n" for a, b in build())
+    forms = irregular_forms()
+    assert "bought" in forms["buy"] and "buy" in forms["bought"]
+    assert "went" in forms["go"] and "children" in forms["child"]

@@ -22,6 +22,7 @@ from structrag.analysis import stem_words, stems, term_key
 from structrag.embeddings import Embedder
 from structrag.errors import NotFoundError
 from structrag.lexicon import Lexicon, default_lexicon
+from structrag.nlp.irregular import irregular_forms
 from structrag.query.context import Line, TokenCounter, render_message
 from structrag.query.digest import ConversationDigest, vocabulary_words
 from structrag.query.graph import EntityGraph
@@ -182,7 +183,8 @@ class ConversationView:
         return found or [name]
 
     def related_terms(self, stem: str) -> list[tuple[str, float]]:
-        """Aliases gathered at extraction, derived forms and fuzzy neighbours of a stem."""
+        """Aliases gathered at extraction, synonyms, derived and irregular forms, and fuzzy
+        neighbours of a stem."""
         if stem in self._related:
             return self._related[stem]
         s = self.settings
@@ -193,6 +195,10 @@ class ConversationView:
             found.setdefault(synonym, s.synonym_weight)
         for form in self._derived_forms(stem):
             found.setdefault(form, s.derived_weight)
+        if s.inflection_weight > 0:  # "buy" ~ "bought", "child" ~ "children"
+            for form in irregular_forms().get(stem, ()):
+                if self._holds(form):
+                    found.setdefault(form, s.inflection_weight)
         for neighbour, similarity in self._fuzzy(stem):
             key = term_key(neighbour)
             if key != stem and key not in found:

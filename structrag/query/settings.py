@@ -107,6 +107,10 @@ class RankingSettings:
     synonym_weight: float = 0.8
     #: Derived forms found in the index (teach ~ teacher) count this much.
     derived_weight: float = 0.6
+    #: Irregular forms found in the index (buy ~ bought, go ~ went, child ~ children)
+    #: count this much (0: off). In-sample on LoCoMo, 0.5 against 0: recall 0.8194 /
+    #: 0.8704 / 0.9140 against 0.8155 / 0.8711 / 0.9153 at 500 / 1,000 / 2,000 tokens.
+    inflection_weight: float = 0.5
     #: The kinds of a category (``kind:sport``: tennis, surfing ...) count this much of
     #: the category word.
     kind_weight: float = 0.5
