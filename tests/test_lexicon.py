@@ -151,9 +151,10 @@ def test_questions_asking_for_a_category_use_kind_terms(chat_index: Index) -> No
 
 
 def test_the_shipped_irregular_forms_are_what_spacy_gives() -> None:
-    from structrag.nlp.irregular import TABLE, build, irregular_forms
+    from structrag.lexicon.irregular import TABLE, irregular_forms
+    from structrag.nlp.irregular import build
 
-    shipped = resources.files("structrag.nlp").joinpath(TABLE).read_text(encoding="utf-8")
+    shipped = resources.files("structrag.lexicon").joinpath(TABLE).read_text(encoding="utf-8")
     assert shipped == "".join(f"{a}\t{b}\n" for a, b in build())
     forms = irregular_forms()
     assert "bought" in forms["buy"] and "buy" in forms["bought"]

@@ -22,7 +22,7 @@ from structrag.analysis import stem_words, stems, term_key
 from structrag.embeddings import Embedder
 from structrag.errors import NotFoundError
 from structrag.lexicon import Lexicon, default_lexicon
-from structrag.nlp.irregular import irregular_forms
+from structrag.lexicon.irregular import irregular_forms
 from structrag.query.context import Line, TokenCounter, render_message
 from structrag.query.digest import ConversationDigest, vocabulary_words
 from structrag.query.graph import EntityGraph
