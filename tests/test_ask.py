@@ -82,6 +82,23 @@ def test_widening_when_the_scope_finds_nothing(ix: Index) -> None:
     assert answer.message_ids
 
 
+def test_a_group_of_scopes_alone_is_not_widened() -> None:
+    """Dropping its scopes would leave it nothing to rank by (a boosted speaker alone)."""
+    from structrag.query import ast
+    from structrag.query.question import widen
+
+    only = ast.Or(
+        (
+            ast.Boost(ast.PeopleScope("speaker", "Nate"), 1.5),
+            ast.TimeScope(None, None, "2023", "when"),
+        )
+    )
+    assert widen(only, 2) is None
+    words = ast.Or((ast.Term("cook"), ast.TimeScope(None, None, "last weekend", "when")))
+    widened = widen(words, 2)
+    assert widened is not None and ast.Term("weekend") in widened.items
+
+
 def test_leftover_budget_is_filled_from_vectors(ix: Index) -> None:
     answer = ix.ask("What is the capital of Mongolia?", budget=300)
     assert answer.context.messages

@@ -316,6 +316,16 @@ def _wrap(node: Node, parent: type) -> str:
     return text
 
 
+def restricts(node: Node) -> bool:
+    """Whether a node only restricts (scopes, negations and boolean combinations of them):
+    in a group it filters instead of scoring."""
+    if isinstance(node, (*SCOPES, Not)):
+        return True
+    if isinstance(node, And | Or):
+        return all(restricts(item) for item in node.items)
+    return False
+
+
 def walk(node: Node) -> list[Node]:
     """Every node of a tree, depth first."""
     out = [node]

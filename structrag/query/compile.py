@@ -71,16 +71,6 @@ class CompileContext(Protocol):
         ...
 
 
-def restricts(node: ast.Node) -> bool:
-    """Whether a node only restricts (scopes, negations and boolean combinations of them):
-    in a group it filters instead of scoring."""
-    if isinstance(node, (*ast.SCOPES, ast.Not)):
-        return True
-    if isinstance(node, ast.And | ast.Or):
-        return all(restricts(item) for item in node.items)
-    return False
-
-
 class Compiler:
     """AST -> plan, for one conversation (or the whole index)."""
 
@@ -131,11 +121,11 @@ class Compiler:
                 inner = item.item
                 if isinstance(inner, ast.Term):
                     terms.append(replace(inner, weight=inner.weight * item.factor))
-                elif restricts(inner):
+                elif ast.restricts(inner):
                     prefers.append((self.compile(inner), item.factor))
                 else:
                     boosted.append((self.compile(inner), item.factor))
-            elif restricts(item):
+            elif ast.restricts(item):
                 filters.append(self.compile(item))
             else:
                 signals.append(self.compile(item))

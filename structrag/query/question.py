@@ -178,7 +178,7 @@ def content_terms(
 def widen(node: ast.Or, step: int) -> ast.Or | None:
     """A looser version of a question's group: step 1 drops the verbs of its actions
     (and actions left with no object), step 2 also drops its scopes, their words joining
-    the group. ``None`` when the step changes nothing."""
+    the group. ``None`` when the step changes nothing, or leaves nothing to rank by."""
     items: list[ast.Node] = []
     changed = False
     for item in node.items:
@@ -198,6 +198,7 @@ def widen(node: ast.Or, step: int) -> ast.Or | None:
                 )
             continue
         items.append(item)
-    if not changed or not items:
-        return None
+    signals = [i for i in items if not ast.restricts(i.item if isinstance(i, ast.Boost) else i)]
+    if not changed or not signals:
+        return None  # nothing left to rank by (a boosted speaker alone, say)
     return ast.Or(tuple(items))
