@@ -55,6 +55,17 @@ def test_entities_with_types_and_proper_noun_titles(extractor: SpacyExtractor) -
     assert "library" in names["library"].types
 
 
+@pytest.mark.parametrize(
+    "text", ["Hey Caroline! Great to hear from you!", "The art's amazing, Caroline!"]
+)
+def test_a_person_addressed_is_an_entity_without_the_greeting(
+    extractor: SpacyExtractor, text: str
+) -> None:
+    names = {r.knowledge.name for r in _extract(extractor, text) if isinstance(r.knowledge, Entity)}
+    assert "Caroline" in names
+    assert not [n for n in names if n != "Caroline" and "Caroline" in n]
+
+
 def test_actions_resolve_pronouns_negation_and_tense(extractor: SpacyExtractor) -> None:
     acts = _actions(_extract(extractor, "I didn't adopt the puppy. You will love the new shelter."))
     adopt = next(a for a in acts if a.verbs == ("adopt",))

@@ -641,6 +641,18 @@ def _entity_types(
     return tuple(dict.fromkeys(t for t in types if t))
 
 
+def _without_address(tokens: Sequence[Token], head: Token) -> Sequence[Token]:
+    """A phrase without what comes before an interjection or a comma ahead of its head:
+    "Hey Caroline" and "art's amazing, Caroline" address Caroline."""
+    cut = 0
+    for k, token in enumerate(tokens):
+        if token.i >= head.i:
+            break
+        if token.is_punct or token.tag_ == "UH" or token.dep_ == "intj":
+            cut = k + 1
+    return tokens[cut:]
+
+
 def _entities(doc: Doc, ctx: _Context, items: list[tuple[Any, int, int]]) -> None:
     seen: set[str] = set()
     ner_labels: dict[int, str] = {}
@@ -652,7 +664,7 @@ def _entities(doc: Doc, ctx: _Context, items: list[tuple[Any, int, int]]) -> Non
     def add(
         tokens: Sequence[Token], head: Token, facets: tuple[Facet, ...] = (), title: bool = False
     ) -> None:
-        normed = _norm_phrase(tokens, ctx.text)
+        normed = _norm_phrase(_without_address(tokens, head), ctx.text)
         if normed is None:
             return
         name, start, end = normed
