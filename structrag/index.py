@@ -762,14 +762,25 @@ class Index:
         ``EXPLAIN`` and the PRAGMAs that describe, such as ``table_info``): a change made
         beside the index's writer would leave its text index and derived tables saying
         something else. To export, SELECT the rows (or open a copy of the database)."""
+        self._check_reads(query)
+        return self.store.sql(query, params)
+
+    def sql_table(
+        self, query: str, params: Sequence[Any] = ()
+    ) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """:meth:`sql`, with the names of the result's columns (``structrag sql``)."""
+        self._check_reads(query)
+        return self.store.sql_table(query, params)
+
+    def _check_reads(self, query: str) -> None:
         problem = self.store.read_only_problem(query)
         if problem:
             raise ConfigError(
-                f"Index.sql runs queries that read, not {problem}: {query.strip()[:80]!r}",
+                f"SQL on an index runs statements that read, not {problem}: "
+                f"{query.strip()[:80]!r}",
                 hint="change the index through its API (ingest, memory, knowledge, remove); "
                 "to work on a copy of the data, SELECT it into a DuckDB database of your own",
             )
-        return self.store.sql(query, params)
 
     def stats(self) -> dict[str, Any]:
         """Counts: conversations (and of them histories, memory rooms and documents),

@@ -95,6 +95,23 @@ def test_ingest_stats_show_json(tmp_path: Path, locomo_file: Path) -> None:
     assert code == 0 and "skipped" in out
 
 
+def test_sql_reads_the_views_as_a_table_or_json(example_index: Path) -> None:
+    runner = CliRunner()
+    db = str(example_index)
+    statement = "SELECT message_id, span_text FROM v_entities WHERE name_lower = 'biscuit'"
+    table = runner.invoke(cli, ["sql", statement, "--db", db])
+    assert table.exit_code == 0, table.output
+    header, *rows = table.stdout.splitlines()
+    assert header.split() == ["message_id", "span_text"] and rows
+    assert all("Biscuit" in row for row in rows)
+    as_json = runner.invoke(cli, ["sql", statement, "--db", db, "--json", "--limit", "1"])
+    assert as_json.exit_code == 0, as_json.output
+    (row,) = json.loads(as_json.stdout)
+    assert set(row) == {"message_id", "span_text"} and row["span_text"] == "Biscuit"
+    refused = runner.invoke(cli, ["sql", "DELETE FROM topics", "--db", db])
+    assert refused.exit_code == 1 and "not DELETE statements" in str(refused.exception)
+
+
 def test_errors_exit_non_zero_without_traceback(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text('[{"conversation": {"session_1": [')

@@ -62,6 +62,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "topics",
         "The most mentioned topics, merged by normalised name.",
     ),
+    "sql": (
+        "structrag.cli.inspection",
+        "sql",
+        "Run SQL that reads the index (the v_* views): rows as a table or JSON.",
+    ),
     "query": (
         "structrag.cli.ask",
         "query",
@@ -190,7 +195,7 @@ def cli() -> None:
 
 #: Commands that only read an index and close it before they return.
 READ_ONLY_COMMANDS = frozenset(
-    {"stats", "conversations", "show", "entities", "topics", "query", "ask"}
+    {"stats", "conversations", "show", "entities", "topics", "sql", "query", "ask"}
 )
 #: Commands that, once they have succeeded, closed what they opened and flushed their
 #: output, end the process with ``os._exit`` (see :func:`_exit_now`): the read-only ones,

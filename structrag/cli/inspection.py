@@ -1,4 +1,5 @@
-"""Looking at an index: ``stats``, ``conversations``, ``show``, ``entities``, ``topics``."""
+"""Looking at an index: ``stats``, ``conversations``, ``show``, ``entities``, ``topics``,
+``sql``."""
 
 from __future__ import annotations
 
@@ -166,3 +167,46 @@ def _top(kind: str) -> click.Command:
 
 entities = _top("entities")
 topics = _top("topics")
+
+
+@click.command()
+@click.argument("statement")
+@db_option
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    default=1000,
+    show_default=True,
+    help="Show at most this many rows.",
+)
+@json_option
+def sql(statement: str, db: str, limit: int, as_json: bool) -> None:
+    """Run SQL that reads the index (the v_* views): rows as a table or JSON.
+
+    Only statements that read run (SELECT, WITH, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN). The
+    views are listed in the README's "Storage layout".
+
+    \b
+    Example:
+      structrag sql "SELECT speaker, verb, count(*) FROM v_actions
+                     GROUP BY ALL ORDER BY 3 DESC LIMIT 10" --db my-index
+    """
+    from structrag.cli.common import open_for
+
+    with open_for(db) as index:
+        columns, rows = index.sql_table(statement)
+    shown = rows[:limit]
+    if as_json:
+        emit_json([dict(zip(columns, row, strict=True)) for row in shown])
+        return
+    cells = [[_cell(v) for v in row] for row in shown]
+    widths = [max([len(c), *(len(r[k]) for r in cells)]) for k, c in enumerate(columns)]
+    click.echo("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
+    for row in cells:
+        click.echo("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+    more = f" (the first {limit} shown)" if len(rows) > limit else ""
+    click.echo(f"{counted(len(rows), 'row')}{more}", err=True)
+
+
+def _cell(value: Any) -> str:
+    return "NULL" if value is None else clip(str(value).replace("\n", " "), 80)

@@ -18,7 +18,7 @@ and in the vectors. So questions draw on documents and conversations in one budg
   as ElizaOS lays it out: ``shared/`` is shared, every other folder in it is the knowledge
   of the agent it is named after.
 * **Changes.** Adding an unchanged document changes nothing. A changed one replaces its
-  fragments in the same transaction as everything else added with it: fragments whose
+  fragments in the same transaction as the rest of its owner's documents: fragments whose
   text is unchanged keep their knowledge, edited ones are extracted again, fragments that
   are gone are deleted with everything derived from them.
 * **Scope.** Search reads shared knowledge and the asking agent's own, never another

@@ -393,6 +393,12 @@ class KnowledgeStore(Protocol):
         or None when it only reads."""
         ...
 
+    def sql_table(
+        self, query: str, params: Sequence[Any] | Mapping[str, Any] = ()
+    ) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """:meth:`sql` with the names of the result's columns."""
+        ...
+
     # -- for the query engine ---------------------------------------------------------
 
     def message_frame(self, scope: Scope) -> MessageFrame:

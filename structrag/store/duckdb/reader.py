@@ -134,6 +134,14 @@ class DuckDBReader:
         with self.using() as con:
             return con.execute(query, params).fetchall()
 
+    def sql_table(
+        self, query: str, params: Sequence[Any] | Mapping[str, Any] = ()
+    ) -> tuple[list[str], list[tuple[Any, ...]]]:
+        with self.using() as con:
+            cursor = con.execute(query, params)
+            rows = cursor.fetchall()
+            return [str(d[0]) for d in cursor.description or ()], rows
+
     def read_only_problem(self, query: str) -> str | None:
         """What in ``query`` may change the database or run something (``"DELETE
         statements"``), or None when each of its statements only reads."""
