@@ -229,6 +229,8 @@ def test_batch_lines_are_checked(example_index: Path, tmp_path: Path) -> None:
         '{"question": "   "}': '"question" must be a non-empty string',
         '{"question": "Who?", "conversation": 3}': '"conversation" must be a string',
         '{"question": "Who?", "conversation": "nope"}': "nope",
+        '{"question": "Who?", "sources": ["knowledge"]}': "unknown key 'sources'",
+        '{"question": "Who?", "budgett": 50}': "unknown key 'budgett'",
         "[1, 2]": "each line must be",
     }
     for line, message in cases.items():

@@ -364,12 +364,26 @@ def _print_answer(data: dict[str, Any], *, explain: bool, several: bool) -> None
             click.echo(f"cited: {cited}")
 
 
+#: What a line of an ``ask --batch`` file may hold.
+_BATCH_KEYS = frozenset({"question", "conversation", "budget", "id"})
+
+
 def _batch_questions(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """The questions of an ``ask --batch`` file, checked line by line."""
     from structrag.importers.base import read_json_lines
 
     example = 'e.g. {"question": "Where did Ann go?", "conversation": "c1", "budget": 500}'
     for lineno, item in read_json_lines(path, 'an object with a "question"'):
+        unknown = sorted(set(item) - _BATCH_KEYS)
+        if unknown:
+            raise InputError(
+                path,
+                f"unknown key {unknown[0]!r}: a line takes {', '.join(sorted(_BATCH_KEYS))}",
+                line=lineno,
+                hint="options such as --sources and --encoding apply to every question"
+                if unknown[0] in ("sources", "encoding", "translator")
+                else example,
+            )
         question = item.get("question")
         if not isinstance(question, str) or not question.strip():
             raise InputError(
