@@ -776,8 +776,7 @@ class Index:
         problem = self.store.read_only_problem(query)
         if problem:
             raise ConfigError(
-                f"SQL on an index runs statements that read, not {problem}: "
-                f"{query.strip()[:80]!r}",
+                f"SQL on an index runs statements that read, not {problem}: {query.strip()[:80]!r}",
                 hint="change the index through its API (ingest, memory, knowledge, remove); "
                 "to work on a copy of the data, SELECT it into a DuckDB database of your own",
             )
