@@ -354,6 +354,14 @@ def test_unknown_rooms_and_ids(mem: Memory) -> None:
         mem.get("mem-nope")
     with pytest.raises(MemoryInputError):
         mem.search("x", mode="telepathy")
+    for room in ("", "   "):
+        with pytest.raises(MemoryInputError, match="room name is empty"):
+            mem.add("hello", room=room)
+        with pytest.raises(MemoryInputError, match="room name is empty"):
+            mem.context("hello", room=room)
+    with pytest.raises(MemoryInputError, match="documents'"):
+        mem.add("hello", room="doc:notes")
+    assert mem.add("hello").room == "default"
 
 
 def test_the_cli_mirrors_the_api(tmp_path: Path) -> None:

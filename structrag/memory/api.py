@@ -200,7 +200,7 @@ class Memory:
             raise MemoryInputError(
                 f"unknown importance {importance!r}", hint="choose low, normal or high"
             )
-        room = (room or DEFAULT_ROOM).strip()
+        room = _room(room)
         with self.parts.writing("memory add"):
             return self._add(
                 text,
@@ -838,7 +838,7 @@ class Memory:
         problem = budget_problem(budget)
         if problem:
             raise MemoryInputError(problem)
-        room = (room or DEFAULT_ROOM).strip()
+        room = _room(room)
         settings = self.parts.settings
         history = self._history(room)
         user = user or next(
@@ -940,6 +940,24 @@ _STATEMENT_TABLES = {
     "relationship": "relationships",
     "goal": "goals",
 }
+
+
+def _room(room: str | None) -> str:
+    """A room as given (no room: the default one); a blank name, or one of the names
+    documents' fragments live in (``doc:...``), is refused."""
+    if room is None:
+        return DEFAULT_ROOM
+    name = room.strip()
+    if not name:
+        raise MemoryInputError(
+            "the room name is empty", hint="name the room, or leave it out for the default room"
+        )
+    if name.startswith("doc:"):
+        raise MemoryInputError(
+            f"room {name!r}: names that start with doc: are documents'",
+            hint="name the room otherwise; documents are added with index.knowledge.add",
+        )
+    return name
 
 
 def _line(memory: MemoryRecord, *, room: bool = False) -> str:
