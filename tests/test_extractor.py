@@ -66,6 +66,12 @@ def test_a_person_addressed_is_an_entity_without_the_greeting(
     assert not [n for n in names if n != "Caroline" and "Caroline" in n]
 
 
+def test_a_hyphen_inside_a_name_cuts_nothing(extractor: SpacyExtractor) -> None:
+    text = "Jean-Luc Picard flew to Winston-Salem in a Rolls-Royce with my 5-year-old daughter."
+    names = {r.knowledge.name for r in _extract(extractor, text) if isinstance(r.knowledge, Entity)}
+    assert {"Jean-Luc Picard", "Winston-Salem", "Rolls-Royce", "5-year-old daughter"} <= names
+
+
 def test_actions_resolve_pronouns_negation_and_tense(extractor: SpacyExtractor) -> None:
     acts = _actions(_extract(extractor, "I didn't adopt the puppy. You will love the new shelter."))
     adopt = next(a for a in acts if a.verbs == ("adopt",))

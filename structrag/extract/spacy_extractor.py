@@ -643,12 +643,14 @@ def _entity_types(
 
 def _without_address(tokens: Sequence[Token], head: Token) -> Sequence[Token]:
     """A phrase without what comes before an interjection or a comma ahead of its head:
-    "Hey Caroline" and "art's amazing, Caroline" address Caroline."""
+    "Hey Caroline" and "art's amazing, Caroline" address Caroline. Punctuation inside a
+    word ("Jean-Luc", "T-shirt") cuts nothing."""
     cut = 0
     for k, token in enumerate(tokens):
         if token.i >= head.i:
             break
-        if token.is_punct or token.tag_ == "UH" or token.dep_ == "intj":
+        parted = token.is_punct and bool(token.whitespace_) and token.tag_ != "HYPH"
+        if parted or token.tag_ == "UH" or token.dep_ == "intj":
             cut = k + 1
     return tokens[cut:]
 
