@@ -809,6 +809,14 @@ def test_a_statement_names_the_speaker_where_the_object_says_my() -> None:
     assert texts["see Me and My Friends live"].endswith("see Me and My Friends live")
 
 
+def test_the_speakers_name_leaves_titles_and_contractions_alone() -> None:
+    from structrag.memory.statement_rules import _first_person
+
+    assert _first_person("be happy with what I’ve got", "Priya") == "be happy with what I’ve got"
+    assert _first_person("visit World War I museums", "Priya") == "visit World War I museums"
+    assert _first_person("call my mom when I can", "Priya") == "call Priya's mom when Priya can"
+
+
 def _entry(entry_id: int, obj: str, sources: tuple[str, ...], by: int | None) -> ProfileEntry:
     at = datetime(2024, 5, 1)
     return ProfileEntry(

@@ -504,8 +504,23 @@ def _blocked(token: Token) -> bool:
 
 #: The speaker's own words for themselves, in an object as written (lower case: "Me and
 #: My Friends" is a title), and what they become.
-_FIRST_PERSON = re.compile(r"\b(?:my|mine|me|myself|I)\b(?!')")
+_FIRST_PERSON = re.compile(r"\b(?:my|mine|me|myself|I)\b(?![’'])")
 _OWN = {"my": "{}'s", "mine": "{}'s", "myself": "themself"}
+#: The word before a capital "I" that is a name's ("World War I"), not the speaker.
+_TITLED = re.compile(r"[A-Z][\w-]*\s+$")
+
+
+def _first_person(text: str, me: str) -> str:
+    """``text`` with the speaker's words for themselves replaced by their name ("help my
+    family" -> "help Priya's family"); "I've" and a capital "I" after a capitalised word
+    ("World War I") stay."""
+
+    def named(found: re.Match[str]) -> str:
+        if found[0] == "I" and _TITLED.search(text, 0, found.start()):
+            return found[0]
+        return _OWN.get(found[0], "{}").format(me)
+
+    return _FIRST_PERSON.sub(named, text)
 
 
 class _Reader:
@@ -586,7 +601,7 @@ class _Reader:
             confidence=confidence,
             detail=detail,
         )
-        said = _FIRST_PERSON.sub(lambda m: _OWN.get(m[0], "{}").format(self.me), text)
+        said = _first_person(text, self.me) if self.me else text
         if self.me and said != text:  # "help my family" is the speaker's, whoever reads it
             # The object stays as written (it is the span's words); its text names them.
             told = describe(name, predicate, said, negated=negated, tense=tense, detail=detail)
