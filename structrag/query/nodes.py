@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Protocol
 
 import numpy as np
@@ -20,7 +20,7 @@ import numpy as np
 from structrag.analysis import stems
 from structrag.query.scope import ScopeData, zscore
 from structrag.query.settings import RankingSettings
-from structrag.query.timeexpr import TimeRange, resolve
+from structrag.query.timeexpr import resolve
 from structrag.store.protocols import MessageFilter, PropertyCondition, RefKind
 
 
@@ -322,25 +322,11 @@ class RelativeTime(PlanNode):
 
     def eval(self, ctx: PlanContext) -> Match:
         n = _size(ctx)
-        runs = ctx.scope.latest_dates
-        stamps = ctx.scope.frame.timestamps
-        mask = np.zeros(n, dtype=bool)
-        ranges: dict[datetime, TimeRange | None] = {}
-        for start, end, anchor in runs:
-            if anchor not in ranges:
-                ranges[anchor] = resolve(self.text, anchor)
-            found = ranges[anchor]
-            if found is None:
-                continue
-            part = stamps[start:end]
-            inside = ~np.isnat(part)
-            if found.start is not None:
-                inside &= part >= np.datetime64(found.start, "s")
-            if found.end is not None:
-                inside &= part < np.datetime64(found.end, "s")
-            mask[start:end] = inside
-        resolved = {a: r for a, r in ranges.items() if r is not None}
-        if not resolved:
+        starts, ends, latest = ctx.scope.latest_dates
+        # Phrases count in days: one resolution per distinct latest day.
+        days, which = np.unique(latest // DAY, return_inverse=True)
+        ranges = [resolve(self.text, _day(int(d))) for d in days]
+        if not any(ranges):
             found = resolve(self.text, None)
             ctx.notes.append(
                 f"{self.text!r} = {found}"
@@ -348,15 +334,45 @@ class RelativeTime(PlanNode):
                 else f"{self.text!r}: no dated messages to resolve it against"
             )
             return Match.empty(n)
-        if len({str(r) for r in resolved.values()}) == 1:
-            anchor, found = max(resolved.items())
-            ctx.notes.append(f"{self.keyword}:{self.text!r} = {found} (anchor {anchor:%Y-%m-%d})")
+        # A day the phrase cannot be resolved from lets nothing pass; an open end, all.
+        low = np.array([_seconds(r.start, -NEVER) if r else NEVER for r in ranges])
+        high = np.array([_seconds(r.end, NEVER) if r else -NEVER for r in ranges])
+        lengths = ends - starts
+        rows = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(lengths.sum())
+        run = np.repeat(np.arange(len(starts)), lengths)
+        seconds = ctx.scope.seconds
+        mask = np.zeros(n, dtype=bool)
+        held = seconds[rows]
+        mask[rows] = (held >= low[which][run]) & (held < high[which][run])
+        shown = {str(r) for r in ranges if r is not None}
+        if len(shown) == 1:
+            anchor = _day(int(latest.max()) // DAY)
+            ctx.notes.append(
+                f"{self.keyword}:{self.text!r} = {shown.pop()} (anchor {anchor:%Y-%m-%d})"
+            )
         else:
             ctx.notes.append(
                 f"{self.keyword}:{self.text!r} counted from each conversation's latest "
-                f"message ({len(runs)} conversations)"
+                f"message ({len(starts)} conversations)"
             )
         return Match.membership(mask)
+
+
+#: Seconds in a day; a bound no time reaches.
+DAY = 86_400
+NEVER = np.iinfo(np.int64).max
+
+
+def _day(day: int) -> datetime:
+    """The start of a day counted from the epoch, as a naive UTC time."""
+    return datetime.fromtimestamp(day * DAY, UTC).replace(tzinfo=None)
+
+
+def _seconds(when: datetime | None, otherwise: int) -> int:
+    """A naive UTC time in epoch seconds; ``otherwise`` for an open bound."""
+    if when is None:
+        return otherwise
+    return int(np.datetime64(when, "s").astype(np.int64))
 
 
 @dataclass

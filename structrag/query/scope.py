@@ -11,13 +11,15 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
 from functools import cached_property
 
 import numpy as np
 
 from structrag.query.settings import RankingSettings
 from structrag.store.protocols import MessageFrame, TextIndexReader
+
+#: A message without a time, in :attr:`ScopeData.seconds` (NaT as an integer).
+NO_TIME = np.iinfo(np.int64).min
 
 
 @dataclass
@@ -117,23 +119,26 @@ class ScopeData:
         return len(self.frame)
 
     @cached_property
-    def latest_dates(self) -> list[tuple[int, int, datetime]]:
-        """``(start, end, latest date)`` of each conversation's run of messages (the frame
-        is in conversation order), for those with a dated message: what relative time
-        phrases count from."""
+    def latest_dates(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For each conversation's run of messages (the frame is in conversation order)
+        that has a dated message: its start, its end and its latest date in epoch
+        seconds; what relative time phrases count from."""
         frame = self.frame
         n = len(frame)
         if not n:
-            return []
+            empty = np.zeros(0, dtype=np.int64)
+            return empty, empty, empty
         convs = frame.conversations
-        starts = [0, *(np.flatnonzero(convs[1:] != convs[:-1]) + 1).tolist()]
-        found = []
-        for start, end in zip(starts, [*starts[1:], n], strict=True):
-            stamps = frame.timestamps[start:end]
-            valid = stamps[~np.isnat(stamps)]
-            if len(valid):
-                found.append((start, end, datetime.fromisoformat(str(valid.max()))))
-        return found
+        starts = np.flatnonzero(np.r_[True, convs[1:] != convs[:-1]])
+        ends = np.r_[starts[1:], n]
+        latest = np.maximum.reduceat(self.seconds, starts)
+        dated = latest != NO_TIME
+        return starts[dated], ends[dated], latest[dated]
+
+    @cached_property
+    def seconds(self) -> np.ndarray:
+        """Each message's time in epoch seconds (:data:`NO_TIME` for none)."""
+        return self.frame.timestamps.astype("datetime64[s]").astype(np.int64)
 
     def knowledge_arrays(self, term: str, reader: TextIndexReader) -> tuple[np.ndarray, np.ndarray]:
         """(frame positions, ref ids) of the refs in scope whose terms include ``term``
