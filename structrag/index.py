@@ -766,11 +766,12 @@ class Index:
         return self.store.sql(query, params)
 
     def sql_table(
-        self, query: str, params: Sequence[Any] = ()
+        self, query: str, params: Sequence[Any] = (), *, limit: int | None = None
     ) -> tuple[list[str], list[tuple[Any, ...]]]:
-        """:meth:`sql`, with the names of the result's columns (``structrag sql``)."""
+        """:meth:`sql` of one statement, with the names of the result's columns, reading
+        at most ``limit`` rows (``structrag sql``)."""
         self._check_reads(query)
-        return self.store.sql_table(query, params)
+        return self.store.sql_table(query, params, limit)
 
     def _check_reads(self, query: str) -> None:
         problem = self.store.read_only_problem(query)

@@ -110,6 +110,12 @@ def test_sql_reads_the_views_as_a_table_or_json(example_index: Path) -> None:
     assert set(row) == {"message_id", "span_text"} and row["span_text"] == "Biscuit"
     refused = runner.invoke(cli, ["sql", "DELETE FROM topics", "--db", db])
     assert refused.exit_code == 1 and "not DELETE statements" in str(refused.exception)
+    two = runner.invoke(cli, ["sql", "SELECT 1; SELECT 2", "--db", db])
+    assert two.exit_code == 1 and "one statement at a time" in str(two.exception)
+    same = runner.invoke(cli, ["sql", "SELECT 1 AS a, 2 AS a", "--db", db, "--json"])
+    assert json.loads(same.stdout) == [{"a": 1, "a_2": 2}]
+    many = runner.invoke(cli, ["sql", "SELECT * FROM range(5000)", "--db", db, "--limit", "3"])
+    assert many.stdout.splitlines()[1:] == ["0", "1", "2"] and "more than 3 rows" in many.stderr
 
 
 def test_errors_exit_non_zero_without_traceback(tmp_path: Path) -> None:

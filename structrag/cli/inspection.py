@@ -180,7 +180,8 @@ topics = _top("topics")
     help="Show at most this many rows.",
 )
 @json_option
-def sql(statement: str, db: str, limit: int, as_json: bool) -> None:
+@via_options
+def sql(statement: str, db: str, limit: int, as_json: bool, via: Via) -> None:
     """Run SQL that reads the index (the v_* views): rows as a table or JSON.
 
     Only statements that read run (SELECT, WITH, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN). The
@@ -192,20 +193,37 @@ def sql(statement: str, db: str, limit: int, as_json: bool) -> None:
                      GROUP BY ALL ORDER BY 3 DESC LIMIT 10" --db my-index
     """
     from structrag.cli.common import open_for
+    from structrag.errors import StructragError
 
-    with open_for(db) as index:
-        columns, rows = index.sql_table(statement)
+    if via.server(db) is not None:
+        raise StructragError(
+            f"structrag sql reads the index files, and a server owns {db}",
+            hint="pass --no-server to wait for the server's lock, or stop the server",
+        )
+    with open_for(db, served_ok=via.no_server) as index:
+        columns, rows = index.sql_table(statement, limit=limit + 1)
     shown = rows[:limit]
     if as_json:
-        emit_json([dict(zip(columns, row, strict=True)) for row in shown])
+        names = _distinct(columns)
+        emit_json([dict(zip(names, row, strict=True)) for row in shown])
         return
     cells = [[_cell(v) for v in row] for row in shown]
     widths = [max([len(c), *(len(r[k]) for r in cells)]) for k, c in enumerate(columns)]
     click.echo("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
     for row in cells:
         click.echo("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
-    more = f" (the first {limit} shown)" if len(rows) > limit else ""
-    click.echo(f"{counted(len(rows), 'row')}{more}", err=True)
+    more = "more than " if len(rows) > limit else ""
+    click.echo(f"{more}{counted(len(shown), 'row')}", err=True)
+
+
+def _distinct(columns: list[str]) -> list[str]:
+    """Column names made unique for JSON keys: ``a``, ``a_2``."""
+    seen: dict[str, int] = {}
+    out = []
+    for name in columns:
+        seen[name] = seen.get(name, 0) + 1
+        out.append(name if seen[name] == 1 else f"{name}_{seen[name]}")
+    return out
 
 
 def _cell(value: Any) -> str:

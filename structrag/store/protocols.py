@@ -394,9 +394,10 @@ class KnowledgeStore(Protocol):
         ...
 
     def sql_table(
-        self, query: str, params: Sequence[Any] | Mapping[str, Any] = ()
+        self, query: str, params: Sequence[Any] | Mapping[str, Any] = (), limit: int | None = None
     ) -> tuple[list[str], list[tuple[Any, ...]]]:
-        """:meth:`sql` with the names of the result's columns."""
+        """One statement's result: the names of its columns and its rows (at most
+        ``limit``, read no further)."""
         ...
 
     # -- for the query engine ---------------------------------------------------------

@@ -15,7 +15,7 @@ from typing import Any
 import duckdb
 import numpy as np
 
-from structrag.errors import QueryError, StructragError
+from structrag.errors import ConfigError, QueryError, StructragError
 from structrag.models import Action, Conversation, Entity, Facet, Message, SemanticRef, Span
 from structrag.models import Tag as TagKnowledge
 from structrag.models import Topic as TopicKnowledge
@@ -135,11 +135,16 @@ class DuckDBReader:
             return con.execute(query, params).fetchall()
 
     def sql_table(
-        self, query: str, params: Sequence[Any] | Mapping[str, Any] = ()
+        self, query: str, params: Sequence[Any] | Mapping[str, Any] = (), limit: int | None = None
     ) -> tuple[list[str], list[tuple[Any, ...]]]:
         with self.using() as con:
+            if len(con.extract_statements(query)) > 1:
+                raise ConfigError(
+                    "one statement at a time: this holds several",
+                    hint="run each statement on its own",
+                )
             cursor = con.execute(query, params)
-            rows = cursor.fetchall()
+            rows = cursor.fetchall() if limit is None else cursor.fetchmany(limit)
             return [str(d[0]) for d in cursor.description or ()], rows
 
     def read_only_problem(self, query: str) -> str | None:
