@@ -158,6 +158,9 @@ def test_and_not_and_phrases_hold_the_messages_that_say_the_words(tmp_path: Path
         quoted = ids(index, '"support group"')
         assert quoted[0] == "m0" and "m2" in quoted
         assert ids(index, '"group support"')[0] == "m2"
+        # Under NOT and AND a phrase holds the messages with its words together only.
+        assert sorted(ids(index, 'NOT "support group"')) == ["m1", "m2", "m3", "m4"]
+        assert ids(index, '"support group" AND speaker:Ann') == ["m0"]
 
 
 def test_a_query_that_finds_nothing_says_what_the_scope_lacks(ix: Index) -> None:

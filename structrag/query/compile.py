@@ -130,11 +130,16 @@ class Compiler:
             else:
                 signals.append(self.compile(item))
         s = self.settings
-        # A quoted phrase prefers the messages that have its words together.
+        # A quoted phrase prefers the messages that have its words together; under AND
+        # and NOT it holds only them ("NOT \"New York\"" is not "NOT new").
         for term in terms:
             together = tuple(stems(term.text)) if term.together else ()
             if len(together) > 1:
-                prefers.append((Phrase(term.text, together), s.phrase_boost))
+                phrase = Phrase(term.text, together)
+                if self.own:
+                    filters.append(phrase)
+                else:
+                    prefers.append((phrase, s.phrase_boost))
         bag = self.term_weights(terms)
         fused: list[tuple[str, float, PlanNode]] = []
         if bag:
