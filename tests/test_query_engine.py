@@ -179,13 +179,19 @@ def test_a_query_that_finds_nothing_says_what_the_scope_lacks(ix: Index) -> None
 
 def test_a_word_finds_its_irregular_forms(tmp_path: Path) -> None:
     chat = tmp_path / "shop.jsonl"
-    said = ["Ben bought new boots yesterday.", "The children went to the park.", "Nice!"]
+    said = [
+        "Ben bought new boots yesterday.",
+        "The children went to the park.",
+        "Nice!",
+        "I am a bit tired today.",
+    ]
     chat.write_text("\n".join(json.dumps({"id": f"m{i}", "text": t}) for i, t in enumerate(said)))
     with Index(tmp_path / "ix") as index:
         index.ingest([chat])
         assert ids(index, "buy")[0] == "m0"
         assert ids(index, "child go")[0] == "m1"
         assert ids(index, "went")[0] == "m1"
+        assert "m3" not in ids(index, "bite")  # "bit" is a word of its own
 
 
 def test_boolean_operators(ix: Index) -> None:
