@@ -682,8 +682,16 @@ README_QUESTIONS = [
 @pytest.fixture(scope="module")
 def readme_index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Index]:
     root = Path(__file__).resolve().parents[1]
-    with Index(tmp_path_factory.mktemp("readme") / "ix") as ix:
-        paths = [root / "README.md"] + ([root / "docs"] if (root / "docs").is_dir() else [])
+    # Copied into a folder of a fixed name: an absolute path is cited by its folder and
+    # name, and the checkout's folder name must not change what fits in a budget.
+    here = tmp_path_factory.mktemp("readme")
+    copy = here / "structrag"
+    copy.mkdir()
+    shutil.copy(root / "README.md", copy / "README.md")
+    if (root / "docs").is_dir():
+        shutil.copytree(root / "docs", copy / "docs")
+    with Index(here / "ix") as ix:
+        paths = [copy / "README.md"] + ([copy / "docs"] if (copy / "docs").is_dir() else [])
         report = ix.knowledge.add(paths, shared=True)
         assert report.fragments_added > 10
         yield ix
