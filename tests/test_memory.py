@@ -306,6 +306,21 @@ def test_the_profile_section_puts_what_the_message_is_about_first(index: Index) 
     assert about.lines and "golf" in about.lines[0]
 
 
+def test_the_context_keeps_to_the_user_it_answers(index: Index) -> None:
+    """Another user's facts and private room are not what this user's window holds."""
+    mem = index.memory("bot")
+    mem.add("I have a dog named Max", user="priya", room="dm-priya")
+    bruno = mem.add("I have a dog named Bruno", user="lena", room="dm-lena")
+    mem.add("my boyfriend Tom is a chef", user="lena", room="dm-lena")
+    club = mem.add("Our dog park meetup is on Sunday", user="priya", room="club")
+    window = mem.context("what's my dog called?", room="dm-priya", user="priya", budget=400)
+    assert "Max" in window.text and club.id in window.ids
+    assert "Bruno" not in window.text and "Tom" not in window.text and bruno.id not in window.ids
+    # Search can keep to a user, or to rooms, too.
+    assert {h.memory.user for h in mem.search("dog", user="lena")} == {"lena"}
+    assert {h.memory.room for h in mem.search("dog", rooms=["club"])} == {"club"}
+
+
 def test_unused_shares_pass_on(index: Index) -> None:
     mem = index.memory("bot")
     for i in range(40):

@@ -454,6 +454,15 @@ class Memory:
             current = [e for e in current if e not in gone]
             current.append(entry.stored(entry_id))
 
+    def _rooms_of(self, user: str) -> list[str]:
+        """The rooms a user has spoken in, to this agent."""
+        rows = self.parts.store.sql(
+            "SELECT DISTINCT conversation FROM messages WHERE agent = ? "
+            "AND lower(speaker) = lower(?) AND memory_table = 'messages'",
+            [self.agent, user],
+        )
+        return [str(r[0]) for r in rows]
+
     def _next_ordinal(self, room: str) -> int:
         rooms = self.parts.rooms
         rooms.check(self.parts.store.generation())
@@ -551,14 +560,17 @@ class Memory:
         threshold: float | None = None,
         start: datetime | None = None,
         end: datetime | None = None,
+        user: str | None = None,
+        rooms: Sequence[str] | None = None,
     ) -> list[MemoryHit]:
         """The memories that best answer ``query``, best first.
 
         Modes: ``structured`` (the query compiler, as ``ask`` ranks), ``text`` (BM25 over
         the query's words), ``vector`` (embedding similarity), ``hybrid`` (reciprocal rank
         fusion, k = 60, of text and vector). All of them honour the room, table and time
-        filters. ``threshold`` keeps hits scoring at least that much (for ``vector``, a
-        cosine similarity)."""
+        filters; ``user`` keeps a user's own memories (what they said, the facts they
+        stated), ``rooms`` those of these rooms. ``threshold`` keeps hits scoring at least
+        that much (for ``vector``, a cosine similarity)."""
         _check_table(table)
         if mode not in SEARCH_MODES:
             raise MemoryInputError(
@@ -599,6 +611,10 @@ class Memory:
                     continue
                 when = record.ts or record.created_at
                 if (start is not None and when < start) or (end is not None and when >= end):
+                    continue
+                if user is not None and (record.user or "").lower() != user.lower():
+                    continue
+                if rooms is not None and record.room not in rooms:
                     continue
                 hits.append(MemoryHit(replaced.mark(record), score, mode))
                 if len(hits) >= count:
@@ -851,7 +867,7 @@ class Memory:
         seen = held_by_share("history", history[0], budget, shares, counter)
         candidates: dict[str, Lines] = {
             "history": history[0],
-            "retrieval": self._retrieval(message, seen) if message.strip() else [],
+            "retrieval": self._retrieval(message, seen, room, user) if message.strip() else [],
             "profile": self._about(message, user, room),
         }
         window = assemble(message, room, budget, candidates, shares, counter)
@@ -880,10 +896,15 @@ class Memory:
         del after
         return lines, recent
 
-    def _retrieval(self, message: str, seen: set[str]) -> Lines:
+    def _retrieval(self, message: str, seen: set[str], room: str, user: str | None) -> Lines:
+        """Memories that answer the message: of this room and, when the user is known,
+        of the rooms they speak in (another user's private room is not theirs to read)."""
         settings = self.parts.settings
         lines: Lines = []
-        hits = self.search(message, table="messages", count=settings.retrieve_memories + len(seen))
+        rooms = None if user is None else sorted({room, *self._rooms_of(user)})
+        hits = self.search(
+            message, table="messages", count=settings.retrieve_memories + len(seen), rooms=rooms
+        )
         lines.extend(
             (_line(h.memory, room=True), h.memory.id) for h in hits if h.memory.id not in seen
         )
@@ -912,15 +933,20 @@ class Memory:
             lines.append(
                 (f"[profile-{entry.entry_id} <- {cited}] {entry.text}", f"profile-{entry.entry_id}")
             )
-        # A fact the profile already states (its entry was made from it) is not repeated.
+        # A fact the profile already states (its entry was made from it) is not repeated,
+        # nor one said twice; the facts are the user's own.
         said = {entry.text.strip().lower() for entry in entries}
-        if message.strip() and self.count(table="facts") + self.count(table="relationships"):
+        counted = self.count(table="facts") + self.count(table="relationships")
+        if message.strip() and user and counted:
             for table in ("facts", "relationships"):
-                for hit in self.search(message, table=table, count=settings.retrieve_facts):
-                    if hit.memory.status == SUPERSEDED:
+                for hit in self.search(
+                    message, table=table, count=settings.retrieve_facts, user=user
+                ):
+                    text = hit.memory.text.strip().lower()
+                    if hit.memory.status == SUPERSEDED or text in said:
                         continue
-                    if hit.memory.text.strip().lower() not in said:
-                        lines.append((f"[{hit.memory.id}] {hit.memory.text}", hit.memory.id))
+                    said.add(text)
+                    lines.append((f"[{hit.memory.id}] {hit.memory.text}", hit.memory.id))
         for observation in self.observations(room)[:5]:
             lines.append(
                 (
