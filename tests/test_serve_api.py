@@ -279,6 +279,8 @@ def test_an_agents_memory_round_trip(client: TestClient) -> None:
     )
     now = client.get(f"{base}/facts", params={"user": "priya"}).json()
     assert "Lisbon" not in str(now) and "Berlin" in str(now)
+    mine = client.post(f"{base}/memories/search", json={"query": "Berlin", "user": "priya"})
+    assert mine.status_code == 200 and {h["user"] for h in mine.json()} == {"priya"}
     every = client.get(f"{base}/facts", params={"user": "priya", "history": "true"}).json()
     assert {f["status"] for f in every if "Lisbon" in f["text"]} == {"superseded"}
     dry = client.post(

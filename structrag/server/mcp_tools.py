@@ -141,14 +141,16 @@ def build_mcp(service: Service, tokens: Tokens | None = None) -> MCPServer:
         table: Table = "messages",
         count: int = 10,
         mode: Mode = "structured",
+        user: str | None = None,
     ) -> dict[str, Any]:
         """The agent's memories that best answer `query`, best first (structured: the
-        query compiler; text: BM25; vector: embeddings; hybrid: both fused)."""
+        query compiler; text: BM25; vector: embeddings; hybrid: both fused); `user` keeps
+        a user's own memories."""
         hits = await run(
             ctx,
             agent_scope(agent),
             lambda: service.search_memories(
-                agent, query, room=room, table=table, count=count, mode=mode
+                agent, query, room=room, table=table, count=count, mode=mode, user=user
             ),
         )
         return {"hits": hits}

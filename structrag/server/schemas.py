@@ -335,6 +335,9 @@ class SearchIn(Request):
     threshold: float | None = None
     start: datetime | None = None
     end: datetime | None = None
+    #: A user's own memories only; memories of these rooms only.
+    user: str | None = None
+    rooms: list[str] | None = None
 
 
 class CountOut(Response):
