@@ -200,6 +200,33 @@ def test_a_superseded_statement_leaves_facts_search_and_context(index: Index) ->
     assert hit.memory.id == porto.id and hit.memory.status is None
 
 
+def test_a_small_window_says_where_the_user_lives_now(index: Index) -> None:
+    from datetime import datetime
+
+    mem = index.memory("bot")
+    mem.add("I live in Porto", user="priya", room="dm", timestamp=datetime(2024, 3, 1))
+    mem.add("I moved to Lisbon", user="priya", room="dm", timestamp=datetime(2024, 3, 20))
+    chat = ["I have a cat named Luna", "I like pastel de nata", "my sister Ana loves sailing"]
+    for i, text in enumerate([*chat, "ok thx", "haha", "see u"]):
+        mem.add(text, user="priya", room="dm", timestamp=datetime(2024, 4, 1 + i))
+    window = mem.context("where do I live now?", room="dm", budget=200)
+    (about,) = [s for s in window.sections if s.name == "profile"]
+    assert "Lisbon" in about.lines[0]  # "moved to" says where she lives
+    porto = [line for line in window.text.splitlines() if "Porto" in line]
+    assert all("(superseded)" in line for line in porto)
+
+
+def test_a_message_of_several_statements_gives_way_to_what_replaced_one(index: Index) -> None:
+    mem = index.memory("bot")
+    madrid = mem.add("I live in Madrid and I'm a nurse", user="marta", room="dm")
+    valencia = mem.add(
+        "I moved to Valencia last month, so I live in Valencia", user="marta", room="dm"
+    )
+    hits = mem.search("where does marta live?", count=2)
+    assert [h.memory.id for h in hits] == [valencia.id, madrid.id]
+    assert hits[1].memory.status is None  # "I'm a nurse" still holds
+
+
 def test_a_statement_said_again_holds_again(index: Index) -> None:
     mem = index.memory("bot")
     first = mem.add("I live in Porto.", user="priya", room="dm")

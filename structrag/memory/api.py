@@ -42,7 +42,7 @@ from structrag.memory.records import (
     PruneReport,
     RoomSummary,
 )
-from structrag.memory.statements import Statement, same_subject, supersedes
+from structrag.memory.statements import PREDICATES, Statement, same_subject, supersedes
 from structrag.memory.store import MemoryQuery, MemoryStore, NewProfileEntry, SourceRow
 from structrag.memory.supersession import SUPERSEDED, Supersession
 from structrag.memory.window import (
@@ -883,7 +883,8 @@ class Memory:
             MemoryQuery(self.agent, room=room, tables=("messages",)), limit=200
         )
         covered = set(summaries[-1].sources) if summaries else set()
-        recent = [m for m in recent if m.id not in covered]
+        replaced = self._supersession()
+        recent = [replaced.mark(m) for m in recent if m.id not in covered]
         lines: Lines = [(_line(m), m.id) for m in recent]
         if summaries:
             latest = summaries[-1]
@@ -925,9 +926,7 @@ class Memory:
         # Those that share words with the message first, then the most recently said: a
         # long-known user's oldest entries must not fill the section.
         wanted = _content_stems(message)
-        entries.sort(
-            key=lambda e: (-len(wanted & _content_stems(e.text)), -e.confirmed_at.timestamp())
-        )
+        entries.sort(key=lambda e: (-len(wanted & _entry_stems(e)), -e.confirmed_at.timestamp()))
         for entry in entries:
             cited = ", ".join(entry.sources[-3:])
             lines.append(
@@ -987,13 +986,15 @@ def _room(room: str | None) -> str:
 
 
 def _line(memory: MemoryRecord, *, room: bool = False) -> str:
-    """A memory as a context line: ``[mem-1a2b] [8 May 2024] Priya: text``."""
+    """A memory as a context line: ``[mem-1a2b] [8 May 2024] Priya: text``; one a later
+    statement superseded says so before its text."""
     from structrag.timeparse import format_date
 
     when = memory.ts or memory.created_at
     where = f"{memory.room} " if room else ""
     who = f"{memory.user}: " if memory.user else ""
-    return f"[{memory.id}] {where}[{format_date(when)}] {who}{memory.text}"
+    old = "(superseded) " if memory.status == SUPERSEDED else ""
+    return f"[{memory.id}] {where}[{format_date(when)}] {who}{old}{memory.text}"
 
 
 def _knowledge_line(memory: MemoryRecord) -> str:
@@ -1038,6 +1039,13 @@ def _grounded(fact: str, source: str, speaker: str | None = None) -> bool:
     wanted = _content_stems(fact)
     have = set(stem_words(_WORD.findall(f"{speaker or ''} {source}".lower())))
     return bool(wanted) and wanted <= have
+
+
+def _entry_stems(entry: ProfileEntry) -> set[str]:
+    """A profile entry's words, and those of what it implies ("moved to Lisbon": "lives
+    in"), so that "where do I live?" finds it."""
+    implied = PREDICATES[entry.predicate].implies if entry.predicate in PREDICATES else ()
+    return _content_stems(" ".join([entry.text, *(p.replace("_", " ") for p in implied)]))
 
 
 def _content_stems(text: str) -> set[str]:

@@ -8,9 +8,9 @@ what was made from the older statement:
 * a fact or relationship stating it is *superseded*: :meth:`Memory.facts` leaves it out
   unless asked for the history, a search returns it marked, and the context window's
   section about the user leaves it out;
-* a message whose every statement was superseded ranks right after the message that
-  replaced it when a search finds both (the older one is not dropped: "where did Priya
-  live before?" still finds it).
+* a message with a superseded statement ranks right after the message that replaced it
+  when a search finds both (the older one is not dropped: "where did Priya live
+  before?" still finds it); one whose every statement was superseded is marked so.
 
 It is worked out when read, from the profile entries, never stored: removing the newer
 message restores the older entry (:meth:`MemoryStore.forget_profile_sources`), and with
@@ -44,8 +44,10 @@ class Supersession:
 
     #: (user, predicate, object, negated) of statements that no longer hold.
     statements: frozenset[_Key]
-    #: A superseded message's id -> the ids of the messages that replaced it.
+    #: A message with a superseded statement -> the ids of the messages that replaced it.
     replaced_by: dict[str, frozenset[str]]
+    #: The messages whose every statement was superseded.
+    stale: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, entries: Sequence[ProfileEntry]) -> Supersession:
@@ -65,12 +67,13 @@ class Supersession:
             statements.add(key)
             newer = by_id.get(entry.superseded_by)
             for message in entry.sources:
-                if message in stating_current or newer is None:
-                    continue
-                replaced_by.setdefault(message, set()).update(newer.sources)
+                if newer is not None:
+                    replaced_by.setdefault(message, set()).update(newer.sources)
+        replaced = {m: frozenset(r - {m}) for m, r in replaced_by.items() if r - {m}}
         return cls(
             frozenset(statements),
-            {m: frozenset(r - {m}) for m, r in replaced_by.items() if r - {m}},
+            replaced,
+            frozenset(m for m in replaced if m not in stating_current),
         )
 
     @classmethod
@@ -87,7 +90,7 @@ class Supersession:
     def holds(self, record: MemoryRecord) -> bool:
         """Whether a memory still holds: False for a fact or relationship whose statement
         was superseded, or a message whose every statement was."""
-        if record.id in self.replaced_by:
+        if record.id in self.stale:
             return False
         meta = record.metadata
         subject, user = meta.get("subject"), record.user
