@@ -526,6 +526,8 @@ FOUND: list[tuple[str, set[Key]]] = [
     ("Hiking is my favorite hobby.", {("Priya", "likes", "Hiking", False)}),
     ("I'm passionate about photography.", {("Priya", "likes", "photography", False)}),
     ("I really like chess.", {("Priya", "likes", "chess", False)}),  # "like" tagged IN
+    ("I love sushi lol", {("Priya", "likes", "sushi", False)}),
+    ("I work at Google lol", {("Priya", "works_at", "Google", False)}),
     (
         "I'm allergic to cats and dogs.",
         {("Priya", "allergic_to", "cats", False), ("Priya", "allergic_to", "dogs", False)},

@@ -502,6 +502,10 @@ def _blocked(token: Token) -> bool:
 # -- the reader ----------------------------------------------------------------------------
 
 
+#: Chat's asides at the end of a phrase ("sushi lol", "Google btw"): not the object's words.
+_CHAT_TAGS = wordset(
+    "lol lmao rofl haha hahaha hehe btw tbh imo imho omg rn jk fr ngl smh idk xd pls plz thx"
+)
 #: The speaker's own words for themselves, in an object as written (lower case: "Me and
 #: My Friends" is a title), and what they become.
 _FIRST_PERSON = re.compile(r"\b(?:my|mine|me|myself|I)\b(?![’'])")
@@ -783,6 +787,7 @@ class _Reader:
             while tokens and (
                 tokens[-1].is_punct
                 or tokens[-1].is_space
+                or tokens[-1].lower_ in _CHAT_TAGS
                 or tokens[-1].tag_ in ("IN", "CC", "DT", "TO", "POS", "PRP$", "HYPH")
                 or (ragged and tokens[-1].tag_ in _RAGGED_ENDS and tokens[-1].i != head.i)
             ):
