@@ -157,6 +157,11 @@ def test_prune_keeps_important_and_often_read(index: Index) -> None:
     done = mem.prune("0s", keep_if_accessed_more_than=3, dry_run=False)
     assert done.removed == report.removed and mem.count("r") == 2
     assert mem.prune("365d", dry_run=True).removed == []
+    # History written in afterwards is as old as its time says.
+    from datetime import datetime
+
+    old = mem.add("Back in 2020 I lived in Oslo", room="r", timestamp=datetime(2020, 1, 5))
+    assert mem.prune("365d", dry_run=True).removed == [old.id]
 
 
 def test_the_profile_supersedes_and_keeps_history(index: Index) -> None:
@@ -225,6 +230,27 @@ def test_a_message_of_several_statements_gives_way_to_what_replaced_one(index: I
     hits = mem.search("where does marta live?", count=2)
     assert [h.memory.id for h in hits] == [valencia.id, madrid.id]
     assert hits[1].memory.status is None  # "I'm a nurse" still holds
+
+
+def test_a_fact_said_twice_is_one_fact(index: Index) -> None:
+    mem = index.memory("bot")
+    mem.add("I have a hamster named Pip", user="lena", room="dm")
+    again = mem.add("Yes, I have a hamster named Pip.", user="lena", room="dm")
+    pip = [f for f in mem.facts("lena") if "Pip" in f.text]
+    assert len(pip) == 1 and mem.sources(pip[0].id)[0].source_id == again.id
+    assert len([f for f in mem.facts("lena", history=True) if "Pip" in f.text]) == 2
+
+
+def test_a_line_cut_to_its_labels_is_left_out() -> None:
+    from structrag.query.context import cut_line
+
+    def cost(text: str) -> int:
+        return len(text.split())
+
+    line = "[profile-31 <- mem-a, mem-b] priya has a dog named Max and a cat named Luna"
+    assert cut_line(line, 5, cost) is None  # only the label would fit
+    kept = cut_line(line, 12, cost)
+    assert kept is not None and "priya has" in kept
 
 
 def test_a_statement_said_again_holds_again(index: Index) -> None:

@@ -677,8 +677,10 @@ class Memory:
     ) -> PruneReport:
         """Delete memories older than ``older_than`` (``90d``, ``12h``), except those at
         least ``keep_importance`` and those read more than ``keep_if_accessed_more_than``
-        times; with ``dry_run`` (the default), only say what would go. The deletion is one
-        transaction. The fragments of documents stay (see :meth:`remove_all`)."""
+        times; with ``dry_run`` (the default), only say what would go. A memory's age is
+        that of its time (``timestamp``, for history written in afterwards), else of when it
+        was written. The deletion is one transaction. The fragments of documents stay (see
+        :meth:`remove_all`)."""
         started = time.perf_counter()
         _check_table(table)
         if keep_importance not in IMPORTANCE_LEVELS:
@@ -690,7 +692,7 @@ class Memory:
             MemoryQuery(self.agent, room=room, tables=(table,) if table else None, fragments=False),
             newest_first=False,
         )
-        old = [m for m in old if m.created_at < cutoff]
+        old = [m for m in old if (m.ts or m.created_at) < cutoff]
         level = IMPORTANCE_LEVELS.index(keep_importance)
         rank: dict[str, int] = {name: i for i, name in enumerate(IMPORTANCE_LEVELS)}
         important = [m for m in old if rank.get(m.importance, 1) >= level]
@@ -726,7 +728,15 @@ class Memory:
         replaced = self._supersession()
         if history:
             return [replaced.mark(r) for r in records]
-        return [r for r in records if replaced.holds(r)]
+        # A fact said again is one fact (the newest, whose sources say where it was said).
+        seen: set[tuple[str, str]] = set()
+        current = []
+        for record in records:
+            key = ((record.user or "").lower(), record.text.strip().lower())
+            if replaced.holds(record) and key not in seen:
+                seen.add(key)
+                current.append(record)
+        return current
 
     def _replaced_last(self, ranked: Hits, replaced: Supersession) -> Hits:
         """The ranking with superseded messages after those that replaced them."""

@@ -9,6 +9,7 @@ exceeds the budget, and ``message_ids`` lists exactly the messages whose text is
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
@@ -108,7 +109,8 @@ CUT_MARK = " …"
 
 def cut_line(line: str, tokens: int, cost: Callable[[str], int]) -> str | None:
     """The longest start of ``line`` (at a space when there is one), marked as cut, that
-    costs at most ``tokens``; None when not even :data:`MIN_CUT_TOKENS` fit."""
+    costs at most ``tokens``; None when not even :data:`MIN_CUT_TOKENS` fit, or when the
+    start would hold no more than the line's labels (``[mem-1a2b] [8 May 2024] Ann:``)."""
     if tokens < MIN_CUT_TOKENS:
         return None
     low, high = 0, len(line)  # the longest prefix length that fits lies in [low, high)
@@ -122,9 +124,19 @@ def cut_line(line: str, tokens: int, cost: Callable[[str], int]) -> str | None:
     if " " in start[len(start) // 2 :]:
         start = start[: start.rindex(" ")]
     start = start.rstrip()
-    if cost(start + CUT_MARK) < MIN_CUT_TOKENS // 2:
+    if cost(start + CUT_MARK) < MIN_CUT_TOKENS // 2 or len(start) <= _text_start(line):
         return None
     return start + CUT_MARK
+
+
+_LABELS = re.compile(r"(?:\[[^\]\n]*\]\s*|[^\s\[\]]+ (?=\[))*(?:[^\s:\[\]]{1,60}:\s)?")
+
+
+def _text_start(line: str) -> int:
+    """Where a context line's text starts, after its bracketed labels (ids, a room, the
+    date) and the speaker."""
+    found = _LABELS.match(line)
+    return found.end() if found else 0
 
 
 def render_message(stored: StoredMessage) -> str:
