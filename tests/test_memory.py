@@ -303,6 +303,18 @@ def test_compaction_summarises_and_keeps_messages_searchable(tmp_path: Path) -> 
         assert mem.compact("g") is None  # nothing new to summarise
 
 
+def test_a_decision_observation_says_what_was_decided(tmp_path: Path) -> None:
+    with Index(tmp_path / "ix") as index:
+        mem = index.memory("bot")
+        said = ["postgres or mongo?", "agreed. We decided to use Postgres.", "ship friday?"]
+        for text in [*said, "agreed", "ok"]:
+            mem.add(text, user="kim", room="team")
+        mem.compact("team", keep_recent=1)
+        decisions = [o.insight for o in mem.observations("team") if o.kind == "decision"]
+        assert "kim: We decided to use Postgres." in decisions
+        assert "kim: agreed (to kim: ship friday?)" in decisions
+
+
 @pytest.mark.parametrize("budget", [60, 200, 600, 3000])
 def test_the_context_window_stays_within_budget(mem: Memory, budget: int) -> None:
     window = mem.context("Where could my sister go sailing?", room="dm-priya", budget=budget)

@@ -119,21 +119,27 @@ def digest(
 
 
 def _decisions(messages: Sequence[StoredMessage]) -> list[Finding]:
+    """Messages that state a decision, with the sentence that says it: the longest one
+    that marks it ("agreed. We decided to use Postgres." says the second), and for a bare
+    "agreed" the message it answers."""
     found = []
-    for stored in messages:
+    for i, stored in enumerate(messages):
         text = stored.message.text
-        match = _DECISION.search(text)
-        if match:
-            sentence = _sentence(text, match.start())
-            found.append(
-                Finding(
-                    "decision",
-                    match.group(0).lower(),
-                    f"{_label(stored)}: {sentence}",
-                    0.8,
-                    [stored.mkey],
-                )
-            )
+        matches = list(_DECISION.finditer(text))
+        if not matches:
+            continue
+        match, sentence = max(
+            ((m, _sentence(text, m.start())) for m in matches), key=lambda ms: len(ms[1])
+        )
+        insight = f"{_label(stored)}: {sentence}"
+        sources = [stored.mkey]
+        if len(sentence.split()) < 4 and i > 0:  # "agreed." agrees to what came before
+            before = messages[i - 1]
+            said = " ".join(before.message.text.split())
+            said = said if len(said) <= 160 else said[:159] + "…"
+            insight += f" (to {_label(before)}: {said})"
+            sources.insert(0, before.mkey)
+        found.append(Finding("decision", match.group(0).lower(), insight, 0.8, sources))
     return found
 
 
