@@ -192,6 +192,8 @@ def test_a_word_finds_its_irregular_forms(tmp_path: Path) -> None:
         assert ids(index, "child go")[0] == "m1"
         assert ids(index, "went")[0] == "m1"
         assert "m3" not in ids(index, "bite")  # "bit" is a word of its own
+        # "live" is not "living" for a living: no job in its words.
+        assert "job" not in index.query("live").plan
 
 
 def test_boolean_operators(ix: Index) -> None:

@@ -26,7 +26,6 @@ def _term_synonyms() -> dict[str, tuple[str, ...]]:
         "occupation": ("job",),
         "profession": ("job",),
         "career": ("job",),
-        "living": ("job",),
     }
 
 
