@@ -527,6 +527,7 @@ FOUND: list[tuple[str, set[Key]]] = [
     ("I'm passionate about photography.", {("Priya", "likes", "photography", False)}),
     ("I really like chess.", {("Priya", "likes", "chess", False)}),  # "like" tagged IN
     ("I love sushi lol", {("Priya", "likes", "sushi", False)}),
+    ("I have a dog named Bruno 🐕", {("Priya", "has_pet", "Bruno", False)}),
     ("I work at Google lol", {("Priya", "works_at", "Google", False)}),
     (
         "I'm allergic to cats and dogs.",

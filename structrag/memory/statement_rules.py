@@ -296,12 +296,17 @@ def extract_statements(
     return [_dedupe(statements) for statements in found]
 
 
+#: Emoji and other pictures (with their joiners and variation selectors): blanked before
+#: parsing, the same length, so that "a dog named Bruno 🐕" keeps its name.
+_PICTURES = re.compile("[\u2600-\u27bf\U0001f000-\U0001faff\u200d\ufe0f]+")
+
+
 def _pieces(text: str) -> list[tuple[int, str]]:
     """(offset, text to parse) for each piece of a message: the whole text when short,
     else cuts at a line or sentence end; each piece starts at its first character that is
     not white space (a parse that opens on white space mistakes the next word for a
     name)."""
-    parsed = parse_text(text)
+    parsed = _PICTURES.sub(lambda m: " " * len(m[0]), parse_text(text))
     pieces: list[tuple[int, str]] = []
     start = 0
     while start < len(parsed):
