@@ -455,12 +455,9 @@ class Ingestor:
         inputs = self.store.conversation_inputs(named)
         for conversation in named:
             other = claimed.get(conversation)
-            if other is None:
-                elsewhere = [
-                    Path(p) for p in sorted(inputs.get(conversation, ())) if Path(p) != here
-                ]
-                if elsewhere and str(here) not in inputs[conversation]:
-                    other = next((p for p in elsewhere if p.exists()), None)
+            written = inputs.get(conversation, set())
+            if other is None and str(here) not in written:
+                other = next((Path(p) for p in sorted(written) if Path(p).exists()), None)
             if other is not None and other.resolve() != here:
                 raise InputError(
                     path,

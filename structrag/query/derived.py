@@ -197,7 +197,7 @@ class ConversationView:
             found.setdefault(form, s.derived_weight)
         if s.inflection_weight > 0:  # "buy" ~ "bought", "child" ~ "children"
             for form in irregular_forms().get(stem, ()):
-                if self._holds(form):
+                if self.holds(form):
                     found.setdefault(form, s.inflection_weight)
         for neighbour, similarity in self._fuzzy(stem):
             key = term_key(neighbour)
@@ -217,7 +217,7 @@ class ConversationView:
         found: list[tuple[str, float]] = []
         if s.kind_weight > 0 and lexicon is not None:
             for member in lexicon.kinds(key):
-                if " " not in member and self._holds(member):
+                if " " not in member and self.holds(member):
                     found.append((member, s.kind_weight))
         self._kinds[key] = found
         return found
@@ -250,23 +250,19 @@ class ConversationView:
         s = self.settings
         if s.spelling_weight <= 0 or len(stem) < s.spelling_min_length or not stem.isalpha():
             return []
-        if self._holds(stem):
+        if self.holds(stem):
             return []
         found: dict[str, None] = {}
         for candidate in stem_words(sorted(_edits(stem))):
             fresh = candidate != stem and candidate not in found and len(candidate) > 2
-            if fresh and self._holds(candidate):
+            if fresh and self.holds(candidate):
                 found[candidate] = None
         return [(c, s.spelling_weight) for c in list(found)[: s.spelling_max]]
-
-    def holds(self, term: str) -> bool:
-        """Whether a message in scope has the stem in its text."""
-        return self._holds(term)
 
     def has_conversation(self, conversation: str) -> bool:
         return bool((self.scope.frame.conversations == conversation).any())
 
-    def _holds(self, term: str) -> bool:
+    def holds(self, term: str) -> bool:
         """Whether a message in scope has the term in its text (a lookup that misses is a
         dictionary probe; a hit reads the postings, which scoring reads anyway)."""
         return bool(len(self.owner.text.text_postings(term, self.scope.docs).mkeys))
