@@ -199,6 +199,8 @@ def test_agent_b_never_reads_agent_a_through_mcp(
         "search_memories",
         "add_memory",
         "get_context",
+        "get_facts",
+        "forget_memory",
     }
     probes: list[tuple[str, dict[str, Any]]] = [
         ("ask", {"question": "What is Ana's locker code?"}),
@@ -221,6 +223,8 @@ def test_agent_b_never_reads_agent_a_through_mcp(
             ("get_context", {"agent": agent, "message": "my locker code?", "room": ROOM_A})
         )
         probes.append(("add_memory", {"agent": agent, "text": "probe", "room": ROOM_A}))
+        probes.append(("get_facts", {"agent": agent, "user": "ana", "history": True}))
+    probes.append(("forget_memory", {"agent": "agent-a", "memory_id": ids[0]}))
     assert {name for name, _ in probes} == tools
     for name, arguments in probes:
         text = _rpc(client, TOKEN_B, "tools/call", {"name": name, "arguments": arguments})

@@ -21,6 +21,8 @@ TOOLS = {
     "get_context",
     "show_message",
     "list_entities",
+    "get_facts",
+    "forget_memory",
 }
 
 
@@ -89,6 +91,36 @@ def test_an_agent_adds_a_memory_and_gets_it_back_through_ask(
             misspelt = await client.call_tool("ask", {**wifi, "budgt": 50})
             assert misspelt.is_error and "ask takes no argument 'budgt'" in str(misspelt.content)
             assert "budget" in str(misspelt.content)  # the hint lists what it takes
+            lives = await client.call_tool(
+                "add_memory",
+                {
+                    "agent": "travel-bot",
+                    "text": "I live in Porto.",
+                    "user": "ines",
+                    "room": "dm-ines",
+                },
+            )
+            moved = await client.call_tool(
+                "add_memory",
+                {
+                    "agent": "travel-bot",
+                    "text": "I moved to Lisbon.",
+                    "user": "ines",
+                    "room": "dm-ines",
+                },
+            )
+            known = await client.call_tool("get_facts", {"agent": "travel-bot", "user": "ines"})
+            held = known.structured_content or {}
+            assert not known.is_error and "Lisbon" in str(held["profile"])
+            assert "Porto" not in str(held["facts"]) and "Lisbon" in str(held["facts"])
+            forgot = await client.call_tool(
+                "forget_memory",
+                {"agent": "travel-bot", "memory_id": (moved.structured_content or {})["id"]},
+            )
+            assert not forgot.is_error
+            again = await client.call_tool("get_facts", {"agent": "travel-bot", "user": "ines"})
+            assert "Porto" in str((again.structured_content or {})["facts"])
+            assert lives.structured_content is not None
             negative = await client.call_tool("list_entities", {"top": -1})
             assert negative.is_error and "top must be at least 1" in str(negative.content)
             missing = await client.call_tool("show_message", {"message_id": "no-such-message"})

@@ -144,8 +144,8 @@ def serve(
 @db_option
 def mcp_command(db: str) -> None:
     """An MCP server on stdio for an agent: tools ask, query, search_memories, add_memory,
-    get_context, show_message and list_entities; resources for conversations and
-    messages.
+    get_context, get_facts, forget_memory, show_message and list_entities; resources
+    for conversations and messages.
 
     \b
     An MCP client starts it, e.g. in its configuration:

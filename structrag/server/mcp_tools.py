@@ -7,7 +7,8 @@ HTTP API does. Tools on memories take the agent; tools on the whole index need a
 granted the whole index.
 
 Tools: ``ask``, ``query``, ``show_message``, ``list_entities`` (the index);
-``search_memories``, ``add_memory``, ``get_context`` (an agent's memory). Resources:
+``search_memories``, ``add_memory``, ``get_context``, ``get_facts``, ``forget_memory`` (an
+agent's memory). Resources:
 ``structrag://conversations`` (the list), ``structrag://conversations/{conversation}``
 (its first messages) and ``structrag://conversations/{conversation}/messages/{message_id}``.
 """
@@ -42,7 +43,8 @@ indexed history within a token budget (the context cites message ids; `show_mess
 shows one with its entities, actions and topics). Agent memory: `add_memory` stores what
 happens (extracted and searchable at once), `search_memories` finds it, and
 `get_context` returns what to put in the prompt before replying (history, retrieved
-memories, what is known about the user), within a budget."""
+memories, what is known about the user), within a budget; `get_facts` lists what is known
+about a user and `forget_memory` removes a memory and what rests on it."""
 
 
 def build_mcp(service: Service, tokens: Tokens | None = None) -> MCPServer:
@@ -204,6 +206,27 @@ def build_mcp(service: Service, tokens: Tokens | None = None) -> MCPServer:
                 agent, message, room=room, budget=budget, user=user, shares=shares
             ),
         )
+
+    @server.tool()
+    async def get_facts(
+        agent: str, ctx: Context, user: str | None = None, history: bool = False
+    ) -> dict[str, Any]:
+        """What the agent holds about a user: their profile entries, and the facts and
+        relationships stated (those a later statement superseded too, with `history`),
+        each with the memory it comes from."""
+
+        def work() -> dict[str, Any]:
+            facts = service.facts(agent, user, None, history=history)
+            profile = service.profile(agent, user, history=history) if user else []
+            return {"profile": profile, "facts": facts}
+
+        return await run(ctx, agent_scope(agent), work)
+
+    @server.tool()
+    async def forget_memory(agent: str, memory_id: str, ctx: Context) -> dict[str, Any]:
+        """Remove one of the agent's memories ("forget that") and what derives from it
+        alone: its facts, profile entries, observations and summaries."""
+        return await run(ctx, agent_scope(agent), lambda: service.remove_memory(agent, memory_id))
 
     parameters: dict[str, set[str]] = {}
 
