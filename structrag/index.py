@@ -37,6 +37,7 @@ from structrag.llm.base import OfflineLLM, StructuredLLM
 from structrag.llm.cache import TableAnswerCache
 from structrag.llm.config import LLMConfig
 from structrag.models import KNOWLEDGE_KINDS, Conversation, Message, SemanticRef
+from structrag.naming import DOCUMENT_ROOM
 from structrag.query.engine import Answer, QueryEngine, QueryResult
 from structrag.query.settings import DEFAULT_SETTINGS, RankingSettings
 from structrag.store.duckdb import DB_FILENAME, DuckDBStore, SchemaUpgradeNeeded
@@ -569,8 +570,8 @@ class Index:
     def _documents_only(self) -> bool:
         """Whether every message of the index is a document's fragment (and it has some)."""
         kinds = self.store.sql(
-            "SELECT count(*) FILTER (WHERE starts_with(conversation, 'doc:')), count(*) "
-            "FROM messages"
+            "SELECT count(*) FILTER (WHERE starts_with(conversation, ?)), count(*) FROM messages",
+            [DOCUMENT_ROOM],
         )[0]
         return bool(kinds[0]) and kinds[0] == kinds[1]
 

@@ -54,6 +54,7 @@ from structrag.knowledge.base import KnowledgeBase
 from structrag.knowledge.document import Document
 from structrag.knowledge.loaders import load_document, walk
 from structrag.models import Message, SemanticRef
+from structrag.naming import document_conversation
 from structrag.query.modes import SEARCH_MODES, rank
 from structrag.store.protocols import MemoryInfo, Scope
 from structrag.tokens import get_counter
@@ -235,7 +236,7 @@ def run_knowledge(
             keys = dict(
                 index.sql(
                     "SELECT message_id, mkey FROM messages WHERE conversation = ?",
-                    [f"doc:{document.document_id}"],
+                    [document_conversation(document.document_id)],
                 )
             )
             for fragment in stored:

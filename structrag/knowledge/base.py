@@ -56,6 +56,7 @@ from structrag.knowledge.records import (
     fragment_label,
 )
 from structrag.models import Conversation, Message
+from structrag.naming import document_conversation
 from structrag.query.context import TokenCounter
 from structrag.query.engine import QueryEngine
 from structrag.query.modes import SEARCH_MODES, rank
@@ -354,7 +355,7 @@ class KnowledgeBase:
         new_documents: list[NewDocument] = []
         for p in planned:
             document_id = p.item.document_id
-            conversation = f"doc:{document_id}"
+            conversation = document_conversation(document_id)
             conversations.append(Conversation(id=conversation, name=p.item.label))
             ids = []
             for fragment in p.fragments:

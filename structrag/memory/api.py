@@ -53,6 +53,7 @@ from structrag.memory.window import (
     held_by_share,
 )
 from structrag.models import Conversation, Message
+from structrag.naming import DOCUMENT_ROOM
 from structrag.query.context import TokenCounter, budget_problem
 from structrag.query.engine import QueryEngine
 from structrag.query.modes import SEARCH_MODES, Hits, rank
@@ -987,9 +988,9 @@ def _room(room: str | None) -> str:
         raise MemoryInputError(
             "the room name is empty", hint="name the room, or leave it out for the default room"
         )
-    if name.startswith("doc:"):
+    if name.startswith(DOCUMENT_ROOM):
         raise MemoryInputError(
-            f"room {name!r}: names that start with doc: are documents'",
+            f"room {name!r}: names that start with {DOCUMENT_ROOM} are documents'",
             hint="name the room otherwise; documents are added with index.knowledge.add",
         )
     return name

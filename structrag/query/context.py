@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
+from structrag.naming import DOCUMENT_ROOM
 from structrag.timeparse import format_date
 
 if TYPE_CHECKING:  # kept out of imports: the CLI checks budgets before it loads an index
@@ -149,7 +150,7 @@ def render_line(fields: LineFields | Message) -> str:
     """A message's line (see :func:`render_message`) from the fields it shows."""
     label = (
         fields.metadata.get("label")
-        if fields.metadata and fields.conversation.startswith("doc:")
+        if fields.metadata and fields.conversation.startswith(DOCUMENT_ROOM)
         else None
     )
     if label:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from structrag.knowledge.records import SOURCE_FILE, DocumentInfo, FragmentInfo, NewDocument
+from structrag.naming import DOCUMENT_ROOM
 from structrag.store.duckdb.reader import DuckDBReader
 from structrag.store.duckdb.writer import to_json, utc_now
 
@@ -180,6 +181,6 @@ class DuckDBKnowledge:
         # Not in the transaction that deleted the fragments: DuckDB refuses to delete a
         # row whose referencing rows went in the same transaction.
         self._run(
-            "DELETE FROM conversations WHERE starts_with(conversation, 'doc:') "
+            f"DELETE FROM conversations WHERE starts_with(conversation, '{DOCUMENT_ROOM}') "
             "AND conversation NOT IN (SELECT DISTINCT conversation FROM messages)"
         )

@@ -13,6 +13,7 @@ from typing import Any
 
 from structrag.memory.records import MemoryRecord, Observation, ProfileEntry, RoomSummary
 from structrag.memory.store import MemoryQuery, NewProfileEntry, SourceRow
+from structrag.naming import DOCUMENT_ROOM
 from structrag.store.duckdb.reader import DuckDBReader
 
 _MEMORY_SELECT = """
@@ -76,7 +77,8 @@ def _where(query: MemoryQuery) -> tuple[str, list[Any]]:
         clauses.append("coalesce(m.ts, m.created_at) < ?")
         params.append(query.end)
     if not query.fragments:
-        clauses.append("NOT starts_with(m.conversation, 'doc:')")
+        clauses.append("NOT starts_with(m.conversation, ?)")
+        params.append(DOCUMENT_ROOM)
     return " AND ".join(clauses), params
 
 

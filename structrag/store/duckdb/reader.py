@@ -16,9 +16,18 @@ import duckdb
 import numpy as np
 
 from structrag.errors import ConfigError, QueryError, StructragError
-from structrag.models import Action, Conversation, Entity, Facet, Message, SemanticRef, Span
+from structrag.models import (
+    Action,
+    Conversation,
+    Entity,
+    Facet,
+    Message,
+    SemanticRef,
+    Span,
+)
 from structrag.models import Tag as TagKnowledge
 from structrag.models import Topic as TopicKnowledge
+from structrag.naming import DOCUMENT_ROOM
 from structrag.store.duckdb.lease import Lease
 from structrag.store.protocols import (
     LineFields,
@@ -263,7 +272,7 @@ class DuckDBReader:
         conversation_kinds = {"histories": 0, "memory_rooms": 0, "documents": 0}
         for kind, n in self.sql(
             "SELECT kind, count(*) FROM (SELECT CASE "
-            "WHEN EXISTS (SELECT 1 FROM documents d WHERE 'doc:' || d.document_id = "
+            f"WHEN EXISTS (SELECT 1 FROM documents d WHERE '{DOCUMENT_ROOM}' || d.document_id = "
             "c.conversation) THEN 'documents' "
             "WHEN bool_or(m.agent IS NOT NULL) THEN 'memory_rooms' ELSE 'histories' END AS kind "
             "FROM conversations c LEFT JOIN messages m USING (conversation) "
@@ -332,7 +341,7 @@ class DuckDBReader:
             return {}
         rows = self.sql(
             "SELECT mkey, conversation, speaker, ts, text, "
-            "CASE WHEN starts_with(conversation, 'doc:') THEN metadata END "
+            f"CASE WHEN starts_with(conversation, '{DOCUMENT_ROOM}') THEN metadata END "
             "FROM messages WHERE mkey IN (SELECT unnest($1::BIGINT[]))",
             [sorted({int(k) for k in mkeys})],
         )
