@@ -134,8 +134,9 @@ class MemoryParts:
     writing: Callable[[str], AbstractContextManager[None]] = lambda what: nullcontext()
     #: Room counts shared by the memories of one index in this process.
     rooms: RoomCounts = field(default_factory=RoomCounts)
-    #: Each agent's supersession, as of the store generation it was read at.
-    replaced: dict[str, tuple[int, Supersession]] = field(default_factory=dict)
+    #: Each agent's supersession, as of the store generation it was read at, with the
+    #: store keys of the messages it names.
+    replaced: dict[str, tuple[int, Supersession, dict[int, str]]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -595,7 +596,7 @@ class Memory:
         ranked = rank(self.parts.engine, query, scope, mode)
         replaced = self._supersession() if table != "knowledge" else Supersession.none()
         if replaced.replaced_by and table == "messages":
-            ranked = self._replaced_last(ranked, replaced)
+            ranked = self._replaced_last(ranked, replaced, self.parts.replaced[self.agent][2])
         hits: list[MemoryHit] = []
         # Records are read a batch of the ranking at a time, not all of it: vector and
         # hybrid rank every memory in scope, and reading them all costs time in
@@ -739,10 +740,10 @@ class Memory:
                 current.append(record)
         return current
 
-    def _replaced_last(self, ranked: Hits, replaced: Supersession) -> Hits:
-        """The ranking with superseded messages after those that replaced them."""
-        noted = self.parts.memory.memories(MemoryQuery(self.agent, ids=tuple(replaced.messages())))
-        ids = {r.mkey: r.id for r in noted}
+    @staticmethod
+    def _replaced_last(ranked: Hits, replaced: Supersession, ids: dict[int, str]) -> Hits:
+        """The ranking with superseded messages after those that replaced them (``ids``:
+        the store keys of the messages the supersession names)."""
         positions = np.flatnonzero(np.isin(ranked.mkeys, list(ids)))
         named = {int(p): ids[int(ranked.mkeys[p])] for p in positions}
         order = replaced.reorder(len(ranked), named)
@@ -754,7 +755,10 @@ class Memory:
         cached = self.parts.replaced.get(self.agent)
         if cached is None or cached[0] != generation:
             entries = self.parts.memory.profile_entries(self.agent, None, current_only=False)
-            cached = (generation, Supersession.of(entries))
+            replaced = Supersession.of(entries)
+            named = tuple(replaced.messages())
+            noted = self.parts.memory.memories(MemoryQuery(self.agent, ids=named)) if named else []
+            cached = (generation, replaced, {r.mkey: r.id for r in noted})
             self.parts.replaced[self.agent] = cached
         return cached[1]
 
