@@ -219,3 +219,43 @@ def test_text_output_names_the_conversation_when_there_are_several(
     }
     assert "other/x1" in labels
     assert any(label.startswith("friends/m") for label in labels)
+
+
+def test_a_person_named_narrows_a_question_to_the_conversations_they_are_in(tmp_path: Path) -> None:
+    """Over several conversations, "What books has Ana read?" answers from Ana's chat
+    (where she speaks, or is talked of), not another pair's talk of books."""
+    lines = {
+        "ana.jsonl": [
+            ("Ana", "I finished a novel by Ursula Le Guin last night, The Dispossessed."),
+            ("Ben", "Nice. How was the trip to Lisbon?"),
+            ("Ana", "Lovely, the tram rides were the best part."),
+        ],
+        "about.jsonl": [
+            ("Dev", "Ana told me she reads on the train every morning."),
+            ("Eli", "She always has something in her bag."),
+        ],
+        "others.jsonl": [
+            ("Cara", "I read three books this month, all of them thrillers."),
+            ("Dan", "Books are my thing too: I read a book a week."),
+            ("Cara", "Which book are you reading now?"),
+        ],
+    }
+    for name, turns in lines.items():
+        (tmp_path / name).write_text(
+            "".join(
+                json.dumps({"id": f"t{i}", "speaker": who, "text": text}) + "\n"
+                for i, (who, text) in enumerate(turns)
+            ),
+            encoding="utf-8",
+        )
+    with Index(tmp_path / "ix") as index:
+        index.ingest(sorted(tmp_path.glob("*.jsonl")))
+        answer = index.ask("What books has Ana read?", budget=400)
+        assert {m.conversation for m in answer.context.messages} == {"ana", "about"}
+        note = "Ana speaks or is named in about, ana: the answer is looked for there"
+        assert any(n.startswith(note) for n in answer.notes), answer.notes
+        assert "others" not in {m.conversation for m in answer.ranked}
+        # in one conversation nothing moves, and nothing is said
+        alone = index.ask("What books has Ana read?", conversation="others", budget=400)
+        assert not any("come first" in note for note in alone.notes)
+        assert {m.conversation for m in alone.context.messages} == {"others"}

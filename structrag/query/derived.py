@@ -94,6 +94,7 @@ class ConversationView:
         self._vocab: tuple[list[str], np.ndarray] | bool | None = False
         self._graph: EntityGraph | None = None
         self._vectors: np.ndarray | bool | None = False
+        self._speaker_conversations: dict[str, frozenset[str]] = {}
         #: Knowledge texts read so far (None: the ref has none, or is not the view's).
         self._texts: dict[int, tuple[str, str, list[str]] | None] = {}
 
@@ -258,6 +259,22 @@ class ConversationView:
             if fresh and self.holds(candidate):
                 found[candidate] = None
         return [(c, s.spelling_weight) for c in list(found)[: s.spelling_max]]
+
+    def conversations_of(self, people: Sequence[str]) -> frozenset[str]:
+        """The conversations in scope where one of ``people`` (speakers' names) speaks or
+        is named in a message's text."""
+        frame = self.scope.frame
+        out: set[str] = set()
+        for person in people:
+            if person not in self._speaker_conversations:
+                spoken = frame.conversations[frame.speakers == person]
+                self._speaker_conversations[person] = frozenset(spoken.tolist())
+            out |= self._speaker_conversations[person]
+            words = stems(person)
+            if words:
+                named = self.scope.holding(words[:1], self.owner.text)
+                out.update(frame.conversations[named].tolist())
+        return frozenset(out)
 
     def has_conversation(self, conversation: str) -> bool:
         return bool((self.scope.frame.conversations == conversation).any())

@@ -27,6 +27,7 @@ from structrag.analysis import term_key
 from structrag.embeddings import Embedder
 from structrag.errors import QueryError
 from structrag.lexicon import Lexicon, default_lexicon
+from structrag.naming import DOCUMENT_ROOM
 from structrag.query import ast
 from structrag.query.compile import compile_query
 from structrag.query.context import (
@@ -144,6 +145,9 @@ class RankedQuestion:
     refs: dict[int, float]
     notes: list[str]
     view: ConversationView
+    #: The conversations whose messages come first (those of the people it names), when
+    #: the scope holds others too.
+    among: frozenset[str] | None = None
 
 
 class QueryEngine:
@@ -250,7 +254,10 @@ class QueryEngine:
         view = self.view(conversation, scope)
         translation = translator.translate(question, view.speakers)
         notes = list(translation.notes)
-        node = self._question_query(translation, question, view, notes)
+        people: list[str] = []
+        for person in translation.people:
+            people.extend(p for p in view.people_named(person) if p not in people)
+        node = self._question_query(translation, question, view, people, notes)
         plan, match, run = self._run(node, view)
         dropped: tuple[str, np.ndarray] | None = None
         for step, what in ((1, "verbs"), (2, "scopes")):
@@ -275,6 +282,9 @@ class QueryEngine:
             count = int(members.sum())
             which = "messages" if count <= keep else "matching messages"
             notes.append(f"the {which} of {scopes} ({count} in all) come first")
+        among = None
+        if view.conversation is None and people:
+            ranked, among = _people_first(ranked, view, people, notes)
         return RankedQuestion(
             node=node,
             kind=translation.kind,
@@ -283,6 +293,7 @@ class QueryEngine:
             refs=_refs_in(match, run),
             notes=notes,
             view=view,
+            among=among,
         )
 
     def _scope_members(self, node: ast.Or, view: ConversationView) -> tuple[str, np.ndarray] | None:
@@ -318,6 +329,13 @@ class QueryEngine:
         if self.settings.question_penalty > 0:
             packed = self._demote_questions(ranked, found.view, counter)
         fill = self.nearest(question, conversation, set(ranked.mkeys.tolist()), budget, scope)
+        if found.among is not None:
+            among = found.among
+            fill = [
+                m
+                for m in fill
+                if m.conversation in among or m.conversation.startswith(DOCUMENT_ROOM)
+            ]
         # What packing usually reads (in batches of PACK_BATCH): the first two batches of
         # the ranking and one of the fill, looking for messages that still fit once the
         # budget is nearly spent. Read in one query rather than one per batch.
@@ -393,12 +411,14 @@ class QueryEngine:
         return ranked.reordered(again)
 
     def _question_query(
-        self, translation: Translation, question: str, view: ConversationView, notes: list[str]
+        self,
+        translation: Translation,
+        question: str,
+        view: ConversationView,
+        people: list[str],
+        notes: list[str],
     ) -> ast.Or:
         s = self.settings
-        people: list[str] = []
-        for person in translation.people:
-            people.extend(p for p in view.people_named(person) if p not in people)
         related: list[tuple[str, float]] = []
         for owner, noun in translation.relations:
             names = view.graph.expand_relation(owner, noun)[: s.graph_max_names]
@@ -634,6 +654,35 @@ def _scope_first(
         ]
     )
     return Ranking(new, values.astype(float), view, tiers)
+
+
+def _people_first(
+    ranking: Ranking, view: ConversationView, people: list[str], notes: list[str]
+) -> tuple[Ranking, frozenset[str] | None]:
+    """A ranking over several conversations narrowed to those where the people a question
+    names speak, or are named ("What books has Melanie read?" over five chats: Melanie's
+    chat, not another pair's talk of books), with the conversations it keeps; as it is
+    when none of its matches is in them, or all are."""
+    speaking = [p for p in people if p in view.speakers]
+    if not speaking or not len(ranking):
+        return ranking, None
+    theirs = view.conversations_of(speaking)
+    conversations = view.scope.frame.conversations[ranking._order]
+    # documents have no speakers: a question that names someone may still ask of them
+    inside = np.isin(conversations, list(theirs)) | np.char.startswith(
+        conversations.astype(str), DOCUMENT_ROOM
+    )
+    if inside.all() or not inside.any():
+        return ranking, None
+    shown = sorted(theirs)
+    where = ", ".join(shown[:5]) + (f" and {len(shown) - 5} more" if len(shown) > 5 else "")
+    verbs = "speak or are named" if len(speaking) > 1 else "speaks or is named"
+    notes.append(
+        f"{' and '.join(speaking)} {verbs} in {where}: the answer is looked for there "
+        f"({int((~inside).sum())} matches in other conversations left out)"
+    )
+    kept = Ranking(ranking._order[inside], ranking.scores[inside], view, ranking.tiers[inside])
+    return kept, theirs
 
 
 def _why_nothing(node: ast.Node, view: ConversationView) -> list[str]:
