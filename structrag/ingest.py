@@ -393,7 +393,7 @@ class Ingestor:
         reports: list[IngestReport] = []
         plans = []
         failed: list[tuple[InputError, Path]] = []  # every input the check fails, said at once
-        claimed: dict[str, Path] = {}  # conversation named after a file -> that file
+        claimed: dict[str, _Claim] = {}  # conversation -> the first file of it here
         for path in inputs.paths:
             try:
                 source = scan_source(path, format=format, options=options)
@@ -417,7 +417,7 @@ class Ingestor:
                 report.messages_unchanged = source.count
                 continue
             try:
-                self._check_names(path, source.conversations, claimed)
+                self._check_names(path, source, claimed, format, options)
             except InputError as exc:
                 failed.append((exc, path))
                 continue
@@ -442,32 +442,68 @@ class Ingestor:
         return reports, plans
 
     def _check_names(
-        self, path: Path, conversations: Sequence[Conversation], claimed: dict[str, Path]
+        self,
+        path: Path,
+        source: ParsedSource | StreamedSource,
+        claimed: dict[str, _Claim],
+        format: str | None,
+        options: LoadOptions,
     ) -> None:
-        """Refuse an input whose conversation, named after its file ("meeting" for
-        ``b/meeting.txt``), is already another file's: in the index, from a file still on
-        disk, or in this ingest. Its messages, numbered by position, would replace the
-        other's (a file that moved is the same conversation, and updates it)."""
-        named = [c.id for c in conversations if _named_after(c.id, path)]
-        if not named:
+        """Refuse an input that would replace another file's messages: a conversation
+        named after its file ("meeting" for ``b/meeting.txt``) that is already another
+        file's (in the index, from a file still on disk, or in this ingest), whose
+        messages, numbered by position, would replace the other's; or messages whose ids
+        are those of another file's messages in the same conversation (two exports without
+        ids given one ``--conversation``). A file that moved (the old path gone) is the
+        same conversation, and updates it; a file of new ids adds to a conversation."""
+        ids = [c.id for c in source.conversations]
+        if not ids:
             return
         here = path.resolve()
-        inputs = self.store.conversation_inputs(named)
-        for conversation in named:
-            other = claimed.get(conversation)
+        mine = _message_ids(source.iter_messages)
+        if isinstance(source, StreamedSource):
+            again = source.read
+        else:  # read again if a later input asks: the check keeps no file's messages
+            again = lambda: scan_source(path, format=format, options=options).iter_messages()  # noqa: E731
+        inputs = self.store.conversation_inputs(ids)
+        for conversation in ids:
+            claim = claimed.get(conversation)
+            other = claim.path if claim is not None else None
             written = inputs.get(conversation, set())
             if other is None and str(here) not in written:
                 other = next((Path(p) for p in sorted(written) if Path(p).exists()), None)
             if other is not None and other.resolve() != here:
-                raise InputError(
-                    path,
-                    f"its conversation {conversation!r}, named after the file, is already "
-                    f"that of {shown_path(other)}; its messages would replace that file's",
-                    hint="rename one of the files, or ingest this one on its own with "
-                    "--conversation NAME (a file that replaces the other: move the old one "
-                    "away first)",
-                )
-            claimed[conversation] = path
+                if _named_after(conversation, path):
+                    raise InputError(
+                        path,
+                        f"its conversation {conversation!r}, named after the file, is "
+                        f"already that of {shown_path(other)}; its messages would replace "
+                        "that file's",
+                        hint="rename one of the files, or ingest this one on its own with "
+                        "--conversation NAME (a file that replaces the other: move the old "
+                        "one away first)",
+                    )
+                theirs = {
+                    i for i, p in self.store.message_inputs(conversation).items() if p != str(here)
+                }
+                if claim is not None:
+                    theirs |= claim.ids(conversation)
+                clash = sorted(mine(conversation) & theirs)
+                if clash:
+                    shown = ", ".join(repr(i) for i in clash[:3])
+                    more = " ..." if len(clash) > 3 else ""
+                    have = "has the id of a message" if len(clash) == 1 else "have the ids"
+                    raise InputError(
+                        path,
+                        f"{len(clash)} of its messages in conversation {conversation!r} "
+                        f"{have} of {shown_path(other)} ({shown}{more}): they would "
+                        "replace that file's",
+                        hint="messages without ids are numbered 1, 2, ...: give this file's "
+                        "conversation a name of its own (--conversation NAME, or its "
+                        "conversation field), or its messages ids of their own (a file that "
+                        "replaces the other: move the old one away first)",
+                    )
+            claimed.setdefault(conversation, _Claim(path, _message_ids(again)))
 
     def _reload(
         self, plan: _Plan, format: str | None, options: LoadOptions, force: bool
@@ -879,6 +915,31 @@ class Ingestor:
         report.messages_unchanged += chunk.same
         report.messages_reextracted += chunk.same
         report.refs_added += len(chunk.refs)
+
+
+@dataclass
+class _Claim:
+    """An input of this ingest that holds a conversation: its path, and its message ids
+    in a conversation (read when asked)."""
+
+    path: Path
+    ids: Callable[[str], set[str]]
+
+
+def _message_ids(read: Callable[[], Iterable[Message]]) -> Callable[[str], set[str]]:
+    """A conversation's message ids among the messages ``read`` gives, read once, the
+    first time they are asked for."""
+    found: dict[str, set[str]] | None = None
+
+    def ids(conversation: str) -> set[str]:
+        nonlocal found
+        if found is None:
+            found = {}
+            for m in read():
+                found.setdefault(m.conversation, set()).add(m.id)
+        return found.get(conversation, set())
+
+    return ids
 
 
 def _named_after(conversation: str, path: Path) -> bool:

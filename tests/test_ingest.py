@@ -155,6 +155,37 @@ def test_two_files_of_one_name_never_replace_each_others_messages(
     assert [m.message.speaker for m in index.messages("meeting")] == ["Carl", "Dora"]
 
 
+def test_two_files_of_one_conversation_never_replace_each_others_messages(
+    index: Index, tmp_path: Path
+) -> None:
+    """Two exports without ids given one conversation (their own field, or
+    ``--conversation``): the second's messages 1, 2 ... would replace the first's."""
+    monday, tuesday = tmp_path / "monday.jsonl", tmp_path / "tuesday.jsonl"
+    monday.write_text(
+        '{"conversation": "team", "speaker": "Ana", "text": "monday standup notes"}\n'
+        '{"conversation": "team", "speaker": "Bo", "text": "monday reply"}\n'
+    )
+    tuesday.write_text('{"conversation": "team", "speaker": "Cy", "text": "tuesday notes"}\n')
+    with pytest.raises(InputError, match="have the ids|has the id") as clash:
+        index.ingest([monday, tuesday])  # in one ingest: nothing is written
+    assert "tuesday.jsonl" in str(clash.value) and "monday.jsonl" in str(clash.value)
+    assert "--conversation" in str(clash.value.hint)
+    assert index.stats()["messages"] == 0
+    index.ingest([monday])
+    with pytest.raises(InputError, match="would replace that file's"):
+        index.ingest([tuesday])
+    with pytest.raises(InputError, match="would replace that file's"):
+        index.ingest([tuesday], conversation="team")
+    texts = [m.message.text for m in index.messages("team")]
+    assert texts == ["monday standup notes", "monday reply"]
+    index.ingest([tuesday], conversation="tuesday")  # a conversation of its own
+    assert [m.message.text for m in index.messages("tuesday")] == ["tuesday notes"]
+    # the first file moved away: the second replaces it, as a new version would
+    monday.unlink()
+    index.ingest([tuesday], force=True)
+    assert [m.message.speaker for m in index.messages("team")][:1] == ["Cy"]
+
+
 def test_all_formats_ingest(
     index: Index, transcript_file: Path, vtt_file: Path, jsonl_file: Path, locomo_file: Path
 ) -> None:

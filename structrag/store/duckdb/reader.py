@@ -228,6 +228,14 @@ class DuckDBReader:
             found.setdefault(str(conversation), set()).add(str(path))
         return found
 
+    def message_inputs(self, conversation: str) -> dict[str, str]:
+        rows = self.sql(
+            "SELECT m.message_id, s.path FROM messages m "
+            "JOIN sources s ON s.source_id = m.source_id WHERE m.conversation = $1",
+            [conversation],
+        )
+        return {str(i): str(p) for i, p in rows}
+
     def next_ids(self) -> tuple[int, int]:
         row = self._first(
             "SELECT (SELECT coalesce(max(mkey), -1) + 1 FROM messages), "
