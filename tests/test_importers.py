@@ -77,6 +77,53 @@ def test_webvtt_merges_cues_of_one_speaker(vtt_file: Path) -> None:
     assert source.messages[0].metadata["cues"] == ["1", "2"]
 
 
+def test_transcript_labels_in_any_script_and_numbered_speakers(tmp_path: Path) -> None:
+    path = tmp_path / "meeting.txt"
+    path.write_text(
+        "ANA SOUZA: Good morning.\nJürgen Müller: Thanks Ana.\nÉlodie Martin: A question.\n"
+        "Øyvind: I will book the hotel.\nSpeaker 2: hello there\nJÜRGEN MÜLLER: fine\n"
+        "the notes: a line of the same turn\n",
+        encoding="utf-8",
+    )
+    source = load_source(path)
+    assert [(m.speaker, m.text) for m in source.messages] == [
+        ("Ana Souza", "Good morning."),
+        ("Jürgen Müller", "Thanks Ana."),
+        ("Élodie Martin", "A question."),
+        ("Øyvind", "I will book the hotel."),
+        ("Speaker 2", "hello there"),
+        ("Jürgen Müller", "fine\nthe notes: a line of the same turn"),
+    ]
+
+
+def test_webvtt_voices_references_and_captions(tmp_path: Path) -> None:
+    path = tmp_path / "talk.vtt"
+    path.write_text(
+        "WEBVTT\n\n1\n00:00:01.000 --> 00:00:03.000\n"
+        "<v Ana Souza>Hi Bo &amp; Carla, R&amp;D is &lt;great&gt;</v>\n\n"
+        "2\n00:00:03.000 --> 00:00:05.000\n<v Bo Chen>Thanks.</v>\n<v Carla>Me too.</v>\n",
+        encoding="utf-8",
+    )
+    source = load_source(path)
+    assert [(m.speaker, m.text) for m in source.messages] == [
+        ("Ana Souza", "Hi Bo & Carla, R&D is <great>"),
+        ("Bo Chen", "Thanks."),
+        ("Carla", "Me too."),
+    ]
+    # captions of no speaker: joined up to 400 characters or a pause, not one message
+    cues = "".join(
+        f"{i}\n00:{i // 60:02d}:{i % 60:02d}.000 --> 00:{i // 60:02d}:{i % 60:02d}.900\n"
+        f"words of caption number {i} go on here\n\n"
+        for i in range(60)
+    )
+    captions = tmp_path / "captions.vtt"
+    captions.write_text("WEBVTT\n\n" + cues, encoding="utf-8")
+    messages = load_source(captions).messages
+    assert len(messages) > 4
+    assert all(len(m.text) < 450 for m in messages)
+    assert " ".join(m.text for m in messages).count("caption number") == 60
+
+
 def test_jsonl_aliases_and_parts(jsonl_file: Path) -> None:
     source = load_source(jsonl_file)
     assert source.format == "jsonl"

@@ -4,7 +4,8 @@ meeting tools export. One layout is chosen per file (the one most of its lines f
 * **labels**: a line that starts with a speaker label opens a turn; the lines after it, up
   to the next label, belong to that turn (stage directions such as ``[MUSIC]`` included).
   A label is one to five words in capitals (``KEVIN SCOTT:``) or in Title Case (``Kevin
-  Scott:``), optionally with a ``[00:12:03]`` or ``(00:12:03)`` time next to it.
+  Scott:``, ``Jürgen Müller:``, ``Speaker 2:``), in any script, optionally with a
+  ``[00:12:03]`` or ``(00:12:03)`` time next to it.
 * **timed** (Zoom and others): every turn starts with a time, ``00:00:01 Name: text``,
   ``[00:00:01] Name: text``, or Zoom's chat ``14:02:05 From Ana Souza to Everyone: text``
   (a message sent "to" one person is addressed to them, with ``metadata.private``). Any
@@ -47,7 +48,9 @@ from structrag.models import Conversation
 _TIME = r"\d{1,2}:\d{2}(?::\d{2})?(?:[.,]\d+)?"
 _LABEL_RE = re.compile(
     rf"^\s*(?:\[(?P<t1>{_TIME})\]\s*)?"
-    r"(?P<name>[A-Z][A-Za-z0-9.'’\-]*(?:[ \t]+[A-Z0-9][A-Za-z0-9.'’\-]*){0,4})"
+    # words of letters in any script ("Jürgen", "Øyvind", "Élodie"); case is checked by
+    # _speaker, which the pattern cannot do for every script
+    r"(?P<name>[^\W\d_][\w.'’\-]*(?:[ \t]+[^\W_][\w.'’\-]*){0,4})"
     rf"[ \t]*(?:[\[(](?P<t2>{_TIME})[\])])?[ \t]*:(?:[ \t]+(?P<text>.*)|[ \t]*$)"
 )
 # Title-case labels that are really the start of a sentence or a header field.
@@ -123,10 +126,13 @@ def _speaker(match: re.Match[str]) -> str | None:
     words = name.split()
     if name.lower() in _NOT_SPEAKERS or not any(c.isalpha() for c in name):
         return None
+    if not words[0][0].isupper():
+        return None
     letters = [c for c in name if c.isalpha()]
     if all(c.isupper() for c in letters):
         return " ".join(w.capitalize() if w.isalpha() else w for w in words)
-    if all(w[0].isupper() for w in words) and len(words) <= 4:
+    # Title Case; a number after the first word names a speaker too ("Speaker 1")
+    if all(w[0].isupper() or w.isdigit() for w in words) and len(words) <= 4:
         return name
     return None
 

@@ -1,7 +1,10 @@
 """WebVTT captions (meeting recordings, podcasts).
 
 Cues carry the speaker in a voice tag (``<v Kevin Scott>``) or as a ``Name:`` prefix.
-Consecutive cues from the same speaker are merged into one message; ``metadata.start`` and
+Consecutive cues from the same speaker are merged into one message (a cue where several
+voices speak is one message per voice; cues of no speaker, captions, are joined up to 400
+characters or a pause of 5 seconds); markup is removed and character references decoded
+(``&amp;`` is ``&``); ``metadata.start`` and
 ``metadata.end`` keep the cue times in seconds and ``metadata.cues`` the cue ids. NOTE,
 STYLE and REGION blocks are skipped, and so are the header lines after ``WEBVTT``
 (``Kind: captions``, ``Language: en``), which go into the conversation's
@@ -11,6 +14,7 @@ header gives a date (``WEBVTT - 2023-05-01T10:00:00``); cue times are offsets fr
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Iterator
 from datetime import timedelta
@@ -100,8 +104,7 @@ def plan_webvtt(path: Path, lines: Lines, options: LoadOptions) -> TextReading:
                 block.append(line)
                 continue
             if block:
-                new = _cue(path, block, block_line, pending, base, warnings)
-                if new is not None:
+                for new in _cue(path, block, block_line, pending, base, warnings):
                     if pending is not None:
                         yield pending
                     pending = new
@@ -127,12 +130,13 @@ def _cue(
     previous: RawMessage | None,
     base: Any,
     warnings: list[str],
-) -> RawMessage | None:
-    """The message a cue block starts, or None when it adds to ``previous`` (the same
-    speaker) or is not a cue (NOTE, STYLE, REGION, no text)."""
+) -> list[RawMessage]:
+    """The messages a cue block starts, in order: none when it adds to ``previous`` (the
+    same speaker) or is not a cue (NOTE, STYLE, REGION, no text); one per voice when
+    several speak in it (``<v Bo>Thanks.</v>`` then ``<v Carla>Me too.</v>``)."""
     head = block[0].strip()
     if head.startswith(("NOTE", "STYLE", "REGION")):
-        return None
+        return []
     timing_at = 0 if "-->" in block[0] else 1
     if timing_at >= len(block) or "-->" not in block[timing_at]:
         raise InputError(
@@ -154,29 +158,66 @@ def _cue(
     payload = block[timing_at + 1 :]
     if not payload:
         warnings.append(f"{path}: line {lineno}: cue with no text skipped")
-        return None
-    joined = "\n".join(payload)
-    voice = _VOICE_RE.search(joined)
-    speaker = voice.group(1).strip() if voice else None
-    body = clean_text(_TAG_RE.sub("", joined))
-    if speaker is None:
-        label = _LABEL_RE.match(body)
-        name = _speaker(label) if label else None
-        if label and name:
-            speaker, body = name, (label.group("text") or "").strip()
-    if previous is not None and (speaker is None or speaker == previous.speaker):
-        previous.text = f"{previous.text} {body}".strip()
-        previous.metadata["end"] = end
+        return []
+    started: list[RawMessage] = []
+    for speaker, body in _voices("\n".join(payload)):
+        if not body:
+            continue
+        last = started[-1] if started else previous
+        if last is not None and _continues(last, speaker, begin):
+            last.text = f"{last.text} {body}".strip()
+            last.metadata["end"] = end
+            if cue_id and cue_id not in last.metadata.setdefault("cues", []):
+                last.metadata["cues"].append(cue_id)
+            continue
+        metadata: dict[str, Any] = {"start": begin, "end": end, "source_line": lineno}
         if cue_id:
-            previous.metadata.setdefault("cues", []).append(cue_id)
-        return None
-    metadata: dict[str, Any] = {"start": begin, "end": end, "source_line": lineno}
-    if cue_id:
-        metadata["cues"] = [cue_id]
-    return RawMessage(
-        text=body,
-        location=f"line {lineno}",
-        speaker=speaker,
-        timestamp=base + timedelta(seconds=begin) if base else None,
-        metadata=metadata,
-    )
+            metadata["cues"] = [cue_id]
+        started.append(
+            RawMessage(
+                text=body,
+                location=f"line {lineno}",
+                speaker=speaker,
+                timestamp=base + timedelta(seconds=begin) if base else None,
+                metadata=metadata,
+            )
+        )
+    return started
+
+
+#: Cues without a speaker (captions) are joined into one message up to this length, or
+#: until a pause of ``_PAUSE`` seconds: a caption file is not one message.
+_CAPTION_CHARS = 400
+_PAUSE = 5.0
+
+
+def _continues(last: RawMessage, speaker: str | None, begin: float) -> bool:
+    """Whether a cue's text from ``speaker`` (None: no voice or label) adds to ``last``."""
+    if speaker is not None:
+        return speaker == last.speaker
+    if last.speaker is not None:
+        return True  # an untagged cue after a speaker's: theirs
+    gap = begin - float(last.metadata.get("end", begin))
+    return len(last.text) < _CAPTION_CHARS and gap < _PAUSE
+
+
+def _voices(joined: str) -> list[tuple[str | None, str]]:
+    """A cue's text split at its voice tags: ``(speaker, text)`` in order, the text
+    before the first tag (or a cue without one) of no voice, or of a ``Name:`` label;
+    markup removed and character references (``&amp;``) decoded."""
+    parts: list[tuple[str | None, str]] = []
+    at, speaker = 0, None
+    for voice in _VOICE_RE.finditer(joined):
+        parts.append((speaker, joined[at : voice.start()]))
+        at, speaker = voice.end(), voice.group(1).strip()
+    parts.append((speaker, joined[at:]))
+    out: list[tuple[str | None, str]] = []
+    for who, raw in parts:
+        body = clean_text(html.unescape(_TAG_RE.sub("", raw)))
+        if who is None:
+            label = _LABEL_RE.match(body)
+            name = _speaker(label) if label else None
+            if label and name:
+                who, body = name, (label.group("text") or "").strip()
+        out.append((who, body))
+    return out
