@@ -947,7 +947,7 @@ def _named_after(conversation: str, path: Path) -> bool:
     ("meeting"), numbered for a file of several ("locomo-2"), or a WhatsApp chat's folder."""
     stem = path.stem
     if conversation == stem or (
-        stem.lower() in ("_chat", "chat") and conversation == path.parent.name
+        stem.lower() in ("_chat", "chat") and conversation == path.resolve().parent.name
     ):
         return True
     number = conversation.removeprefix(f"{stem}-")

@@ -982,3 +982,31 @@ def test_a_mailbox_is_streamed_and_reads_as_when_loaded_whole(
     changed.write_bytes(changed.read_bytes().replace(b"Subject:", b"X-Subject:", 1))
     with pytest.raises(SourceChanged):
         list(streamed.iter_messages())
+
+
+def test_whatsapp_typed_messages_that_read_like_its_own_lines_are_messages(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "Porto trip"
+    folder.mkdir()
+    chat = folder / "_chat.txt"
+    chat.write_text(
+        "[28/12/2023, 20:00:00] Ana: The appendix of the contract document omitted\n"
+        "[28/12/2023, 20:01:00] Bo: Video call tomorrow at 5?\n"
+        "[28/12/2023, 20:02:00] Ana: Voice call quality was terrible today\n"
+        "[28/12/2023, 20:03:00] Bo: \u200eMissed voice call, \u200eTap to call back\n"
+        "[28/12/2023, 20:04:00] Ana: \u200eVoice call, \u200e12 min\n"
+        "[28/12/2023, 20:05:00] Bo: \u200eimage omitted\n"
+        "[28/12/2023, 20:06:00] Ana: \u200ebudget.pdf \u2022 \u200e3 pages \u200edocument omitted\n",
+        encoding="utf-8",
+    )
+    monkeypatch.chdir(folder)  # "_chat.txt" typed in its folder: named by the folder
+    source = load_source(Path("_chat.txt"))
+    assert [c.id for c in source.conversations] == ["Porto trip"]
+    assert [m.text for m in source.messages] == [
+        "The appendix of the contract document omitted",
+        "Video call tomorrow at 5?",
+        "Voice call quality was terrible today",
+    ]
+    counts = source.conversations[0].metadata["event_counts"]
+    assert counts == {"call": 2, "media": 2}

@@ -53,6 +53,7 @@ _ANDROID_RE = re.compile(rf"^(?P<date>{_DATE}),?{_SP}(?P<time>{_TIME}){_SP}[-–
 _IOS_RE = re.compile(rf"^\[(?P<date>{_DATE}),?{_SP}(?P<time>{_TIME})\]{_SP}(?P<rest>.*)$")
 _NAME_RE = re.compile(r"^(?P<name>[^:\n]{1,80}?): (?P<text>.*)$|^(?P<bare>[^:\n]{1,80}?):$")
 _MARKS = "\u200e\u200f\u202a\u202b\u202c\u202d\u202e\ufeff"
+_NO_MARKS = str.maketrans("", "", _MARKS)
 # Lines WhatsApp writes itself; checked before "Name: text" so that a subject change
 # whose new subject holds ": " is not read as someone speaking.
 _SYSTEM_RE = re.compile(
@@ -71,14 +72,26 @@ _SYSTEM_RE = re.compile(
     r"|disappearing messages",
     re.IGNORECASE,
 )
+# WhatsApp's own lines only: "<Media omitted>", "image omitted", "<attached: x.jpg>", and
+# a document's "report.pdf • 3 pages document omitted" (a file name before it); never a
+# typed sentence that ends so ("the appendix of the contract document omitted").
 _MEDIA_RE = re.compile(
-    r"^(?:<Media omitted>|(?:.*?\s)?(?:image|video|audio|sticker|GIF|document|Contact card)"
-    r" omitted|<attached: (?P<file>[^>]+)>)$",
+    r"^(?:<Media omitted>|(?:image|video|audio|sticker|GIF|GIF image|Contact card) omitted"
+    r"|(?:[^\n]*?\.\w{2,5}(?:\s*•\s*[^•\n]*?)*\s+)?(?:document|Contact card) omitted"
+    r"|<attached: (?P<file>[^>]+)>)$",
     re.IGNORECASE,
 )
 _ANDROID_FILE_RE = re.compile(r"^(?P<file>\S.*?\.\w{2,5}) \(file attached\)$")
 _DELETED_RE = re.compile(r"^(?:This message was deleted|You deleted this message)\.?$", re.I)
-_CALL_RE = re.compile(r"^(?:Missed (?:voice|video) call|(?:Voice|Video) call)\b", re.I)
+# A call's line as WhatsApp writes it ("Missed voice call", "Voice call, 12 min", "Video
+# call. Answered on other device"), not a message that starts with the words ("Video call
+# tomorrow at 5?").
+_CALL_RE = re.compile(
+    r"^(?:Missed )?(?:group )?(?:voice|video) call"
+    r"(?:[,.]\s*(?:tap to call back|click to call back|answered on other device|no answer"
+    r"|\d+\s*(?:sec|min|hr|hour|minute|second)s?(?:\s+\d+\s*(?:sec|min)s?)?))?\.?$",
+    re.IGNORECASE,
+)
 _EDITED = "<This message was edited>"
 
 
@@ -97,8 +110,10 @@ def looks_like_whatsapp(text: str) -> bool:
 
 def _conversation_id(path: Path) -> str:
     # iOS exports are always "_chat.txt"; the folder it was unzipped to names the chat.
-    if path.stem.lower() in ("_chat", "chat") and path.parent.name:
-        return path.parent.name
+    # (resolved: "_chat.txt" typed in that folder is named by it too)
+    folder = path.resolve().parent.name
+    if path.stem.lower() in ("_chat", "chat") and folder:
+        return folder
     return path.stem
 
 
@@ -227,12 +242,13 @@ def _entry(entry: dict[str, Any], when: str) -> tuple[RawMessage | None, dict[st
     body = "\n".join([said, *entry["body"]])
     if continuation.rstrip().endswith(_EDITED):
         body, edited = body.rstrip()[: -len(_EDITED)].rstrip(), True
-    media = _MEDIA_RE.match(said)
+    bare = said.translate(_NO_MARKS)  # iOS marks words inside its own lines too
+    media = _MEDIA_RE.match(bare)
     if media and not continuation.strip():
         return None, event("media", said, name)
     if _DELETED_RE.match(said):
         return None, event("deleted", said, name)
-    if _CALL_RE.match(said) and not continuation.strip():
+    if _CALL_RE.match(bare) and not continuation.strip():
         return None, event("call", said, name)
     if marked and not media and (entry["ios"] or _SYSTEM_RE.search(said)):
         # iOS marks its own lines: "Trip to Porto: <U+200E>Ana added Bo" (the group's name
