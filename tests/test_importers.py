@@ -997,7 +997,8 @@ def test_whatsapp_typed_messages_that_read_like_its_own_lines_are_messages(
         "[28/12/2023, 20:03:00] Bo: \u200eMissed voice call, \u200eTap to call back\n"
         "[28/12/2023, 20:04:00] Ana: \u200eVoice call, \u200e12 min\n"
         "[28/12/2023, 20:05:00] Bo: \u200eimage omitted\n"
-        "[28/12/2023, 20:06:00] Ana: \u200ebudget.pdf \u2022 \u200e3 pages \u200edocument omitted\n",
+        "[28/12/2023, 20:06:00] Ana: \u200ebudget.pdf \u2022 \u200e3 pages"
+        " \u200edocument omitted\n",
         encoding="utf-8",
     )
     monkeypatch.chdir(folder)  # "_chat.txt" typed in its folder: named by the folder

@@ -166,7 +166,7 @@ def test_two_files_of_one_conversation_never_replace_each_others_messages(
         '{"conversation": "team", "speaker": "Bo", "text": "monday reply"}\n'
     )
     tuesday.write_text('{"conversation": "team", "speaker": "Cy", "text": "tuesday notes"}\n')
-    with pytest.raises(InputError, match="have the ids|has the id") as clash:
+    with pytest.raises(InputError, match=r"has the id of a message") as clash:
         index.ingest([monday, tuesday])  # in one ingest: nothing is written
     assert "tuesday.jsonl" in str(clash.value) and "monday.jsonl" in str(clash.value)
     assert "--conversation" in str(clash.value.hint)
