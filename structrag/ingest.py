@@ -87,6 +87,8 @@ class IngestReport:
     messages_added: int = 0
     messages_updated: int = 0
     messages_unchanged: int = 0
+    #: Messages an earlier version of the file had and this one does not, removed.
+    messages_removed: int = 0
     refs_added: int = 0
     messages_failed: int = 0
     #: Unchanged messages extracted again (``--force``); counted as unchanged too.
@@ -100,6 +102,7 @@ class IngestReport:
         """Forget the counts of a write that was given up (the file changed under it)."""
         self.messages_added = self.messages_updated = self.messages_unchanged = 0
         self.refs_added = self.messages_failed = self.messages_reextracted = 0
+        self.messages_removed = 0
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -110,6 +113,7 @@ class IngestReport:
             "messages_updated": self.messages_updated,
             "messages_unchanged": self.messages_unchanged,
             "messages_reextracted": self.messages_reextracted,
+            "messages_removed": self.messages_removed,
             "semantic_refs_added": self.refs_added,
             "messages_failed": self.messages_failed,
             "skipped": self.skipped,
@@ -483,21 +487,26 @@ class Ingestor:
                         "--conversation NAME (a file that replaces the other: move the old "
                         "one away first)",
                     )
+                # (id -> content hash): the same message again (a later export that
+                # holds an earlier one's) replaces nothing
                 theirs = {
-                    i for i, p in self.store.message_inputs(conversation).items() if p != str(here)
+                    i: h for (_, i), (_, h, _) in self.store.message_hashes([conversation]).items()
                 }
+                inputs_of = self.store.message_inputs(conversation)
+                theirs = {i: h for i, h in theirs.items() if inputs_of.get(i) != str(here)}
                 if claim is not None:
-                    theirs |= claim.ids(conversation)
-                clash = sorted(mine(conversation) & theirs)
+                    theirs.update(claim.ids(conversation))
+                ours = mine(conversation)
+                clash = sorted(i for i, h in ours.items() if theirs.get(i, h) != h)
                 if clash:
                     shown = ", ".join(repr(i) for i in clash[:3])
                     more = " ..." if len(clash) > 3 else ""
-                    have = "has the id of a message" if len(clash) == 1 else "have the ids"
+                    have = "has the id of a message" if len(clash) == 1 else "have ids of messages"
                     raise InputError(
                         path,
                         f"{len(clash)} of its messages in conversation {conversation!r} "
-                        f"{have} of {shown_path(other)} ({shown}{more}): they would "
-                        "replace that file's",
+                        f"{have} of {shown_path(other)} ({shown}{more}), with other "
+                        "contents: they would replace that file's",
                         hint="messages without ids are numbered 1, 2, ...: give this file's "
                         "conversation a name of its own (--conversation NAME, or its "
                         "conversation field), or its messages ids of their own (a file that "
@@ -577,7 +586,10 @@ class Ingestor:
     ) -> None:
         started = time.perf_counter()
         usage_before = self._usage()
-        windows = self._pending(source, report, progress, force)
+        # a file's messages that its new version no longer has go (another reader, such
+        # as the knowledge base, says what to delete itself)
+        gone: list[int] | None = [] if isinstance(path, Path) else None
+        windows = self._pending(source, report, progress, force, gone)
         # 2. Knowledge (imported with the file, or extracted), streamed into the text
         #    index writer as it arrives, one window of messages at a time; nothing is
         #    visible until both commits.
@@ -597,7 +609,14 @@ class Ingestor:
             warnings=report.warnings,
         )
         self._write(
-            pairs, record, source.conversations, report, delete, before_commit, size=source.count
+            pairs,
+            record,
+            source.conversations,
+            report,
+            delete,
+            before_commit,
+            size=source.count,
+            gone=gone,
         )
         report.seconds = time.perf_counter() - started
         if not source.knowledge:
@@ -716,17 +735,31 @@ class Ingestor:
         report: IngestReport,
         progress: ProgressSink | None,
         force: bool = False,
+        gone: list[int] | None = None,
     ) -> Iterator[list[Pending]]:
         """The messages of ``source`` to write, in windows of :data:`WINDOW_MESSAGES`: new
         and edited ones (and, with ``force``, unchanged ones, extracted again); unchanged
-        ones left alone are counted in ``report``."""
+        ones left alone are counted in ``report``. With ``gone``, once every message was
+        read, it holds the mkeys of the messages an earlier ingest of the same file wrote
+        that this version does not have (a deleted chat message, another ChatGPT branch)."""
         existing = self.store.message_hashes(c.id for c in source.conversations)
+        left: dict[tuple[str, str], int] = {}
+        if gone is not None and existing:
+            here = str(Path(source.path).resolve())
+            for conversation in {c for c, _ in existing}:
+                mine = self.store.message_inputs(conversation)
+                left.update(
+                    ((conversation, i), existing[conversation, i][0])
+                    for i, p in mine.items()
+                    if p == here and (conversation, i) in existing
+                )
         max_ordinal: dict[str, int] = {}
         for (conv, _), (_, _, ordinal) in existing.items():
             max_ordinal[conv] = max(ordinal, max_ordinal.get(conv, -1))
         todo: list[Pending] = []
         for message in source.iter_messages():
             found = existing.get((message.conversation, message.id))
+            left.pop((message.conversation, message.id), None)
             if found is None:
                 if message.conversation in max_ordinal:
                     max_ordinal[message.conversation] += 1
@@ -748,6 +781,8 @@ class Ingestor:
                 todo = []
         if todo:
             yield self._numbered(todo)
+        if gone is not None:
+            gone.extend(sorted(left.values()))
 
     def _numbered(self, todo: list[Pending]) -> list[Pending]:
         """``todo`` with its new messages numbered (and made memories, for a memory)."""
@@ -792,6 +827,7 @@ class Ingestor:
         before_commit: Callable[[StoreTransaction], None] | None = None,
         reserve: int | None = None,
         size: int = 0,
+        gone: Sequence[int] | None = None,
     ) -> None:
         """Store the messages and their knowledge in one transaction, then the text index.
         An ingest (with a ``record``) is staged while its knowledge is extracted and merged
@@ -844,6 +880,11 @@ class Ingestor:
                     self._flush(transaction, chunk, report)
                     chunk = _Chunk()
             self._flush(transaction, chunk, report)
+            if gone:  # known once every message was read: deleted last
+                transaction.delete(gone)
+                for mkey in gone:
+                    writer.delete(mkey)
+                report.messages_removed = len(gone)
             if record is not None:
                 record.messages_added = report.messages_added
                 record.messages_updated = report.messages_updated
@@ -923,21 +964,21 @@ class _Claim:
     in a conversation (read when asked)."""
 
     path: Path
-    ids: Callable[[str], set[str]]
+    ids: Callable[[str], dict[str, int]]
 
 
-def _message_ids(read: Callable[[], Iterable[Message]]) -> Callable[[str], set[str]]:
-    """A conversation's message ids among the messages ``read`` gives, read once, the
-    first time they are asked for."""
-    found: dict[str, set[str]] | None = None
+def _message_ids(read: Callable[[], Iterable[Message]]) -> Callable[[str], dict[str, int]]:
+    """A conversation's messages among those ``read`` gives, as ``id -> content hash``,
+    read once, the first time they are asked for."""
+    found: dict[str, dict[str, int]] | None = None
 
-    def ids(conversation: str) -> set[str]:
+    def ids(conversation: str) -> dict[str, int]:
         nonlocal found
         if found is None:
             found = {}
             for m in read():
-                found.setdefault(m.conversation, set()).add(m.id)
-        return found.get(conversation, set())
+                found.setdefault(m.conversation, {})[m.id] = m.content_hash()
+        return found.get(conversation, {})
 
     return ids
 

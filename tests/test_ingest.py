@@ -186,6 +186,32 @@ def test_two_files_of_one_conversation_never_replace_each_others_messages(
     assert [m.message.speaker for m in index.messages("team")][:1] == ["Cy"]
 
 
+def test_messages_no_longer_in_a_file_are_removed_and_nothing_else(
+    index: Index, tmp_path: Path
+) -> None:
+    chat, other = tmp_path / "chat.jsonl", tmp_path / "other.jsonl"
+    lines = [
+        {"id": f"c{i}", "conversation": "log", "speaker": "Ana", "text": f"note about {word}"}
+        for i, word in enumerate(["walrus", "pelican", "heron"])
+    ]
+    chat.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    other.write_text(
+        json.dumps({"id": "o1", "conversation": "log", "speaker": "Bo", "text": "walrus too"})
+        + "\n"
+    )
+    index.ingest([chat, other])
+    assert [m.id for m in index.query("walrus AND note").messages] == ["c0"]
+    del lines[0]  # the walrus note left the file
+    chat.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    (report,) = index.ingest([chat])
+    assert report.messages_removed == 1 and report.messages_unchanged == 2
+    assert [m.message.id for m in index.messages("log")] == ["c1", "c2", "o1"]
+    # gone from the text index too; the other file's message stays
+    assert index.query("walrus AND note").messages == []
+    assert [m.id for m in index.query("walrus AND too").messages] == ["o1"]
+    assert index.stats()["messages"] == 3
+
+
 def test_all_formats_ingest(
     index: Index, transcript_file: Path, vtt_file: Path, jsonl_file: Path, locomo_file: Path
 ) -> None:

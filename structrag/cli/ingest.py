@@ -259,10 +259,12 @@ def _print_reports(reports: list[dict[str, Any]], options: Any, db: str, as_json
             if report["messages_reextracted"]
             else ""
         )
+        removed = report.get("messages_removed", 0)
+        gone = f", {removed} removed (no longer in the file)" if removed else ""
         click.echo(
             f"{report['path']} ({report['format']}): {added} new, "
             f"{report['messages_updated']} updated, {report['messages_unchanged']} "
-            f"unchanged{again} messages; {report['semantic_refs_added']} semantic refs in "
+            f"unchanged{again} messages{gone}; {report['semantic_refs_added']} semantic refs in "
             f"{seconds:.1f}s{rate}"
         )
         if report.get("llm") is not None:
