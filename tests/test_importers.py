@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from structrag.errors import InputError, UnknownFormatError
 from structrag.importers import LoadOptions, ParsedSource, detect_format, load_source
-from structrag.importers.base import HUGE_MESSAGE_CHARS
+from structrag.importers.base import HUGE_MESSAGE_CHARS, StreamedSource
 from structrag.models import Action
 from tests.conftest import locomo_sample
 
@@ -1011,3 +1011,69 @@ def test_whatsapp_typed_messages_that_read_like_its_own_lines_are_messages(
     ]
     counts = source.conversations[0].metadata["event_counts"]
     assert counts == {"call": 2, "media": 2}
+
+
+def test_a_json_list_splits_by_each_message_conversation(tmp_path: Path) -> None:
+    rows = [("alpha", "Ana", "in alpha"), ("beta", "Bo", "in beta"), ("alpha", "Bo", "again")]
+    messages = [{"conversation": c, "speaker": s, "text": t} for c, s, t in rows]
+    for name, data in (("list.json", messages), ("doc.json", {"messages": messages})):
+        path = tmp_path / name
+        path.write_text(json.dumps(data), encoding="utf-8")
+        for source in (load_source(path), _streamed(path)):
+            found = [(m.conversation, m.id, m.text) for m in source.iter_messages()]
+            assert sorted(found) == [
+                ("alpha", "1", "in alpha"),
+                ("alpha", "2", "again"),
+                ("beta", "1", "in beta"),
+            ]
+        # --conversation names one for the whole file
+        whole = load_source(path, options=LoadOptions(conversation="all"))
+        assert {m.conversation for m in whole.messages} == {"all"}
+
+
+def _streamed(path: Path) -> StreamedSource:
+    from structrag.importers import scan_source
+
+    source = scan_source(path)
+    assert isinstance(source, StreamedSource)  # the walk of a document, not a load
+    return source
+
+
+def test_openai_style_messages_name_their_speaker_and_keep_image_parts(tmp_path: Path) -> None:
+    path = tmp_path / "oa.jsonl"
+    lines = [
+        {
+            "role": "user",
+            "name": "Carla",
+            "content": [
+                {"type": "text", "text": "What is in this image?"},
+                {"type": "image_url", "image_url": {"url": "https://example.org/cat.png"}},
+            ],
+        },
+        {"role": "assistant", "content": "A cat."},
+        {"role": "tool", "name": "lookup", "content": "result"},
+    ]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    messages = load_source(path).messages
+    assert [m.speaker for m in messages] == ["Carla", "assistant", "tool"]
+    assert messages[0].text == "What is in this image?\n[image]"
+    assert messages[0].metadata["role"] == "user"
+    assert messages[2].metadata["name"] == "lookup"
+
+
+def test_a_message_without_an_id_never_takes_another_ones(tmp_path: Path) -> None:
+    path = tmp_path / "mixed.jsonl"
+    path.write_text(
+        '{"id": "2", "speaker": "Ana", "text": "explicit id two"}\n'
+        '{"speaker": "Bo", "text": "no id"}\n',
+        encoding="utf-8",
+    )
+    with pytest.raises(InputError, match="the message at line 2 has no id") as info:
+        load_source(path)
+    assert "'2', the id of the message at line 1" in str(info.value)
+    path.write_text(
+        '{"speaker": "Bo", "text": "no id"}\n{"id": "1", "speaker": "Ana", "text": "one"}\n',
+        encoding="utf-8",
+    )
+    with pytest.raises(InputError, match="the message at line 1 has no id"):
+        load_source(path)

@@ -90,11 +90,16 @@ def _content_text(path: Path, value: Any, where: str) -> str:
                 parts.append(part)
             elif isinstance(part, dict) and isinstance(part.get("text"), str):
                 parts.append(part["text"])
+            elif isinstance(part, dict) and isinstance(part.get("type"), str):
+                # an image, audio or file part: said in the text, as the ChatGPT reader does
+                kind = part["type"].lower()
+                named = next((k for k in ("image", "audio", "file") if k in kind), kind)
+                parts.append(f"[{named}]")
             else:
                 raise InputError(
                     path,
-                    f"at {json_path(where, f'[{i}]')}: a content part must be a string "
-                    "or {'text': ...}",
+                    f"at {json_path(where, f'[{i}]')}: a content part must be a string, "
+                    "{'text': ...} or {'type': ...}",
                 )
         return "\n".join(parts)
     found = "null" if value is None else type(value).__name__
@@ -150,8 +155,17 @@ def raw_message(path: Path, obj: Any, where: str) -> RawMessage:
         )
     text = clean_text(_content_text(path, text_value, json_path(where, f".{key}")))
     skey, speaker_value = _first(obj, _SPEAKER_KEYS)
-    speaker = _speaker_name(path, speaker_value, json_path(where, f".{skey}"))
     role = obj.get("role")
+    if (
+        skey == "role"
+        and isinstance(obj.get("name"), str)
+        and obj["name"].strip()
+        and not (isinstance(role, str) and role.strip().lower() in NOT_ADDRESSABLE_ROLES)
+    ):
+        # OpenAI's {"role": "user", "name": "Carla"}: the name is who speaks (a tool's
+        # or function's name is not a person's)
+        skey, speaker_value = "name", obj["name"]
+    speaker = _speaker_name(path, speaker_value, json_path(where, f".{skey}"))
     addressable = not (
         (isinstance(role, str) and role.strip().lower() in NOT_ADDRESSABLE_ROLES)
         or (speaker is not None and speaker.lower() in NOT_ADDRESSABLE_ROLES)
@@ -165,6 +179,10 @@ def raw_message(path: Path, obj: Any, where: str) -> RawMessage:
     for extra_key, extra in obj.items():
         if extra_key not in _KNOWN:
             metadata.setdefault(extra_key, extra)
+    if skey == "name" and isinstance(role, str):
+        metadata.setdefault("role", role)  # the speaker is the name: the role is kept
+    elif skey != "name" and obj.get("name") is not None:
+        metadata.setdefault("name", obj["name"])  # a tool's name, say
     msg_id = obj.get("id")
     if msg_id is not None:
         expect(path, msg_id, (str, int), json_path(where, ".id"), "a message id")
@@ -336,6 +354,8 @@ class _Seen:
     #: Message id -> where its first copy is (for a key that is not a line number).
     where: dict[str, str] = field(default_factory=dict)
     count: int = 0
+    #: The ids given by place, to messages without one.
+    numbered: set[str] = field(default_factory=set)
     notes: MessageNotes = field(default_factory=MessageNotes)
     #: Per day/month order: the times it could not read (how many, the first).
     unparsed: dict[DateOrder, list[Any]] = field(
@@ -383,6 +403,19 @@ def check_messages(
         msg_id = raw.id if raw.id is not None else str(conv.count + 1)
         fingerprint = _fingerprint(raw)
         first = conv.ids.get(msg_id)
+        if first is not None and (raw.id is None) != (msg_id in conv.numbered):
+            at = f"line {first & 0xFFFFFFFF}" if keyed_by_line else conv.where[msg_id]
+            lacking = raw.location if raw.id is None else at
+            raise InputError(
+                path,
+                f"the message at {lacking} has no id, and numbered by its place it is "
+                f"{msg_id!r}, the id of the message at "
+                f"{at if raw.id is None else raw.location}",
+                hint="give every message of a conversation an id, or none (they are then "
+                "numbered 1, 2, ...)",
+            )
+        if raw.id is None:
+            conv.numbered.add(msg_id)
         if first is not None:
             same = first >> 32 == fingerprint
             at = f"line {first & 0xFFFFFFFF}" if keyed_by_line else conv.where[msg_id]
@@ -453,6 +486,17 @@ def _line_conversation(path: Path, obj: Any, lineno: int, options: LoadOptions) 
     return options.conversation or (str(conv) if conv is not None else None)
 
 
+def _own_conversation(path: Path, obj: Any, where: str, options: LoadOptions) -> str | None:
+    """A message's own ``conversation`` key (it splits a list of messages, as in JSON
+    Lines), unless ``--conversation`` names one for the whole input."""
+    conv = obj.get("conversation") if isinstance(obj, dict) else None
+    if conv is None or conv == "" or options.conversation:
+        return None
+    return str(
+        expect(path, conv, (str, int), json_path(where, ".conversation"), "a conversation id")
+    )
+
+
 def _conversation_id(path: Path, value: Any, where: str, default: str) -> str:
     """A conversation's ``id`` (a string or an integer), or ``default`` when it has none."""
     if value is None or value == "":
@@ -496,7 +540,8 @@ def load_json(path: Path, text: str, options: LoadOptions, data: Any = None) -> 
     default = options.conversation or path.stem
     if isinstance(data, list):
         items: list[tuple[str | None, RawMessage]] = [
-            (None, raw_message(path, m, f"[{i}]")) for i, m in enumerate(data)
+            (_own_conversation(path, m, f"[{i}]", options), raw_message(path, m, f"[{i}]"))
+            for i, m in enumerate(data)
         ]
         return _group(path, "json", default, items, options)
     expect(path, data, dict, "the top level", "the file")
@@ -523,7 +568,13 @@ def load_json(path: Path, text: str, options: LoadOptions, data: Any = None) -> 
     if "messages" in data:
         msgs = expect(path, data["messages"], list, "messages", "'messages'")
         cid = options.conversation or str(data.get("id") or data.get("conversation") or path.stem)
-        items = [(cid, raw_message(path, m, f"messages[{i}]")) for i, m in enumerate(msgs)]
+        items = [
+            (
+                _own_conversation(path, m, f"messages[{i}]", options) or cid,
+                raw_message(path, m, f"messages[{i}]"),
+            )
+            for i, m in enumerate(msgs)
+        ]
         names = {cid: data["name"]} if isinstance(data.get("name"), str) else {}
         return _group(path, "json", cid, items, options, names)
     raise InputError(
@@ -576,9 +627,11 @@ def stream_json(path: Path, options: LoadOptions, survey: JsonSurvey) -> Streame
         for event in stream:
             at = event.path
             if shape == "list" and len(at) == 1:
-                where, cid = f"[{at[0]}]", None
+                where = f"[{at[0]}]"
+                cid = _own_conversation(path, event.value, where, options)
             elif shape == "messages" and len(at) == 2 and at[0] == "messages":
-                where, cid = f"messages[{at[1]}]", None
+                where = f"messages[{at[1]}]"
+                cid = _own_conversation(path, event.value, where, options)
             elif shape == "conversations" and len(at) == 4 and at[2] == "messages":
                 index = int(at[1])
                 where, cid = f"conversations[{index}].messages[{at[3]}]", cids.get(index)
