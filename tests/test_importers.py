@@ -1077,3 +1077,17 @@ def test_a_message_without_an_id_never_takes_another_ones(tmp_path: Path) -> Non
     )
     with pytest.raises(InputError, match="the message at line 1 has no id"):
         load_source(path)
+
+
+def test_words_after_a_sign_off_that_are_no_signature_stay_in_the_text() -> None:
+    from structrag.importers.mail import split_reply
+
+    text, _, signature = split_reply(
+        "Hi Ana,\nGot the keys from the landlord.\nThanks!\nThe door code is 4512\nBo"
+    )
+    assert "The door code is 4512" in text and not signature
+    text, _, signature = split_reply(
+        "Hi Ana,\nGot the keys.\nThanks!\nBo Chen\nHead of Product, Acme Corp\n+1 555 1234"
+    )
+    assert text == "Hi Ana,\nGot the keys."
+    assert signature == "Thanks!\nBo Chen\nHead of Product, Acme Corp\n+1 555 1234"

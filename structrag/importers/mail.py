@@ -306,6 +306,16 @@ def _body(msg: EmailPart) -> tuple[str, str, str]:
     return body, quoted, signature
 
 
+def _signed(line: str) -> bool:
+    """Whether a line after a sign-off reads as the signature's (a name, a title, a
+    number, an address), not as a sentence the sender wrote after "Thanks!" ("The door
+    code is 4512", "P.S. bring the keys")."""
+    text = line.strip()
+    if len(text) > 40 or re.match(r"(?i)p\.?\s?s\b", text):
+        return False
+    return len(text.split()) <= 4 or bool(re.search(r"[@,|/+]|https?:|www\.", text))
+
+
 def split_reply(text: str) -> tuple[str, str, str]:
     """Split an email body into what the sender wrote, what they quoted, and their
     signature; the written part keeps inline answers between quoted lines."""
@@ -338,7 +348,7 @@ def split_reply(text: str) -> tuple[str, str, str]:
         for i in filled[-5:]:
             rest = [line for line in own[i + 1 :] if line.strip()]
             sign_off = _SIGN_OFF_RE.match(own[i]) and len(rest) <= 3
-            if (sign_off and all(len(r) <= 40 for r in rest)) or _SENT_FROM_RE.match(own[i]):
+            if (sign_off and all(_signed(r) for r in rest)) or _SENT_FROM_RE.match(own[i]):
                 if any(line.strip() for line in own[:i]):  # never leave the message empty
                     signature, own = own[i:], own[:i]
                 break
