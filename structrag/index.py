@@ -762,9 +762,10 @@ class Index:
         queries run (``SELECT``, ``WITH``, ``DESCRIBE``, ``SHOW``, ``SUMMARIZE``,
         ``EXPLAIN`` and the PRAGMAs that describe, such as ``table_info``): a change made
         beside the index's writer would leave its text index and derived tables saying
-        something else. To export, SELECT the rows (or open a copy of the database)."""
-        self._check_reads(query)
-        return self.store.sql(query, params)
+        something else. To export, SELECT the rows (or open a copy of the database). One
+        statement at a time; SQL that fails raises :class:`QueryError` with DuckDB's
+        message."""
+        return self.sql_table(query, params)[1]
 
     def sql_table(
         self, query: str, params: Sequence[Any] = (), *, limit: int | None = None

@@ -116,6 +116,10 @@ def test_sql_reads_the_views_as_a_table_or_json(example_index: Path) -> None:
     assert json.loads(same.stdout) == [{"a": 1, "a_2": 2}]
     many = runner.invoke(cli, ["sql", "SELECT * FROM range(5000)", "--db", db, "--limit", "3"])
     assert many.stdout.splitlines()[1:] == ["0", "1", "2"] and "more than 3 rows" in many.stderr
+    # SQL that fails: DuckDB's words and where, as an error of structrag's (no traceback)
+    code, _, err = run("sql", "SELECT nosuch FROM v_messages", "--db", db)
+    assert code == 1 and "Traceback" not in err
+    assert "the SQL failed: Binder Error" in err and "LINE 1:" in err and "hint:" in err
 
 
 def test_errors_exit_non_zero_without_traceback(tmp_path: Path) -> None:

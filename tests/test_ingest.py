@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from structrag import Index, InputError, NotFoundError
+from structrag import Index, InputError, NotFoundError, QueryError
 from structrag.store.whoosh_index import StagedWhooshWriter
 from tests.conftest import locomo_sample
 
@@ -383,3 +383,5 @@ def test_index_sql_reads_and_refuses_changes(
         assert index.sql("SELECT count(*) FROM v_messages WHERE text = ?", ["x"]) == [(0,)]
         assert index.sql("DESCRIBE messages") and index.sql("PRAGMA table_info('messages')")
         assert index.sql("EXPLAIN SELECT * FROM v_messages")
+        with pytest.raises(QueryError, match="the SQL failed: Parser Error"):
+            index.sql("SELEC 1")

@@ -147,13 +147,21 @@ class DuckDBReader:
         self, query: str, params: Sequence[Any] | Mapping[str, Any] = (), limit: int | None = None
     ) -> tuple[list[str], list[tuple[Any, ...]]]:
         with self.using() as con:
-            if len(con.extract_statements(query)) > 1:
-                raise ConfigError(
-                    "one statement at a time: this holds several",
-                    hint="run each statement on its own",
-                )
-            cursor = con.execute(query, params)
-            rows = cursor.fetchall() if limit is None else cursor.fetchmany(limit)
+            try:
+                if len(con.extract_statements(query)) > 1:
+                    raise ConfigError(
+                        "one statement at a time: this holds several",
+                        hint="run each statement on its own",
+                    )
+                cursor = con.execute(query, params)
+                rows = cursor.fetchall() if limit is None else cursor.fetchmany(limit)
+            except duckdb.Error as exc:  # the user's SQL: DuckDB's own words, no trace
+                raise QueryError(
+                    "the SQL failed: " + re.sub(r"\n\s*\n", "\n", str(exc).strip()),
+                    hint='the views and their columns: structrag sql "SELECT view_name, '
+                    "comment FROM duckdb_views() WHERE view_name LIKE 'v_%'\" (and the "
+                    "README's Storage layout)",
+                ) from None
             return [str(d[0]) for d in cursor.description or ()], rows
 
     def read_only_problem(self, query: str) -> str | None:
