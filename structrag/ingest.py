@@ -416,7 +416,7 @@ class Ingestor:
                 warnings=list(source.warnings),
             )
             reports.append(report)
-            if not force and self.store.source_seen(source.sha256, fingerprint):
+            if not force and self._seen(source, fingerprint):
                 report.skipped = "already ingested (same file contents and settings)"
                 report.messages_unchanged = source.count
                 continue
@@ -444,6 +444,15 @@ class Ingestor:
             for folder, note in inputs.skipped
         )
         return reports, plans
+
+    def _seen(self, source: ParsedSource | StreamedSource, fingerprint: str) -> bool:
+        """Whether these bytes were ingested with these settings, and their conversations
+        are in the index: a copy of a file under another name ("y.jsonl", a conversation
+        of its own) is not the same input."""
+        if not self.store.source_seen(source.sha256, fingerprint):
+            return False
+        ids = [c.id for c in source.conversations]
+        return len(self.store.conversation_inputs(ids)) == len(set(ids))
 
     def _check_names(
         self,
@@ -531,7 +540,7 @@ class Ingestor:
                 "the file changed while the ingest ran: ingested as it is now"
             )
             plan.report.conversations = [c.id for c in source.conversations]
-            if not force and self.store.source_seen(source.sha256, plan.fingerprint):
+            if not force and self._seen(source, plan.fingerprint):
                 plan.report.skipped = "already ingested (same file contents and settings)"
                 plan.report.messages_unchanged = source.count
                 return None

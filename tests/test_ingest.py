@@ -385,3 +385,17 @@ def test_index_sql_reads_and_refuses_changes(
         assert index.sql("EXPLAIN SELECT * FROM v_messages")
         with pytest.raises(QueryError, match="the SQL failed: Parser Error"):
             index.sql("SELEC 1")
+
+
+def test_a_copy_of_a_file_under_another_name_is_a_conversation_of_its_own(
+    index: Index, tmp_path: Path
+) -> None:
+    first, copy = tmp_path / "x.jsonl", tmp_path / "y.jsonl"
+    first.write_text('{"speaker": "Ana", "text": "the boat leaves at noon"}\n')
+    copy.write_bytes(first.read_bytes())
+    index.ingest([first])
+    (report,) = index.ingest([copy])
+    assert report.skipped is None and report.messages_added == 1
+    assert {c.id for c in index.conversations()} == {"x", "y"}
+    (again,) = index.ingest([copy])  # now it is in: the same bytes are skipped
+    assert again.skipped is not None
