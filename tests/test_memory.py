@@ -194,6 +194,18 @@ def test_a_superseded_statement_leaves_facts_search_and_context(index: Index) ->
     assert [h.memory.id for h in hits] == [lisbon.id, porto.id]
     assert [h.memory.status for h in hits] == [None, "superseded"]
     assert [h.memory.id for h in mem.search("Where does Priya live?", count=1)] == [lisbon.id]
+    # scores keep to that order: a threshold never keeps the older one alone
+    for mode in ("structured", "text", "hybrid"):
+        ranked = mem.search("Where does Priya live?", mode=mode, count=2)
+        scores = [h.score for h in ranked]
+        assert scores == sorted(scores, reverse=True), (mode, scores)
+        kept = mem.search("Where does Priya live?", mode=mode, threshold=scores[0])
+        assert kept and kept[0].memory.id == lisbon.id, mode
+    # a time with a zone is that instant (memories' times are naive UTC)
+    from datetime import UTC, datetime
+
+    zoned = mem.search("Where does Priya live?", start=datetime(2000, 1, 1, tzinfo=UTC))
+    assert [h.memory.id for h in zoned] == [h.memory.id for h in hits]
     window = mem.context("Where do I live?", room="dm", user="priya", budget=500)
     (about,) = [s for s in window.sections if s.name == "profile"]
     assert not [line for line in about.lines if "Porto" in line]

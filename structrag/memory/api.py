@@ -583,6 +583,11 @@ class Memory:
                 "the search query is empty", hint='search for something, e.g. "where does Sam live"'
             )
         check_count("count", count, MemoryInputError)
+        # memories' times are naive UTC: a time with a zone is read as that instant
+        start, end = (
+            t.astimezone(UTC).replace(tzinfo=None) if t is not None and t.tzinfo else t
+            for t in (start, end)
+        )
         scope = Scope(
             conversation=room,
             tables=(table,),
@@ -747,7 +752,15 @@ class Memory:
         positions = np.flatnonzero(np.isin(ranked.mkeys, list(ids)))
         named = {int(p): ids[int(ranked.mkeys[p])] for p in positions}
         order = replaced.reorder(len(ranked), named)
-        return ranked if order is None else Hits(ranked.mkeys[order], ranked.scores[order])
+        if order is None:
+            return ranked
+        scores = ranked.scores[order].astype(float)
+        moved = np.flatnonzero(order[1:] < order[:-1]) + 1  # set right after a later one
+        for i in moved.tolist():
+            # scores keep to the order: a threshold never keeps the superseded message
+            # and drops the one that replaced it
+            scores[i] = min(scores[i], scores[i - 1])
+        return Hits(ranked.mkeys[order], scores)
 
     def _supersession(self) -> Supersession:
         """What the agent's profiles hold as replaced (read again after any write)."""
