@@ -714,3 +714,16 @@ def test_asking_an_index_of_documents_alone_says_to_ask_them(tmp_path: Path) -> 
         asked = index.ask("How many vacation days?", budget=300, sources=("knowledge",))
         assert "25 vacation days" in asked.context.text
         assert not any("--sources knowledge" in n for n in asked.notes)
+
+
+def test_an_agent_lists_and_counts_the_shared_knowledge_it_searches(
+    index: Index, tmp_path: Path
+) -> None:
+    index.knowledge.add(_folder(tmp_path), shared=True)
+    bot = index.memory("bot")
+    found = bot.search("Quillmark", table="knowledge", mode="text")
+    assert found
+    listed = {r.id for r in bot.recent(table="knowledge", count=1000)}
+    assert {h.memory.id for h in found} <= listed
+    assert bot.count(table="knowledge") == len(listed) > 0
+    assert bot.count(table="messages") == 0 and bot.recent() == []

@@ -537,6 +537,7 @@ class Memory:
                 start=start,
                 end=end,
                 user=user,
+                include_shared=table == "knowledge",  # as search and get see it
             ),
             limit=count,
         )
@@ -544,10 +545,16 @@ class Memory:
 
     @consistent_reads
     def count(self, room: str | None = None, table: str | None = None) -> int:
-        """How many memories (of a room, of a table)."""
+        """How many memories (of a room, of a table; the knowledge table counts the
+        shared knowledge the agent reads too)."""
         _check_table(table)
         return self.parts.memory.count_memories(
-            MemoryQuery(self.agent, room=room, tables=(table,) if table else None)
+            MemoryQuery(
+                self.agent,
+                room=room,
+                tables=(table,) if table else None,
+                include_shared=table == "knowledge",
+            )
         )
 
     @consistent_reads
