@@ -315,6 +315,16 @@ def test_compaction_summarises_and_keeps_messages_searchable(tmp_path: Path) -> 
         assert mem.compact("g") is None  # nothing new to summarise
 
 
+def test_a_room_compacted_whole_still_knows_its_user(index: Index) -> None:
+    mem = index.memory("bot")
+    mem.add("My sister Ana sails every weekend.", user="priya", room="dm-priya")
+    mem.add("I have a dog named Bruno.", user="priya", room="dm-priya")
+    assert mem.compact("dm-priya", keep_recent=0) is not None
+    window = mem.context("book a table for Bruno and me", room="dm-priya", budget=1000)
+    (about,) = [s for s in window.sections if s.name == "profile"]
+    assert any("Bruno" in line for line in about.lines)
+
+
 def test_a_decision_observation_says_what_was_decided(tmp_path: Path) -> None:
     with Index(tmp_path / "ix") as index:
         mem = index.memory("bot")

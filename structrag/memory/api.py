@@ -911,15 +911,15 @@ class Memory:
 
     def _history(self, room: str) -> tuple[Lines, list[MemoryRecord]]:
         """History lines, best (newest) first: the messages after the latest summary, then
-        that summary."""
+        that summary; and the room's newest messages, summarised or not (who speaks in
+        it, after a compaction that kept none)."""
         summaries = self.summaries(room)
-        after = summaries[-1].last_ordinal if summaries else -1
-        recent = self.parts.memory.memories(
+        newest = self.parts.memory.memories(
             MemoryQuery(self.agent, room=room, tables=("messages",)), limit=200
         )
         covered = set(summaries[-1].sources) if summaries else set()
         replaced = self._supersession()
-        recent = [replaced.mark(m) for m in recent if m.id not in covered]
+        recent = [replaced.mark(m) for m in newest if m.id not in covered]
         lines: Lines = [(_line(m), m.id) for m in recent]
         if summaries:
             latest = summaries[-1]
@@ -929,8 +929,7 @@ class Memory:
                     f"summary-{latest.summary_id}",
                 )
             )
-        del after
-        return lines, recent
+        return lines, newest
 
     def _retrieval(self, message: str, seen: set[str], room: str, user: str | None) -> Lines:
         """Memories that answer the message: of this room and, when the user is known,
