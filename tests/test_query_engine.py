@@ -51,6 +51,25 @@ def test_nested_entity_pattern_in_an_action(ix: Index) -> None:
     assert found == ["m11"]
 
 
+def test_facet_patterns_find_the_facets_the_store_holds(ix: Index) -> None:
+    """Any facet, not only a job: its name is not an index term, the property index is."""
+    for expression, facet, value in (
+        ("entity(facet.owner=Marco)", "owner", "Marco"),
+        ("entity(facet.quality=*)", "quality", None),
+        ("entity(name=cat, facet.owner=*)", "owner", None),
+    ):
+        sql = "SELECT DISTINCT message_id FROM v_facets WHERE facet = ?"
+        params = [facet]
+        if value is not None:
+            sql += " AND value = ?"
+            params.append(value)
+        if "name=cat" in expression:
+            sql += " AND lower(entity) = 'cat'"
+        held = {row[0] for row in ix.sql(sql, params)}
+        assert held, expression
+        assert set(ids(ix, expression)) == held, expression
+
+
 def test_topic_pattern(ix: Index) -> None:
     found = ids(ix, 'topic:"cooking class"')
     assert "m18" in found

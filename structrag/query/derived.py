@@ -388,6 +388,14 @@ class Evaluation:
     def ref_kinds(self, ref_ids: np.ndarray) -> np.ndarray:
         return self.view.refs.kinds_of(ref_ids)
 
+    def refs_having(self, conditions: Sequence[PropertyCondition]) -> dict[int, int]:
+        found = self.view.owner.store.refs_meeting(None, conditions)
+        ids = np.asarray(sorted(found), dtype=np.int64)
+        refs = self.view.refs
+        rows, known = refs.locate(ids)
+        positions, held = self.scope.positions(refs.mkeys[rows])
+        return dict(zip(ids[known][held].tolist(), positions.tolist(), strict=True))
+
     def ref_positions(self, ref_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         refs = self.view.refs
         rows, found = refs.locate(ref_ids)

@@ -52,6 +52,11 @@ class PlanContext(Protocol):
         """(scope positions, ref ids) of the semantic refs whose index terms hold ``term``."""
         ...
 
+    def refs_having(self, conditions: Sequence[PropertyCondition]) -> dict[int, int]:
+        """Refs in scope (ref id -> scope position) meeting every condition, found by the
+        property index alone (no index term to start from)."""
+        ...
+
     def ref_kinds(self, ref_ids: np.ndarray) -> np.ndarray:
         """The :class:`RefKind` of each ref (0 when unknown)."""
         ...
@@ -224,16 +229,16 @@ class PatternMatch(PlanNode):
         if not conditions:
             return Match.empty(n)
         # Candidates from the text index: refs whose terms hold every word of a condition's
-        # value; the property index then checks each condition on its own role.
-        candidates: dict[int, int] | None = None
-        for condition in conditions:
-            found = _refs_with_words(ctx, condition.values)
-            candidates = (
-                found if candidates is None else {r: p for r, p in candidates.items() if r in found}
-            )
-            if not candidates:
-                return Match.empty(n)
-        assert candidates is not None
+        # value; the property index then checks each condition on its own role. A facet's
+        # name is an index term only for the facets a question asks by name (job, role):
+        # when it finds nothing, candidates come from the other conditions, or, with
+        # none, from the property index itself (entity(facet.owner=*)).
+        candidates = _candidates(ctx, conditions)
+        named = [c for c in conditions if c.name != "facet.name"]
+        if not candidates and len(named) < len(conditions):
+            candidates = _candidates(ctx, named) if named else ctx.refs_having(conditions)
+        if not candidates:
+            return Match.empty(n)
         hits = ctx.refs_meeting(sorted(candidates), conditions)
         if not hits:
             return Match.empty(n)
@@ -241,6 +246,20 @@ class PatternMatch(PlanNode):
         np.add.at(scores, np.array([candidates[r] for r in hits], dtype=np.int64), 1.0)
         scores = np.minimum(scores, ctx.settings.pattern_cap)
         return Match(scores, scores > 0, {int(r): 1.0 for r in hits})
+
+
+def _candidates(ctx: PlanContext, conditions: Sequence[PropertyCondition]) -> dict[int, int]:
+    """Refs in scope (ref id -> scope position) whose index terms hold the words of a
+    value of every condition."""
+    candidates: dict[int, int] | None = None
+    for condition in conditions:
+        found = _refs_with_words(ctx, condition.values)
+        candidates = (
+            found if candidates is None else {r: p for r, p in candidates.items() if r in found}
+        )
+        if not candidates:
+            return {}
+    return candidates or {}
 
 
 def _refs_with_words(ctx: PlanContext, values: Sequence[str]) -> dict[int, int]:
