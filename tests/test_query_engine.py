@@ -70,6 +70,20 @@ def test_facet_patterns_find_the_facets_the_store_holds(ix: Index) -> None:
         assert set(ids(ix, expression)) == held, expression
 
 
+def test_a_category_of_two_words_is_not_its_head_words(tmp_path: Path) -> None:
+    """kind:"martial arts" asks for karate or judo, never for the kinds of "art"."""
+    chat = tmp_path / "c.jsonl"
+    chat.write_text(
+        '{"speaker": "Bo", "text": "I painted a watercolor of the harbour."}\n'
+        '{"speaker": "Ana", "text": "Sculpture is my favourite kind of art."}\n'
+    )
+    with Index(tmp_path / "ix") as index:
+        index.ingest([chat])
+        plan = index.query('kind:"martial arts"').plan
+        assert "watercolor" not in plan and "paint" not in plan and "sculptur" not in plan
+        assert "watercolor" in index.query("kind:arts").plan  # the head word alone still is
+
+
 def test_topic_pattern(ix: Index) -> None:
     found = ids(ix, 'topic:"cooking class"')
     assert "m18" in found

@@ -70,6 +70,10 @@ class CompileContext(Protocol):
         occur in the history, as index terms with their weights."""
         ...
 
+    def is_category(self, key: str) -> bool:
+        """Whether the lexicon knows ``key`` as a category."""
+        ...
+
 
 class Compiler:
     """AST -> plan, for one conversation (or the whole index)."""
@@ -200,10 +204,13 @@ class Compiler:
     def _kinds(self, found: Sequence[str], weight: float) -> list[tuple[str, float]]:
         """The kinds of a category term's stems: of the whole phrase when the lexicon has
         it ("martial arts"), else of its last word, the head ("European countries")."""
-        for key in (" ".join(found), found[-1]):
+        phrase = " ".join(found)
+        for key in (phrase, found[-1]):
             members = self.context.kinds(key)
             if members:
                 return [(m, w * min(weight, 1.0)) for m, w in members]
+            if key == phrase and len(found) > 1 and self.context.is_category(phrase):
+                return []  # "martial arts" is a category: not the kinds of "art"
         return []
 
     # -- patterns -----------------------------------------------------------------------

@@ -208,6 +208,11 @@ class ConversationView:
         self._related[stem] = result
         return result
 
+    def is_category(self, key: str) -> bool:
+        """Whether the lexicon has ``key`` as a category (whatever the history holds)."""
+        lexicon = self.owner.lexicon
+        return lexicon is not None and key in lexicon
+
     def kinds(self, key: str) -> list[tuple[str, float]]:
         """The lexicon's kinds of a category key that the text index holds (one word
         each), at ``kind_weight``."""
