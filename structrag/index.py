@@ -482,15 +482,12 @@ class Index:
         self, expression: str, *, conversation: str | None = None, limit: int | None = 20
     ) -> QueryResult:
         """Run a query expression (see the README for the language) over the
-        conversations and document knowledge (``source:`` narrows it to one of them);
+        conversations and document knowledge (``source:`` narrows it to one of them), or
+        over one ``conversation`` alone (as ``ask`` reads it: the same ranking);
         ``limit`` None: every match."""
         check_count("limit", limit)
-        return self.engine.query(
-            expression,
-            conversation=conversation,
-            limit=limit,
-            scope=self._scope(conversation, tuple(SOURCES)),
-        )
+        scope = None if conversation is not None else self._scope(None, tuple(SOURCES))
+        return self.engine.query(expression, conversation=conversation, limit=limit, scope=scope)
 
     def ask(
         self,
