@@ -1,13 +1,16 @@
 """Answers written by an LLM from a budgeted answer context, citing message ids.
 
 The prompt shows each message of the context with its id (``(m11) [21 May 2024] Marco:
-...``); the model answers with :class:`GeneratedAnswer`. Citations of ids that are not
-in the context are dropped and counted, so every citation points at a message the user
-can look up with ``structrag show``.
+...``), written ``conversation/id`` (``(friends/m11) ...``) when the context holds several
+conversations, whose ids may repeat; the model answers with :class:`GeneratedAnswer`.
+Citations of ids that are not in the context are dropped and listed, and their marks are
+removed from the answer's text, so every citation points at a message the user can look
+up with ``structrag show``.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,35 +63,113 @@ class WrittenAnswer:
         }
 
 
-def excerpts(context: AnswerContext, lines: Mapping[int, str]) -> str:
-    """The context's messages, each prefixed with its id, for the prompt."""
-    return "\n".join(f"({m.id}) {lines[m.mkey]}" for m in context.messages if m.mkey in lines)
+def qualified(context: AnswerContext) -> bool:
+    """Whether the context holds messages of several conversations, whose ids are then
+    written ``conversation/id`` (as ``ask`` prints them), since ids may repeat across
+    conversations."""
+    return len({m.conversation for m in context.messages}) > 1
+
+
+def labels(context: AnswerContext, qualify: bool | None = None) -> list[str]:
+    """The id each context message is shown and cited by: ``m11``, or ``friends/m11``
+    when ``qualify`` (by default: when the context holds several conversations)."""
+    if qualify is None:
+        qualify = qualified(context)
+    return [f"{m.conversation}/{m.id}" if qualify else m.id for m in context.messages]
+
+
+def excerpts(context: AnswerContext, lines: Mapping[int, str], qualify: bool | None = None) -> str:
+    """The context's messages, each prefixed with its id (see :func:`labels`), for the
+    prompt."""
+    return "\n".join(
+        f"({label}) {lines[m.mkey]}"
+        for label, m in zip(labels(context, qualify), context.messages, strict=True)
+        if m.mkey in lines
+    )
+
+
+_MARK = re.compile(r"\s*\[([^\[\]\n]+)\]")
+
+
+class _Citations:
+    """Citations checked against the context: an id shown in the prompt is kept; a bare
+    id (``m11`` for ``friends/m11``) when it names one message of the context, and a
+    qualified one (``friends/m11`` for ``m11``), are kept as shown; anything else is
+    dropped."""
+
+    def __init__(self, shown: list[str], context: AnswerContext) -> None:
+        self.shown = set(shown)
+        bare: dict[str, list[str]] = {}
+        self.full: dict[str, str] = {}  # conversation/id -> the label shown
+        for label, m in zip(shown, context.messages, strict=True):
+            bare.setdefault(m.id, []).append(label)
+            self.full[f"{m.conversation}/{m.id}"] = label
+        self.bare = {k: v[0] for k, v in bare.items() if len(set(v)) == 1}
+        self.dropped: list[str] = []
+
+    def resolve(self, cited: str) -> str | None:
+        cited = cited.strip().strip("[]()").strip()
+        if cited in self.shown:
+            return cited
+        found = self.bare.get(cited) or self.full.get(cited)
+        if found is None and cited not in self.dropped:
+            self.dropped.append(cited)
+        return found
+
+    def clean(self, text: str, listed: set[str]) -> str:
+        """``text`` with its citation marks of dropped ids removed (``[m999]``, the
+        ``m999`` of ``[m11, m999]``) and bare ids qualified. A bracket that cites nothing
+        the model listed and holds words (``[21 May 2024]``) is left alone."""
+
+        def mark(found: re.Match[str]) -> str:
+            parts = [p.strip() for p in re.split(r"[,;]", found.group(1)) if p.strip()]
+            cites = [p for p in parts if p in listed or p in self.shown or " " not in p]
+            if not parts or len(cites) != len(parts):
+                return found.group(0)
+            kept = [r for r in dict.fromkeys(self.resolve(p) for p in parts) if r]
+            if not kept:
+                return ""
+            lead = found.group(0)[: len(found.group(0)) - len(found.group(0).lstrip())]
+            return f"{lead}[{', '.join(kept)}]"
+
+        return _MARK.sub(mark, text).strip()
 
 
 def write_answer(
-    llm: StructuredLLM, question: str, context: AnswerContext, lines: Mapping[int, str]
+    llm: StructuredLLM,
+    question: str,
+    context: AnswerContext,
+    lines: Mapping[int, str],
+    *,
+    qualify: bool | None = None,
 ) -> WrittenAnswer:
-    """Ask the LLM for an answer from the context. Raises LLM errors to the caller."""
+    """Ask the LLM for an answer from the context. Raises LLM errors to the caller.
+
+    Messages are shown and cited by the ids of :func:`labels` (``qualify``: write every
+    id ``conversation/id``; by default only when the context holds several
+    conversations). Citations of messages not in the context are dropped from the
+    citations and from the text."""
+    shown = labels(context, qualify)
     knowledge = "\n".join(context.knowledge)
-    body = excerpts(context, lines)
+    body = excerpts(context, lines, qualify)
     user = (f"{knowledge}\n\n" if knowledge else "") + f"Excerpts:\n{body}\n\nQuestion: {question}"
     completion = llm.complete(
         [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}],
         GeneratedAnswer,
         max_tokens=500,
     )
-    allowed = set(context.message_ids)
-    cited = [c.strip().strip("[]()") for c in completion.value.citations]
-    kept = [c for c in dict.fromkeys(cited) if c in allowed]
-    dropped = [c for c in dict.fromkeys(cited) if c not in allowed]
+    check = _Citations(shown, context)
+    listed = [c.strip().strip("[]()").strip() for c in completion.value.citations]
+    kept = [r for r in dict.fromkeys(check.resolve(c) for c in listed) if r]
+    text = check.clean(completion.value.answer.strip(), set(listed))
     stats = completion.stats
     return WrittenAnswer(
-        text=completion.value.answer.strip(),
+        text=text,
         answered=completion.value.answered,
         citations=kept,
         model=llm.model,
         calls=stats.calls,
         input_tokens=stats.input_tokens,
         output_tokens=stats.output_tokens,
-        dropped_citations=dropped,
+        dropped_citations=check.dropped,
     )

@@ -211,7 +211,7 @@ class Index:
         #: Extractors kept for the index's life (their worker processes stop at close).
         self._extractors: list[Extractor] = []
         self._llm_client: StructuredLLM | None = None
-        self._llm_key: tuple[str, str, str] | None = None
+        self._llm_key: LLMConfig | None = None
         if _parts is None and self.directory.exists() and not self.directory.is_dir():
             raise IndexStateError(
                 f"{self.directory} is a file, not an index directory",
@@ -580,16 +580,13 @@ class Index:
             return None
         if llm is not None and not isinstance(llm, LLMConfig):
             return llm
-        try:
-            config = llm if isinstance(llm, LLMConfig) else LLMConfig.resolve()
-        except ConfigError:
+        # no endpoint at all: none (offline); settings given but wrong: their error
+        config = llm if isinstance(llm, LLMConfig) else LLMConfig.resolve_optional()
+        if config is None or not config.base_url:
             return None
-        if not config.base_url:
-            return None
-        key = (config.base_url, config.model, config.mode)
-        if self._llm_key != key:
+        if self._llm_key != config:  # any setting changed (a timeout, a key): a new client
             self._llm_client = make_llm(config)
-            self._llm_key = key
+            self._llm_key = config
         return self._llm_client
 
     def _write_answer(

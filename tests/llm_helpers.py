@@ -9,6 +9,9 @@ from typing import Any
 from structrag.llm.config import LLMConfig
 from tests.openai_server import FakeOpenAIServer
 
+#: An extraction answer that finds nothing.
+EMPTY: dict[str, Any] = {"entities": [], "actions": [], "topics": []}
+
 CHAT = [
     ("Kim", "I booked the flights to Tokyo for April."),
     ("Lee", "Great! Do you need a hotel near Shibuya?"),

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -29,8 +30,10 @@ class Reply:
     """One scripted reply.
 
     ``knowledge`` is sent as the tool call's arguments (or the content in JSON modes);
-    ``raw`` replaces that text verbatim (malformed JSON); ``status`` other than 200 sends
-    ``error`` with ``headers``; ``delay`` sleeps before answering (timeouts).
+    ``raw`` replaces that text verbatim (malformed JSON); ``tool_call=False`` sends it as
+    plain content even when the request offered tools (a model that ignores them);
+    ``status`` other than 200 sends ``error`` with ``headers``; ``delay`` sleeps before
+    answering (timeouts); ``drop`` closes the connection without answering.
     """
 
     knowledge: dict[str, Any] | None = None
@@ -40,6 +43,8 @@ class Reply:
     error: str = "scripted error"
     delay: float = 0.0
     usage: bool = True
+    tool_call: bool = True
+    drop: bool = False
 
 
 @dataclass
@@ -176,6 +181,13 @@ class FakeOpenAIServer:
             def _reply(self, body: dict[str, Any], reply: Reply) -> None:
                 if reply.delay:
                     time.sleep(reply.delay)
+                if reply.drop:
+                    self.close_connection = True
+                    try:
+                        self.connection.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+                    return
                 if reply.status != 200:
                     error = {"message": reply.error, "type": "server_error", "code": reply.status}
                     self._send(reply.status, {"error": error}, reply.headers)
@@ -191,7 +203,7 @@ def completion(body: dict[str, Any], reply: Reply) -> dict[str, Any]:
     text = reply.raw if reply.raw is not None else json.dumps(reply.knowledge or {})
     message: dict[str, Any] = {"role": "assistant", "content": None}
     tools = body.get("tools") or []
-    if tools:
+    if tools and reply.tool_call:
         name = tools[0]["function"]["name"]
         message["tool_calls"] = [
             {"id": "call_1", "type": "function", "function": {"name": name, "arguments": text}}

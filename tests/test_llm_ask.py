@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,6 +16,8 @@ from structrag import Index
 from structrag.llm.config import LLMConfig
 from structrag.translate.llm import QuestionQuery, to_translation
 from tests.openai_server import Reply, serve
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "friends_chat.jsonl"
 
 TRANSLATION = {
     "question_type": "when",
@@ -142,3 +145,149 @@ def test_cli_answer_flag(example_index: Path) -> None:
     data = json.loads(done.stdout)
     assert data["answer"]["citations"] == ["m11"]
     assert data["tokens"] <= 150
+
+
+def test_dropped_citations_leave_the_text(ix: Index) -> None:
+    written = {
+        "answered": True,
+        "answer": "Marco adopted Biscuit [m11] [m999]. He was a puppy [m11, m998]; see [21 May].",
+        "citations": ["m11", "m999", "m998"],
+    }
+    with serve([("Excerpts:", [Reply(knowledge=written)])]) as server:
+        answer = ix.ask(
+            "When did Marco adopt Biscuit?", budget=150, answer=True, llm=config(server.url)
+        )
+    assert answer.written is not None
+    assert (
+        answer.written["text"] == "Marco adopted Biscuit [m11]. He was a puppy [m11]; see [21 May]."
+    )
+    assert answer.written["citations"] == ["m11"]
+    assert answer.written["dropped_citations"] == ["m999", "m998"]
+
+
+def test_a_reply_without_a_tool_call_is_reasked_for_translations_and_answers(ix: Index) -> None:
+    written = {"answered": True, "answer": "In May 2024 [m11].", "citations": ["m11"]}
+    rules = [
+        ("Excerpts:", [Reply(knowledge=written, tool_call=False), Reply(knowledge=written)]),
+        (
+            "Question:",
+            [Reply(knowledge=TRANSLATION, tool_call=False), Reply(knowledge=TRANSLATION)],
+        ),
+    ]
+    with serve(rules) as server:
+        answer = ix.ask(
+            "When did Marco adopt Biscuit in May 2024?",
+            budget=150,
+            translator="llm",
+            answer=True,
+            llm=config(server.url),
+        )
+        assert server.calls == 4
+    assert any("translated by test-model (2 call(s)" in n for n in answer.notes)
+    assert answer.written is not None and answer.written["citations"] == ["m11"]
+    assert answer.written["calls"] == 2
+
+
+def _cites_the_first_two(prompt: str) -> Reply:
+    """An answer citing the first two excerpts of the prompt by the ids shown."""
+    ids = re.findall(r"^\(([^)]+)\)", prompt, re.M)[:2]
+    text = "Marco adopted Biscuit " + " ".join(f"[{i}]" for i in ids) + "."
+    return Reply(knowledge={"answered": True, "answer": text, "citations": ids})
+
+
+def test_answers_over_several_conversations_cite_qualified_ids(tmp_path: Path) -> None:
+    rows = [json.loads(line) for line in EXAMPLE.read_text(encoding="utf-8").splitlines()]
+    chat = tmp_path / "two.jsonl"
+    chat.write_text(
+        "".join(
+            json.dumps({**row, "conversation": room}) + "\n"
+            for room in ("friends", "copy")
+            for row in rows
+        ),
+        encoding="utf-8",
+    )
+    with Index(tmp_path / "ix") as index:
+        index.ingest([chat])
+        with serve(default=_cites_the_first_two) as server:
+            answer = index.ask(
+                "When did Marco adopt Biscuit?", budget=300, answer=True, llm=config(server.url)
+            )
+            (request,) = server.requests
+        rooms = {m.conversation for m in answer.context.messages}
+        assert rooms == {"friends", "copy"}
+        assert "(friends/m11) [21 May 2024] Marco:" in request.user_text
+        assert "(copy/m11) [21 May 2024] Marco:" in request.user_text
+        assert answer.written is not None
+        citations = answer.written["citations"]
+        assert len(citations) == 2 and all("/" in c for c in citations)
+        assert answer.written["text"].endswith(" ".join(f"[{c}]" for c in citations) + ".")
+        for cited in citations:  # each names one message that `show` finds
+            room, _, message_id = cited.partition("/")
+            shown = index.show(cited)
+            assert (shown["conversation"], shown["id"]) == (room, message_id)
+
+
+@pytest.mark.parametrize(
+    ("flags", "env", "named"),
+    [
+        (["--llm-base-url", "localhost:18811/v1"], {}, "not an http(s) URL"),
+        ([], {"STRUCTRAG_LLM_TIMEOUT": "abc"}, "STRUCTRAG_LLM_TIMEOUT"),
+        ([], {"STRUCTRAG_LLM_MODE": "tool"}, "unknown LLM mode 'tool'"),
+        ([], {"STRUCTRAG_LLM_MODEL": ""}, "STRUCTRAG_LLM_MODEL"),
+    ],
+    ids=["url-without-scheme", "timeout-not-a-number", "unknown-mode", "no-model"],
+)
+def test_ask_names_bad_llm_settings(
+    example_index: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    flags: list[str],
+    env: dict[str, str],
+    named: str,
+) -> None:
+    from structrag.cli import main
+
+    monkeypatch.setenv("STRUCTRAG_LLM_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("STRUCTRAG_LLM_MODEL", "test-model")
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    question = ["ask", "When did Marco adopt Biscuit?", "--db", str(example_index)]
+    with pytest.raises(SystemExit) as info:
+        main([*question, "--answer", "--json", *flags])
+    assert info.value.code == 1
+    err = capsys.readouterr().err
+    assert named in err and "no LLM configured" not in err
+
+
+def test_ask_without_any_llm_settings_still_answers_with_the_context(
+    example_index: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from structrag.cli import main
+
+    for name in ("STRUCTRAG_LLM_BASE_URL", "STRUCTRAG_LLM_MODEL", "STRUCTRAG_LLM_TIMEOUT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("STRUCTRAG_LLM_MODE", "tool")  # not used: no endpoint is configured
+    question = ["ask", "When did Marco adopt Biscuit?", "--db", str(example_index)]
+    main([*question, "--answer", "--json", "--translator", "llm"])
+    data = json.loads(capsys.readouterr().out)
+    assert "no LLM configured" in data["answer"]["error"] and data["message_ids"]
+
+
+def test_the_python_api_names_bad_llm_settings_and_follows_changed_ones(
+    ix: Index, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from structrag import ConfigError
+    from structrag.llm.config import LLMConfig
+
+    monkeypatch.setenv("STRUCTRAG_LLM_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("STRUCTRAG_LLM_MODEL", "test-model")
+    monkeypatch.setenv("STRUCTRAG_LLM_TIMEOUT", "abc")
+    with pytest.raises(ConfigError, match="STRUCTRAG_LLM_TIMEOUT"):
+        ix.ask("When did Marco adopt Biscuit?", answer=True)
+    monkeypatch.delenv("STRUCTRAG_LLM_TIMEOUT")
+    first = LLMConfig(base_url="http://127.0.0.1:9/v1", model="m", timeout=1.0)
+    second = LLMConfig(base_url="http://127.0.0.1:9/v1", model="m", timeout=30.0)
+    client = ix._question_llm("llm", first, needed=True)
+    assert ix._question_llm("llm", first, needed=True) is client
+    changed = ix._question_llm("llm", second, needed=True)
+    assert changed is not client and changed is not None

@@ -120,6 +120,41 @@ def test_the_schema_is_lenient_where_small_models_are_sloppy() -> None:
         MessageKnowledge.model_validate({"actions": [{"verbs": ["go"], "tense": "someday"}]})
 
 
+def test_more_harmless_sloppiness_is_accepted() -> None:
+    answer = MessageKnowledge.model_validate_json(
+        json.dumps(
+            {
+                "entities": ["Biscuit", None, {"name": "Marco", "facets": {"mood": "happy"}}],
+                "actions": [{"verbs": ["adopt", None], "negated": "false", "params": None}],
+                "topics": ["dogs", None],
+                "confidence": 0.9,  # an extra key beside the answer's own
+            }
+        ),
+        strict=False,  # as the client validates
+    )
+    assert [e.name for e in answer.entities] == ["Biscuit", "Marco"]
+    assert answer.entities[1].facets[0].name == "mood"
+    assert answer.actions[0].verbs == ["adopt"] and answer.actions[0].negated is False
+    assert answer.topics == ["dogs"]
+    facet = {"name": "Biscuit", "facets": [{"name": "breed", "value": None}, {"name": "age"}]}
+    assert MessageKnowledge.model_validate({"entities": [facet]}).entities[0].facets == []
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {},
+        {"knowledge": {"entities": [{"name": "Biscuit"}]}},
+        {"name": "Biscuit", "types": ["dog"]},
+        {"title": "MessageKnowledge", "type": "object", "properties": {"entities": {}}},
+    ],
+    ids=["empty", "wrapped", "inner-object", "schema"],
+)
+def test_an_object_of_another_shape_is_not_an_answer(answer: dict[str, object]) -> None:
+    with pytest.raises(ValueError, match="entities, actions and topics"):
+        MessageKnowledge.model_validate(answer)
+
+
 # -- the client against the local server -----------------------------------------------------
 
 
@@ -127,12 +162,14 @@ def test_the_client_retries_and_counts() -> None:
     from structrag.extract.llm_prompt import SYSTEM_PROMPT
     from structrag.llm.base import Completion, LLMCallFailed
     from structrag.llm.client import InstructorLLM
+    from tests.llm_helpers import EMPTY
     from tests.openai_server import Reply, serve
 
     rules = [
-        ("rate", [Reply(status=429, headers={"retry-after-ms": "20"}), Reply(knowledge={})]),
+        ("rate", [Reply(status=429, headers={"retry-after-ms": "20"}), Reply(knowledge=EMPTY)]),
         ("junk", [Reply(raw="[1, 2"), Reply(knowledge={"topics": ["junk"]})]),
         ("down", [Reply(status=502)]),
+        ("chatty", [Reply(knowledge=EMPTY, tool_call=False), Reply(knowledge={"topics": ["x"]})]),
     ]
     with serve(rules) as server:
         llm = InstructorLLM(
@@ -152,6 +189,9 @@ def test_the_client_retries_and_counts() -> None:
             junk = ask("junk")
             assert junk.value.topics == ["junk"]
             assert junk.stats.invalid_outputs == 1 and junk.stats.input_tokens > 0
+            chatty = ask("chatty")  # answered in text, not with the tool: re-asked
+            assert chatty.value.topics == ["x"] and chatty.stats.calls == 2
+            assert "Validation Error" in json.dumps(server.calls_for("chatty")[1].body)
             with pytest.raises(LLMCallFailed, match="HTTP 502") as info:
                 ask("down")
             assert info.value.stats.calls == 3 and info.value.stats.retries == 2

@@ -66,7 +66,7 @@ def test_invented_names_are_dropped_and_listed() -> None:
             {"subject": "Pepper", "verbs": ["swim"], "object": "ocean"},
             {"verbs": []},
         ],
-        topics=["lake trip", "stock market"],
+        topics=["Pepper at the lake", "stock market"],
     )
     grounded = ground(message, answer, extractor="llm", version="1")
     assert len(grounded.invented) == 5
@@ -78,7 +78,8 @@ def test_invented_names_are_dropped_and_listed() -> None:
     assert go.subject == "Kim" and go.verbs == ("go",)
     went = next(r for r in grounded.refs if isinstance(r.knowledge, Action))
     assert message.text[went.span.start : went.span.end] == "went"  # irregular form
-    assert Topic(text="lake trip") in kept
+    pepper = next(r for r in grounded.refs if r.knowledge == Topic(text="Pepper at the lake"))
+    assert (pepper.span.start, pepper.span.end) == (0, len(message.text))  # implied
     # "Lake Geneva": "Geneva" is not in the message
     assert not any(isinstance(k, Entity) and k.name == "Lake Geneva" for k in kept)
 
@@ -91,6 +92,51 @@ def test_the_speaker_is_implied_without_a_pronoun() -> None:
     (ref,) = grounded.refs
     assert ref.span.start == 0 and ref.span.end == len(message.text)
 
+
+def test_a_capitalised_name_is_not_a_pronoun_and_the_same_case_is_preferred() -> None:
+    message = _message("You may join us when we visit the US in May.")
+    answer = _answer(
+        entities=[{"name": "US", "types": ["country"]}, {"name": "May", "types": ["month"]}],
+        actions=[{"subject": "we", "verbs": ["visit"], "object": "US"}],
+    )
+    grounded = ground(message, answer, extractor="llm", version="1")
+    assert grounded.invented == []
+    spans = {
+        getattr(r.knowledge, "name", None): (r.span.start, r.span.end)
+        for r in grounded.refs
+        if isinstance(r.knowledge, Entity)
+    }
+    us, may = message.text.index("US"), message.text.index("May")
+    assert spans == {"US": (us, us + 2), "May": (may, may + 3)}  # not "us", not "may"
+    (action,) = [r.knowledge for r in grounded.refs if isinstance(r.knowledge, Action)]
+    assert (action.subject, action.verbs, action.object) == ("Kim", ("visit",), "US")
+    # written as pronouns, "We" and "us" are still the speaker
+    sent = _message("Are you coming with us? We leave at noon.")
+    assert ground(sent, _answer(entities=[{"name": "We"}]), **_LLM).refs == []
+    (kim,) = ground(sent, _answer(entities=[{"name": "Kim"}]), **_LLM).refs  # the speaker
+    assert sent.text[kim.span.start : kim.span.end] == "us"
+    capitals = _message("THE US OPEN WAS GREAT")  # no pronoun here: the whole message
+    (kim,) = ground(capitals, _answer(entities=[{"name": "Kim"}]), **_LLM).refs
+    assert (kim.span.start, kim.span.end) == (0, len(capitals.text))
+    assert ground(sent, _answer(entities=[{"name": "us"}]), **_LLM).refs == []
+
+
+def test_a_topic_needs_most_of_its_words_in_the_message() -> None:
+    message = _message("Meet me at the café, my knee hurts after long runs.")
+    answer = _answer(
+        topics=["knee surgery", "quantum café physics", "knee", "hurting knee", "long run café"]
+    )
+    grounded = ground(message, answer, extractor="llm", version="1")
+    assert sorted(grounded.invented) == ["topic 'knee surgery'", "topic 'quantum café physics'"]
+    spans = {
+        r.knowledge.text: message.text[r.span.start : r.span.end]
+        for r in grounded.refs
+        if isinstance(r.knowledge, Topic)
+    }
+    assert spans == {"knee": "knee", "hurting knee": message.text, "long run café": message.text}
+
+
+_LLM = {"extractor": "llm", "version": "1"}
 
 _words = st.sampled_from(
     ["Kim", "Lee", "dog", "dogs", "walked", "walk", "the", "I", "you", "Boston", "café", "x"]

@@ -20,9 +20,10 @@ from pathlib import Path
 import pytest
 
 from structrag import Index
+from structrag.extract.llm_schema import extraction_json_schema
 from structrag.index import estimate_ingest
 from structrag.llm import LLMEndpointError
-from tests.llm_helpers import CHAT, config, write_chat
+from tests.llm_helpers import CHAT, EMPTY, config, write_chat
 from tests.openai_server import FakeOpenAIServer, Reply, serve
 from tests.sinks import Interrupt
 
@@ -63,7 +64,7 @@ def test_valid_extraction_is_grounded_with_spans(
                 "actions": [
                     {"subject": "Mina", "verbs": ["come"], "tense": "present", "object": "me"}
                 ],
-                "topics": ["family trip with Mina", "sister"],
+                "topics": ["sister Mina coming", "family trip with Mina", "sister"],
             }
         ),
     )
@@ -83,7 +84,8 @@ def test_valid_extraction_is_grounded_with_spans(
         assert action["object"] == "Kim" and action["span_text"] == "coming"
         topics = {k["text"]: k["span_text"] for k in llm_items if k["kind"] == "topic"}
         assert topics["sister"] == "sister"
-        assert topics["family trip with Mina"] == shown["text"]  # implied: the whole message
+        assert topics["sister Mina coming"] == shown["text"]  # implied: the whole message
+        assert "family trip with Mina" not in topics  # "family" and "trip" are not said
         stats = index.stats()
         assert stats["extractors"]["llm"]["failed"] == 0
         assert stats["extractors"]["llm"]["extracted"] == len(CHAT)
@@ -168,19 +170,19 @@ def test_invented_items_are_dropped_and_counted(
                     {"subject": "I", "verbs": ["book"], "object": "flights", "tense": "past"},
                     {"subject": "Zorro", "verbs": ["book"], "object": "flights"},
                 ],
-                "topics": ["volcanology", "travel to Tokyo"],
+                "topics": ["volcanology", "travel to Tokyo", "Tokyo flights"],
             }
         ),
     )
     with Index(tmp_path / "ix") as index:
         (report,) = index.ingest([chat], extractor="llm", llm=config(server))
-        assert report.llm is not None and report.llm["invented_dropped"] == 3
+        assert report.llm is not None and report.llm["invented_dropped"] == 4
         items = [k for k in index.show("m1")["knowledge"] if k["extractor"] == "llm/1"]
     names = {k["name"]: k["span_text"] for k in items if k["kind"] == "entity"}
     assert names == {"Tokyo": "Tokyo", "flight": "flights"}  # "flight" by its stem
     (action,) = [k for k in items if k["kind"] == "action"]
     assert action["subject"] == "Kim" and action["span_text"] == "booked"
-    assert [k["text"] for k in items if k["kind"] == "topic"] == ["travel to Tokyo"]
+    assert [k["text"] for k in items if k["kind"] == "topic"] == ["Tokyo flights"]
 
 
 def test_a_timeout_is_retried(tmp_path: Path, server: FakeOpenAIServer, chat: Path) -> None:
@@ -421,3 +423,146 @@ def test_an_answer_cut_off_at_the_token_limit_is_not_reasked(
     assert report.llm is not None and report.llm["calls"] == len(CHAT)
     (request,) = server.calls_for("Ghibli")
     assert 256 < request.body["max_tokens"] < 400  # sized to the message, not the 4096 cap
+
+
+# -- answers of the wrong shape, replies without a tool call, sloppy answers ----------------
+
+_FULL = {
+    "entities": [{"name": "Ghibli", "types": ["museum"]}, {"name": "Mina", "types": ["person"]}],
+    "actions": [],
+    "topics": [],
+}
+#: The top of the JSON schema, as a model that echoes it sends it back.
+_SCHEMA = {key: extraction_json_schema()[key] for key in ("title", "description", "type")} | {
+    "properties": {"entities": {"type": "array"}, "actions": {"type": "array"}}
+}
+
+
+@pytest.mark.parametrize(
+    ("mode", "reply"),
+    [
+        ("tools", Reply(knowledge=_SCHEMA)),  # the schema echoed back
+        ("tools", Reply(knowledge={"knowledge": _FULL})),  # wrapped
+        ("tools", Reply(knowledge={})),
+        # cut off in the reply text: instructor salvages the first entity's object
+        ("md_json", Reply(raw="```json\n" + json.dumps(_FULL)[:70])),
+    ],
+    ids=["schema", "wrapped", "empty", "md_json-cut"],
+)
+def test_an_answer_of_the_wrong_shape_is_reasked_and_recorded_not_cached(
+    tmp_path: Path, server: FakeOpenAIServer, chat: Path, mode: str, reply: Reply
+) -> None:
+    server.on("Ghibli", reply)
+    llm = config(server, mode=mode, max_retries=2)
+    with Index(tmp_path / "ix") as index:
+        (report,) = index.ingest([chat], extractor="llm", llm=llm)
+        assert report.messages_failed == 1
+        ((message_id, error, attempts),) = _failures(index)
+        assert message_id == "m4" and "invalid output" in error and attempts == 3
+        assert len(server.calls_for("Ghibli")) == 3
+        assert "entities, actions and topics" in json.dumps(server.calls_for("Ghibli")[1].body)
+        assert index.store.sql("SELECT count(*) FROM llm_cache")[0][0] == len(CHAT) - 1
+        server.rules.clear()
+        (retry,) = index.ingest([], extractor="llm", llm=llm, retry_failed=True)
+        assert retry.messages_failed == 0 and _failures(index) == []
+        assert any(k.get("name") == "Ghibli" for k in index.show("m4")["knowledge"])
+
+
+def test_a_reply_without_a_tool_call_is_reasked(
+    tmp_path: Path, server: FakeOpenAIServer, chat: Path
+) -> None:
+    server.on("Ghibli", Reply(knowledge=_FULL, tool_call=False), Reply(knowledge=_FULL))
+    server.on("Biscuit then", Reply(knowledge=EMPTY, tool_call=False))  # never calls it
+    with Index(tmp_path / "ix") as index:
+        (report,) = index.ingest([chat], extractor="llm", llm=config(server, max_retries=3))
+        assert report.messages_failed == 1
+        assert any(k.get("name") == "Ghibli" for k in index.show("m4")["knowledge"])
+        ((message_id, error, attempts),) = _failures(index)
+    assert message_id == "m6" and "no structured answer" in error and attempts == 4
+    assert len(server.calls_for("Ghibli")) == 2 and len(server.calls_for("Biscuit then")) == 4
+
+
+def test_harmless_sloppiness_is_coerced_not_reasked(
+    tmp_path: Path, server: FakeOpenAIServer, chat: Path
+) -> None:
+    server.on(
+        "beagle",
+        Reply(
+            knowledge={
+                "entities": ["Biscuit", None],
+                "actions": [
+                    {"subject": "Kim", "verbs": "adopt", "object": "beagle", "negated": "false"}
+                ],
+                "topics": ["beagle", None],
+            }
+        ),
+    )
+    with Index(tmp_path / "ix") as index:
+        (report,) = index.ingest([chat], extractor="llm", llm=config(server))
+        assert report.messages_failed == 0 and report.llm is not None
+        assert report.llm["invalid_outputs"] == 0
+        items = [k for k in index.show("m5")["knowledge"] if k["extractor"] == "llm/1"]
+    assert len(server.calls_for("beagle")) == 1
+    assert {k["name"] for k in items if k["kind"] == "entity"} == {"Biscuit"}
+    (action,) = [k for k in items if k["kind"] == "action"]
+    assert action["subject"] == "Kim" and action["object"] == "beagle"
+    assert not action.get("negated")
+
+
+# -- a connection that drops ----------------------------------------------------------------
+
+
+def test_a_connection_that_keeps_dropping_fails_that_message_only(
+    tmp_path: Path, server: FakeOpenAIServer, chat: Path
+) -> None:
+    server.on("Shibuya", Reply(drop=True))
+    with Index(tmp_path / "ix") as index:
+        (report,) = index.ingest([chat], extractor="llm", llm=config(server, concurrency=1))
+        assert report.messages_added == len(CHAT) and report.messages_failed == 1
+        ((message_id, error, attempts),) = _failures(index)
+        assert message_id == "m2" and "connection" in error and attempts == 3
+        assert index.stats()["extractors"]["llm"]["extracted"] == len(CHAT) - 1
+
+
+def test_an_endpoint_that_goes_away_stops_the_ingest(tmp_path: Path) -> None:
+    gone = Reply(drop=True)
+    with serve([("Tokyo", [Reply(knowledge=EMPTY)])], default=lambda p: gone) as srv:
+        with Index(tmp_path / "ix") as index:
+            with pytest.raises(LLMEndpointError, match="cannot reach"):
+                index.ingest([chat_file(tmp_path)], extractor="llm", llm=config(srv, concurrency=1))
+            assert index.stats()["messages"] == 0
+        # m1 answered; m2, m3 and m4 failed to connect in a row (3 attempts each)
+        assert srv.calls == 1 + 3 * 3 and not srv.calls_for("beagle")
+
+
+def chat_file(tmp_path: Path) -> Path:
+    return write_chat(tmp_path / "chat.jsonl")
+
+
+# -- Ctrl-C ---------------------------------------------------------------------------------
+
+
+class _TimedInterrupt(Interrupt):
+    at = 0.0
+
+    def advance(self, n: int) -> None:
+        self.at = time.monotonic()
+        super().advance(n)
+
+
+def test_ctrl_c_starts_no_new_retries(tmp_path: Path, server: FakeOpenAIServer) -> None:
+    rows = [("Kim", "I booked the flights to Tokyo.")] + [
+        ("Kim", f"Note {i} about Biscuit.") for i in range(8)
+    ]
+    chat = write_chat(tmp_path / "c.jsonl", rows)
+    server.on("Tokyo", Reply(knowledge=EMPTY))
+    server.on("Note", Reply(status=429, headers={"Retry-After": "2"}, error="rate limited"))
+    interrupt = _TimedInterrupt(1)
+    llm = config(server, concurrency=3, max_retries=3)
+    with Index(tmp_path / "ix") as index, pytest.raises(KeyboardInterrupt):
+        index.ingest([chat], extractor="llm", llm=llm, progress=interrupt)
+    stopped = time.monotonic()
+    time.sleep(0.5)
+    assert stopped - interrupt.at < 1.0  # without waiting for Retry-After
+    late = [r for r in server.requests if r.at > interrupt.at + 0.2]
+    assert late == [] and all(len(server.calls_for(f"Note {i} ")) <= 1 for i in range(8))

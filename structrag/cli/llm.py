@@ -8,8 +8,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from structrag.errors import ConfigError
-
 if TYPE_CHECKING:
     from structrag.llm.config import LLMConfig
 
@@ -88,9 +86,10 @@ def llm_config(settings: dict[str, Any], *, require_endpoint: bool = True) -> LL
 
 
 def optional_llm_config(settings: dict[str, Any]) -> LLMConfig | None:
-    """The LLM settings when they are complete, else None (for ``ask``, whose translator
-    falls back to offline and whose ``--answer`` says why there is none)."""
-    try:
-        return llm_config(settings)
-    except ConfigError:
-        return None
+    """The LLM settings, or None when no endpoint is configured at all (for ``ask``, whose
+    translator falls back to offline and whose ``--answer`` says why there is none).
+    Settings that are given but wrong raise :class:`~structrag.errors.ConfigError` naming
+    the flag or variable, as for ``ingest``."""
+    from structrag.llm.config import LLMConfig
+
+    return LLMConfig.resolve_optional(**settings)

@@ -4,17 +4,21 @@ what the message does not say.
 Every name the LLM returns (entity names, action subjects and objects, topics) is looked up
 in the message text:
 
-1. as written (case-insensitive, on word boundaries) -> the span of that occurrence;
+1. as written, on word boundaries, with the same case when the message has it so ("May"
+   the month, not "may" the verb), else case-insensitive -> the span of that occurrence;
 2. as consecutive words with the same stems ("agencies" for "agency") -> their span;
 3. implied: all its words occur, not next to each other; the speaker (the author of every
-   message); a recipient when the message says "you"; a topic sharing a word with the
-   message -> the whole-message span;
-4. otherwise it is **invented**: the item is dropped and counted.
+   message); a recipient when the message says "you"; a topic most of whose content words
+   occur in the message (all of them for one or two) -> the whole-message span;
+4. otherwise it is **invented**: the item is dropped and counted ("knee surgery" when the
+   message only says "knee").
 
-"I"/"me"/"my" become the speaker's name and "you" the recipient's (when there is one),
-with the pronoun's span. An action is located at its verb (stem or irregular form), else
-at its first located participant, else at the whole message when it has an implied
-participant; an action none of whose parts is in the message is invented.
+"I"/"me"/"we"/"us" become the speaker's name and "you" the recipient's (when there is
+one), with the pronoun's span. Only a name written as a pronoun is one: "us" and "Us" are,
+"US" (the country) is not; likewise only such words in the text are taken for pronouns.
+An action is located at its verb (stem or irregular form), else at its first located
+participant, else at the whole message when it has an implied participant; an action none
+of whose parts is in the message is invented.
 """
 
 from __future__ import annotations
@@ -102,10 +106,22 @@ _IRREGULAR = {
 }
 
 
+def _pronoun_case(word: str) -> bool:
+    """Whether ``word`` is written as a pronoun may be: lower case or capitalised ("us",
+    "Us", "I"), not in capitals ("US", "ME")."""
+    return word == word.lower() or word == word.capitalize()
+
+
+def _pronoun(name: str, pronouns: frozenset[str]) -> bool:
+    """Whether ``name`` is one of ``pronouns``, written as a pronoun."""
+    return name.lower() in pronouns and _pronoun_case(name)
+
+
 @dataclass(frozen=True)
 class _Token:
     start: int
     end: int
+    word: str
     low: str
     stem: str
 
@@ -127,7 +143,7 @@ class _Text:
         matches = list(_WORD.finditer(self.text))
         stems = stem_words(m.group().lower() for m in matches)
         self.tokens = [
-            _Token(m.start(), m.end(), m.group().lower(), s)
+            _Token(m.start(), m.end(), m.group(), m.group().lower(), s)
             for m, s in zip(matches, stems, strict=True)
         ]
         self.whole = Span(start=0, end=len(self.text))
@@ -137,21 +153,25 @@ class _Text:
         return frozenset(t.stem for t in self.tokens)
 
     @cached_property
-    def lows(self) -> frozenset[str]:
-        return frozenset(t.low for t in self.tokens)
+    def pronouns(self) -> frozenset[str]:
+        """The words of the text that may be pronouns ("us", not "US")."""
+        return frozenset(t.low for t in self.tokens if _pronoun_case(t.word))
 
-    def first_token(self, words: frozenset[str]) -> Span | None:
-        for t in self.tokens:
-            if t.low in words:
-                return Span(start=t.start, end=t.end)
+    def first_pronoun(self, words: frozenset[str], prefer: str = "") -> Span | None:
+        """The span of ``prefer`` used as a pronoun, else of the first of ``words``."""
+        candidates = [t for t in self.tokens if t.low in words and _pronoun_case(t.word)]
+        for t in sorted(candidates, key=lambda t: t.low != prefer):
+            return Span(start=t.start, end=t.end)
         return None
 
     def locate(self, phrase: str) -> Span | None:
-        """Where ``phrase`` occurs as written or as consecutive stem-equal words."""
+        """Where ``phrase`` occurs as written (the same case first) or as consecutive
+        stem-equal words."""
         phrase = phrase.strip()
         if not phrase:
             return None
-        found = re.search(r"(?<!\w)" + re.escape(phrase) + r"(?!\w)", self.text, re.IGNORECASE)
+        pattern = r"(?<!\w)" + re.escape(phrase) + r"(?!\w)"
+        found = re.search(pattern, self.text) or re.search(pattern, self.text, re.IGNORECASE)
         if found:
             return Span(start=found.start(), end=found.end())
         wanted = stem_words(w.lower() for w in _WORD.findall(phrase))
@@ -181,20 +201,21 @@ def _resolve(text: _Text, raw: str) -> _Name:
     name = raw.strip()
     low = name.lower()
     message = text.message
-    if low in FIRST_PERSON and message.speaker:
-        return _Name(message.speaker, text.first_token(FIRST_PERSON) or text.whole, True)
-    if low in SECOND_PERSON and len(message.recipients) == 1:
-        return _Name(message.recipients[0], text.first_token(SECOND_PERSON) or text.whole, True)
+    if _pronoun(name, FIRST_PERSON) and message.speaker:
+        return _Name(message.speaker, text.first_pronoun(FIRST_PERSON, low) or text.whole, True)
+    if _pronoun(name, SECOND_PERSON) and len(message.recipients) == 1:
+        pronoun = text.first_pronoun(SECOND_PERSON, low) or text.whole
+        return _Name(message.recipients[0], pronoun, True)
     span = text.locate(name)
     if span is not None:
         return _Name(name, span, True)
     if message.speaker and low in (message.speaker.lower(), message.speaker.split()[0].lower()):
-        return _Name(name, text.first_token(FIRST_PERSON) or text.whole, False)
+        return _Name(name, text.first_pronoun(FIRST_PERSON) or text.whole, False)
     recipients = {r.lower() for r in message.recipients} | {
         r.split()[0].lower() for r in message.recipients if r.strip()
     }
-    if low in recipients and text.lows & SECOND_PERSON:
-        return _Name(name, text.first_token(SECOND_PERSON), False)
+    if low in recipients and text.pronouns & SECOND_PERSON:
+        return _Name(name, text.first_pronoun(SECOND_PERSON), False)
     content = text.content_stems(name)
     if content and all(s in text.stems for s in content):
         return _Name(name, text.whole, False)
@@ -258,7 +279,7 @@ def ground(message: Message, answer: Answer, *, extractor: str, version: str) ->
         _action(text, action, ref, out)
     for topic in dict.fromkeys(t.strip() for t in answer.topics if t.strip()):
         span = text.locate(topic)
-        if span is None and any(s in text.stems for s in text.content_stems(topic)):
+        if span is None and _implied_topic(text, topic):
             span = text.whole
         if span is None:
             out.invented.append(f"topic {topic!r}")
@@ -267,12 +288,21 @@ def ground(message: Message, answer: Answer, *, extractor: str, version: str) ->
     return out
 
 
+def _implied_topic(text: _Text, topic: str) -> bool:
+    """Whether most of the topic's content words occur in the message, all of them for a
+    topic of one or two ("lake trip" is not implied by "lake", "travel to Tokyo" not by
+    "Tokyo"; "family trip to Lisbon" is by "family" and "Lisbon")."""
+    content = set(text.content_stems(topic))
+    found = sum(1 for s in content if s in text.stems)
+    return found * 2 > len(content)
+
+
 def _entity(text: _Text, entity: ExtractedEntity, ref: _RefSink, out: Grounded) -> None:
     name = entity.name.strip()
     if not name:
         out.invented.append("entity with an empty name")
         return
-    if name.lower() in FIRST_PERSON | SECOND_PERSON:
+    if _pronoun(name, FIRST_PERSON | SECOND_PERSON):
         return  # the speaker and recipients are already metadata knowledge
     resolved = _resolve(text, name)
     if resolved.span is None:

@@ -24,6 +24,8 @@ name the same thing.
 
 from __future__ import annotations
 
+import inspect
+import threading
 from collections import deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -99,6 +101,8 @@ class LLMExtractor:
         self.meter = UsageMeter()
         self._counter = counter
         self._broken: LLMEndpointError | None = None  # set once the endpoint is unusable
+        # A StructuredLLM written before ``cancel`` existed is still called without it.
+        self._cancellable = "cancel" in inspect.signature(llm.complete).parameters
 
     def settings(self) -> dict[str, object]:
         return {**self.llm.settings(), "prompt_version": PROMPT_VERSION}
@@ -118,6 +122,7 @@ class LLMExtractor:
         self, messages: Sequence[Message], progress: Progress | None = None
     ) -> Iterator[list[SemanticRef]]:
         self._broken = None
+        cancel = threading.Event()
         hashes = [message_hash(m) if m.text.strip() else "" for m in messages]
         cached = self._cached(hashes)
         workers = max(1, self.llm.concurrency)
@@ -143,7 +148,9 @@ class LLMExtractor:
                         future = running.get(digest)
                         shared = future is not None
                         if future is None:
-                            future = running[digest] = pool.submit(self._ask, message, digest)
+                            future = running[digest] = pool.submit(
+                                self._ask, message, digest, cancel
+                            )
                         pending.append((message, future, shared))
                         in_flight += 1
                 if not pending:
@@ -158,8 +165,10 @@ class LLMExtractor:
                 if progress:
                     progress(1)
         finally:
-            # Requests not started are dropped; running ones are waited for, so what they
-            # cost is cached (a later run pays nothing twice).
+            # Requests not started are dropped, and no running one starts another attempt
+            # (a retry after a 429 or a re-ask); the HTTP requests in flight are waited
+            # for, so what they cost is cached (a later run pays nothing twice).
+            cancel.set()
             pool.shutdown(wait=True, cancel_futures=True)
 
     def _cached(self, hashes: Sequence[str]) -> dict[str, _Outcome]:
@@ -174,8 +183,13 @@ class LLMExtractor:
                 continue  # written by an incompatible schema: ask again
         return out
 
-    def _ask(self, message: Message, digest: str) -> _Outcome:
-        """One request, in a worker thread; the answer is cached before it is returned."""
+    def _ask(self, message: Message, digest: str, cancel: threading.Event) -> _Outcome:
+        """One request, in a worker thread; the answer is cached before it is returned.
+
+        :class:`~structrag.llm.base.LLMEndpointError` (the client's verdict that no request
+        can succeed: unreachable before any answer, or after several requests in a row,
+        or a refused key or model) stops the ingest; any other failure, a connection that
+        keeps dropping for this request included, is this message's failure row."""
         if self._broken is not None:
             raise self._broken  # queued requests do not knock on a door known to be shut
         try:
@@ -183,6 +197,7 @@ class LLMExtractor:
                 prompt_messages(message),
                 MessageKnowledge,
                 max_tokens=output_budget(self.counter.count(message.text)),
+                **({"cancel": cancel} if self._cancellable else {}),
             )
         except LLMEndpointError as exc:
             self._broken = exc

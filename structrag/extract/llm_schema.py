@@ -2,8 +2,15 @@
 
 The field descriptions come from the data model (:mod:`structrag.models`), so the model the
 LLM sees and the records stored are described by the same words. The schema is lenient
-where small models are sloppy in harmless ways (a string where a list belongs, ``"Past"``
-for ``"past"``, extra keys) and strict where it matters (names must be strings).
+where small models are sloppy in harmless ways (a string where a list belongs, a bare name
+where an entity object belongs, ``"Past"`` for ``"past"``, ``"false"`` for ``false``, a
+facet object instead of a list, empty or null items, extra keys) and strict where it
+matters: names must be strings, and the answer must be an object holding at least one of
+``entities``, ``actions`` and ``topics``. An object of another shape (the schema echoed
+back, the answer wrapped in ``{"knowledge": ...}``, one entity salvaged from a cut-off
+reply, ``{}``) is a validation error, so it is re-asked instead of being stored as an
+answer that found nothing. The client validates in lax mode (``strict=False``), so
+``"false"`` becomes ``False``.
 
 ``python -m structrag.extract.llm_schema`` prints the JSON schema; the committed copy is
 ``grammars/llm_extraction.schema.json`` (a test keeps them equal), usable for constrained
@@ -15,7 +22,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from structrag.models import Action, Entity, Facet, Tense, Topic
 
@@ -30,6 +37,28 @@ def _as_list(value: Any) -> Any:
         return []
     if isinstance(value, str):
         return [value] if value.strip() else []
+    return value
+
+
+def _facet_list(value: Any) -> Any:
+    """Facets as a list of name/value objects: one facet object becomes a list of it,
+    ``{"breed": "beagle"}`` becomes ``[{"name": "breed", "value": "beagle"}]``; facets
+    without a value are left out."""
+    if isinstance(value, dict) and "name" in value:
+        value = [value]
+    elif isinstance(value, dict):
+        value = [{"name": k, "value": v} for k, v in value.items()]
+    value = _as_list(value)
+    if isinstance(value, list):
+        value = [f for f in value if not (isinstance(f, dict) and f.get("value") is None)]
+    return value
+
+
+def _without_nulls(value: Any) -> Any:
+    """A list with its null items left out."""
+    value = _as_list(value)
+    if isinstance(value, list):
+        value = [item for item in value if item is not None]
     return value
 
 
@@ -55,7 +84,8 @@ class ExtractedEntity(_Lenient):
     types: list[str] = Field(default_factory=list, description=_doc(Entity, "types"))
     facets: list[ExtractedFacet] = Field(default_factory=list, description=_doc(Entity, "facets"))
 
-    _types_list = field_validator("types", "facets", mode="before")(_as_list)
+    _types_list = field_validator("types", mode="before")(_without_nulls)
+    _facets_list = field_validator("facets", mode="before")(_facet_list)
 
 
 class ExtractedAction(_Lenient):
@@ -69,7 +99,8 @@ class ExtractedAction(_Lenient):
     negated: bool = Field(default=False, description=_doc(Action, "negated"))
     params: list[ExtractedFacet] = Field(default_factory=list, description=_doc(Action, "params"))
 
-    _lists = field_validator("verbs", "params", mode="before")(_as_list)
+    _lists = field_validator("verbs", mode="before")(_without_nulls)
+    _params_list = field_validator("params", mode="before")(_facet_list)
 
     @field_validator("tense", mode="before")
     @classmethod
@@ -88,6 +119,10 @@ class ExtractedAction(_Lenient):
         return value
 
 
+#: The keys of an extraction answer; an object with none of them is the wrong shape.
+ANSWER_KEYS = frozenset({"entities", "actions", "topics"})
+
+
 class MessageKnowledge(_Lenient):
     """The knowledge in one chat message: who and what it names, what happened, and what
     it is about. Only include what the message itself says or clearly implies; leave a list
@@ -101,7 +136,29 @@ class MessageKnowledge(_Lenient):
     )
     topics: list[str] = Field(default_factory=list, description=_doc(Topic, "text"))
 
-    _lists = field_validator("entities", "actions", "topics", mode="before")(_as_list)
+    _lists = field_validator("actions", "topics", mode="before")(_without_nulls)
+
+    @field_validator("entities", mode="before")
+    @classmethod
+    def _entities(cls, value: Any) -> Any:
+        """A bare name where an entity object belongs becomes ``{"name": ...}``."""
+        value = _without_nulls(value)
+        if isinstance(value, list):
+            value = [{"name": item} if isinstance(item, str) else item for item in value]
+        return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shape(cls, value: Any) -> Any:
+        """An object without any of the three keys is not an answer of this shape."""
+        if isinstance(value, dict) and not value.keys() & ANSWER_KEYS:
+            keys = ", ".join(repr(k) for k in list(value)[:5])
+            got = f"an object with the keys {keys}" if keys else "an empty object"
+            raise ValueError(
+                "the answer must be an object with the keys entities, actions and topics "
+                f"(lists, empty when there is nothing), not {got}"
+            )
+        return value
 
 
 def extraction_json_schema() -> dict[str, Any]:

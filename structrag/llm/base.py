@@ -8,6 +8,7 @@ tokens spent on a request that failed are still counted.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
@@ -79,10 +80,13 @@ class StructuredLLM(Protocol):
         response_model: type[T],
         *,
         max_tokens: int | None = None,
+        cancel: threading.Event | None = None,
     ) -> Completion[T]:
         """One structured answer of at most ``max_tokens`` (capped by the client's own
         limit). Raises :class:`LLMCallFailed` when this request failed after retries,
-        :class:`LLMEndpointError` when no request can succeed."""
+        :class:`LLMEndpointError` when no request can succeed. Once ``cancel`` is set no
+        new attempt starts (a request in flight may finish): the request fails with
+        :class:`LLMCallFailed`."""
         ...
 
 
@@ -111,6 +115,7 @@ class OfflineLLM:
         response_model: type[T],
         *,
         max_tokens: int | None = None,
+        cancel: threading.Event | None = None,
     ) -> Completion[T]:
         raise LLMEndpointError(
             "no LLM endpoint configured: this extractor only reads cached answers",

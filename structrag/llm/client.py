@@ -3,9 +3,11 @@
 :class:`InstructorLLM` implements :class:`~structrag.llm.base.StructuredLLM`:
 
 * **Structured output** through instructor, in tool-calling mode (default), JSON mode or
-  markdown-JSON mode (:data:`~structrag.llm.config.MODES`). Output that does not validate
-  is re-asked with the validation error, up to ``max_retries`` times (instructor's loop),
-  unless it was cut off at the token limit: a model that loops would loop again.
+  markdown-JSON mode (:data:`~structrag.llm.config.MODES`), validated in lax mode
+  (``strict=False``: ``"false"`` is ``False``). Output that does not validate, and a reply
+  with no structured answer in it (no tool call, no JSON), is re-asked with the error, up
+  to ``max_retries`` times (instructor's loop), unless it was cut off at the token limit:
+  a model that loops would loop again.
 * **Retries with backoff** on 429, 5xx, 408/409 and timeouts: exponential delays with
   jitter, or the server's ``Retry-After`` / ``retry-after-ms`` when it sends one, capped by
   ``max_backoff``. The openai client's own retries are off so every call is counted here.
@@ -13,8 +15,13 @@
   threads (a semaphore; sleeping between retries does not hold it).
 * **Accounting**: calls, retries, invalid outputs, input and output tokens from the API's
   ``usage``, or counted with tiktoken when a server sends none.
-* **Fatal endpoint errors** (unreachable after retries, 401/403, unknown model) raise
-  :class:`~structrag.llm.base.LLMEndpointError` instead of failing every request.
+* **Fatal endpoint errors** (401/403, unknown model; unreachable after retries when the
+  endpoint never answered this client, or for :data:`UNREACHABLE_STREAK` requests in a
+  row) raise :class:`~structrag.llm.base.LLMEndpointError` instead of failing every
+  request. A connection that keeps failing for one request while others are answered is
+  that request's :class:`~structrag.llm.base.LLMCallFailed`.
+* **Cancellation**: once the caller's ``cancel`` event is set (Ctrl-C in an ingest), no
+  new attempt starts, and a wait before a retry ends at once.
 
 This module is an adapter: it is the only one importing ``openai`` and ``instructor``.
 """
@@ -32,7 +39,11 @@ from typing import Any
 
 import instructor
 import openai
-from instructor.core.exceptions import IncompleteOutputException, InstructorRetryException
+from instructor.core.exceptions import (
+    IncompleteOutputException,
+    InstructorRetryException,
+    ResponseParsingError,
+)
 from instructor.core.hooks import Hooks
 from pydantic import ValidationError
 from tenacity import Retrying, retry_if_exception, stop_after_attempt
@@ -45,6 +56,14 @@ from structrag.tokens import TokenCounter, get_counter
 # instructor logs every failed attempt at ERROR level; structrag reports failures itself.
 logging.getLogger("instructor").addHandler(logging.NullHandler())
 logging.getLogger("instructor").propagate = False
+
+#: Replies worth re-asking with the error: output that does not validate, is not JSON, or
+#: holds no structured answer at all (no tool call, no JSON in the text).
+_REASKABLE = (ValidationError, json.JSONDecodeError, ResponseParsingError)
+
+#: Requests in a row (with no answer between them) whose connection failed after their
+#: retries, after which the endpoint is taken to be gone and the work stops.
+UNREACHABLE_STREAK = 3
 
 _MODES = {
     "tools": instructor.Mode.TOOLS,
@@ -116,6 +135,8 @@ def _describe(error: BaseException) -> str:
         return f"invalid output: {details[0]['msg']}" + (f" at {where}" if where else "")
     if isinstance(error, json.JSONDecodeError):
         return f"invalid JSON output: {error}"
+    if isinstance(error, ResponseParsingError):
+        return f"no structured answer in the reply ({error})"
     if isinstance(error, IncompleteOutputException):
         return "output cut off at the token limit"
     return f"{type(error).__name__}: {error}"
@@ -140,6 +161,9 @@ class InstructorLLM:
         self._counter = counter
         self._sleep = sleep
         self._slots = threading.BoundedSemaphore(config.concurrency)
+        self._health = threading.Lock()
+        self._ever_answered = False  # some request got an HTTP response
+        self._unreachable_streak = 0  # requests in a row that failed to connect
         self._openai = openai.OpenAI(
             base_url=config.base_url,
             api_key=config.api_key,
@@ -182,20 +206,25 @@ class InstructorLLM:
         response_model: type[T],
         *,
         max_tokens: int | None = None,
+        cancel: threading.Event | None = None,
     ) -> Completion[T]:
         stats = CallStats()
         limit = min(max_tokens or self.config.max_tokens, self.config.max_tokens)
         transport_retries = 0
+
+        def cancelled() -> bool:
+            return cancel is not None and cancel.is_set()
+
         while True:
+            if cancelled():
+                raise self._cancelled(stats)
             hooks = self._hooks(stats, messages, limit)
-            # Re-ask output that does not validate, but not output cut off at the limit.
+            # Re-ask output that does not validate or holds no structured answer (no tool
+            # call), but not output cut off at the limit, and not once cancelled.
             reasks = Retrying(
                 stop=stop_after_attempt(self.config.max_retries + 1),
                 retry=retry_if_exception(
-                    lambda e: (
-                        isinstance(e, ValidationError | json.JSONDecodeError)
-                        and not stats.truncated
-                    )
+                    lambda e: isinstance(e, _REASKABLE) and not stats.truncated and not cancelled()
                 ),
                 reraise=True,
             )
@@ -203,16 +232,18 @@ class InstructorLLM:
                 with self._slots:
                     value = self._client.chat.completions.create(
                         model=self.config.model,
-                        messages=messages,  # type: ignore[arg-type]
+                        messages=list(messages),  # type: ignore[arg-type]
                         response_model=response_model,
                         max_retries=reasks,
                         max_tokens=limit,
                         temperature=self.config.temperature,
                         hooks=hooks,
+                        strict=False,  # lax validation: "false" -> False, "2" -> 2.0
                     )
             except (InstructorRetryException, IncompleteOutputException) as exc:
                 cause: BaseException = exc.__cause__ or exc
                 if stats.truncated or isinstance(cause, IncompleteOutputException):
+                    self._answered()
                     stats.retries = max(0, stats.calls - 1)
                     raise LLMCallFailed(
                         f"output cut off at the {limit}-token limit (after {stats.calls} attempts)",
@@ -226,15 +257,22 @@ class InstructorLLM:
                         f"({_describe(cause)})",
                         hint="check --llm-base-url, --llm-model and --llm-api-key",
                     ) from cause
+                unreachable = isinstance(cause, openai.APIConnectionError) and not isinstance(
+                    cause, openai.APITimeoutError
+                )
+                if not unreachable and not isinstance(cause, openai.APITimeoutError):
+                    self._answered()  # an HTTP status or a reply: the endpoint is there
                 if _is_transient(cause) and transport_retries < self.config.max_retries:
                     transport_retries += 1
                     headers = getattr(getattr(cause, "response", None), "headers", None)
-                    self._sleep(self.backoff(transport_retries, retry_after_seconds(headers)))
+                    delay = self.backoff(transport_retries, retry_after_seconds(headers))
+                    if cancel is None:
+                        self._sleep(delay)
+                    elif cancel.wait(delay):
+                        raise self._cancelled(stats) from cause
                     continue
                 stats.retries = max(0, stats.calls - 1)
-                if isinstance(cause, openai.APIConnectionError) and not isinstance(
-                    cause, openai.APITimeoutError
-                ):
+                if unreachable and self._endpoint_down():
                     raise LLMEndpointError(
                         f"cannot reach the LLM endpoint {self.config.base_url} after "
                         f"{stats.calls} attempts ({_describe(cause)})",
@@ -243,8 +281,28 @@ class InstructorLLM:
                 raise LLMCallFailed(
                     f"{_describe(cause)} (after {stats.calls} attempts)", stats
                 ) from cause
+            self._answered()
             stats.retries = stats.calls - 1
             return Completion(value=value, stats=stats)
+
+    def _cancelled(self, stats: CallStats) -> LLMCallFailed:
+        stats.retries = max(0, stats.calls - 1)
+        return LLMCallFailed(f"cancelled (after {stats.calls} attempts)", stats)
+
+    def _answered(self) -> None:
+        """The endpoint answered a request (with a reply or an HTTP status)."""
+        with self._health:
+            self._ever_answered = True
+            self._unreachable_streak = 0
+
+    def _endpoint_down(self) -> bool:
+        """Whether a request whose connection failed after its retries means the whole
+        endpoint is unusable: it never answered this client, or the last
+        :data:`UNREACHABLE_STREAK` requests to finish all failed to connect (it went
+        away). Otherwise the failure belongs to that request alone."""
+        with self._health:
+            self._unreachable_streak += 1
+            return not self._ever_answered or self._unreachable_streak >= UNREACHABLE_STREAK
 
     def _hooks(self, stats: CallStats, messages: list[dict[str, str]], limit: int) -> Hooks:
         """Per-request hooks that count calls, invalid outputs and tokens, and notice an

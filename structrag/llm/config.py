@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal, TypeVar, cast
+from typing import Any, Literal, TypeVar, cast
 from urllib.parse import urlparse
 
 from structrag.errors import ConfigError
@@ -175,6 +175,21 @@ class LLMConfig:
             max_backoff=max_backoff,
             temperature=temperature,
         )
+
+    @classmethod
+    def resolve_optional(
+        cls, *, env: Mapping[str, str] | None = None, **settings: Any
+    ) -> LLMConfig | None:
+        """Like :meth:`resolve`, but ``None`` when no endpoint is configured at all (no
+        base URL from a flag or the environment): for work whose LLM is optional (``ask``
+        translating offline, ``--answer`` saying there is none). Settings that are given
+        but wrong (a URL without a scheme, a timeout that is not a number, an unknown
+        mode, a missing model) still raise :class:`ConfigError` naming them."""
+        env = os.environ if env is None else env
+        url = settings.get("base_url")
+        if (url is None or url == "") and not env.get(ENV_BASE_URL, "").strip():
+            return None
+        return cls.resolve(**settings, env=env)
 
     def public_settings(self) -> dict[str, object]:
         """The settings that change what is extracted; safe to log (no key, no URL)."""
