@@ -97,6 +97,7 @@ def http(
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "structrag", *args],
+        stdin=subprocess.DEVNULL,  # `structrag mcp` reads its protocol there: EOF ends it
         capture_output=True,
         text=True,
         check=False,

@@ -4,6 +4,7 @@ prints, errors with their codes and positions, limits, memory, and ingest jobs."
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -139,9 +140,10 @@ def test_malformed_json_is_422_with_its_position(client: TestClient) -> None:
 
 
 def test_a_body_that_is_not_utf8_says_so(client: TestClient) -> None:
+    """A 422 invalid_json, as every body that is not JSON (it was a 400)."""
     body = '{"question": "café?"}'.encode("latin-1")
     answer = client.post("/v1/ask", content=body, headers={"content-type": "application/json"})
-    assert answer.status_code == 400
+    assert answer.status_code == 422
     error = answer.json()["error"]
     assert error["code"] == "invalid_json" and error["position"] == body.index(b"\xe9")
     assert "not UTF-8 text: byte 0xe9" in error["message"] and "UTF-8" in error["hint"]
@@ -195,6 +197,8 @@ def test_an_oversized_upload_names_the_upload_limit(service: Service) -> None:
         ("/v1/nothing-here", "not_found"),
         ("/v1/messages/no-such-id", "not_found_error"),
         ("/v1/conversations/nope/messages", "not_found_error"),
+        # a message the conversation does not hold: not its first page
+        ("/v1/conversations/friends/messages?around=zzz&limit=3", "not_found_error"),
         ("/v1/entities/Nobody-At-All", "not_found_error"),
         ("/v1/jobs/job-0", "not_found_error"),
     ],
@@ -324,28 +328,99 @@ def test_an_upload_is_ingested_by_a_job(client: TestClient, tmp_path: Path) -> N
     assert "uploaded" in {c["id"] for c in client.get("/v1/conversations").json()}
 
 
-def test_a_malformed_input_fails_its_job_and_writes_nothing(
+def test_a_malformed_input_is_refused_before_a_job_is_queued(
     client: TestClient, tmp_path: Path
 ) -> None:
+    """Inputs that fail their check are a 400, as /v1/ingest/estimate answers: no job is
+    queued to fail later, and nothing is written."""
     good = conversation_file(tmp_path / "good.jsonl", "good-one", 5)
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"speaker": "Ann", "text": "hi"}\n{"speaker": ', encoding="utf-8")
     before = client.get("/v1/stats").json()["messages"]
-    job = wait(client, client.post("/v1/ingest", json={"paths": [str(good), str(bad)]}).json())
-    assert job["state"] == "failed"
-    assert job["error"]["code"] == "input_error"
-    assert job["error"]["position"] == {"path": str(bad), "line": 2, "column": 13}
-    assert client.get("/v1/stats").json()["messages"] == before
+    jobs = len(client.get("/v1/jobs").json())
+    answer = client.post("/v1/ingest", json={"paths": [str(good), str(bad)]})
+    assert answer.status_code == 400, answer.json()
+    error = answer.json()["error"]
+    assert error["code"] == "input_error"
+    assert error["position"] == {"path": str(bad), "line": 2, "column": 13}
     # Two that fail: one error naming both, each with its position.
     empty = tmp_path / "empty.jsonl"
     empty.write_text("", encoding="utf-8")
-    paths = [str(good), str(bad), str(empty)]
-    job = wait(client, client.post("/v1/ingest", json={"paths": paths}).json())
-    assert job["state"] == "failed" and job["error"]["code"] == "input_errors", job
-    assert [e["code"] for e in job["error"]["errors"]] == ["input_error", "input_error"]
-    assert job["error"]["errors"][0]["position"] == {"path": str(bad), "line": 2, "column": 13}
-    assert str(empty) in job["error"]["message"]
+    answer = client.post("/v1/ingest", json={"paths": [str(good), str(bad), str(empty)]})
+    assert answer.status_code == 400
+    error = answer.json()["error"]
+    assert error["code"] == "input_errors", error
+    assert [e["code"] for e in error["errors"]] == ["input_error", "input_error"]
+    assert error["errors"][0]["position"] == {"path": str(bad), "line": 2, "column": 13}
+    assert str(empty) in error["message"]
+    missing = client.post("/v1/ingest", json={"paths": [str(tmp_path / "nope.jsonl")]})
+    assert missing.status_code == 400 and missing.json()["error"]["code"] == "input_error"
+    assert "nope.jsonl: file not found" in missing.json()["error"]["message"]
+    estimate = client.post("/v1/ingest/estimate", json={"paths": [str(good), str(bad)]})
+    assert estimate.status_code == 400  # the same answer as the dry run
+    assert len(client.get("/v1/jobs").json()) == jobs
     assert client.get("/v1/stats").json()["messages"] == before
+
+
+def test_a_file_that_changes_while_its_job_waits_is_checked_again(
+    client: TestClient, tmp_path: Path
+) -> None:
+    """The job reuses the check made before it was queued only while no file changed:
+    a file broken while the job waited behind another fails it, and nothing of it is
+    written."""
+    first = conversation_file(tmp_path / "first.jsonl", "waited-for", 600, seed=13)
+    kept = conversation_file(tmp_path / "kept.jsonl", "unchanged-one", 4)
+    later = conversation_file(tmp_path / "later.jsonl", "changed-later", 4)
+    running = client.post("/v1/ingest", json={"paths": [str(first)]}).json()
+    queued = client.post("/v1/ingest", json={"paths": [str(kept), str(later)]})
+    assert queued.status_code == 202
+    later.write_text('{"speaker": "Ann", "text": "hi"}\n{"speaker": ', encoding="utf-8")
+    assert client.get(f"/v1/jobs/{running['id']}").json()["state"] != "done"  # it waited
+    job = wait(client, queued.json())
+    assert job["state"] == "failed" and job["error"]["code"] == "input_error", job
+    assert job["error"]["position"] == {"path": str(later), "line": 2, "column": 13}
+    assert wait(client, running)["state"] == "done"
+    written = {c["id"] for c in client.get("/v1/conversations").json()}
+    assert "waited-for" in written
+    assert not {"unchanged-one", "changed-later"} & written  # checked whole, again
+
+
+def test_an_llm_extractor_with_no_llm_configured_is_refused_at_once(
+    client: TestClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("STRUCTRAG_LLM_BASE_URL", "STRUCTRAG_LLM_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    chat = conversation_file(tmp_path / "llm.jsonl", "llm-one", 2)
+    jobs = len(client.get("/v1/jobs").json())
+    for extractor in ("llm", "hybrid"):
+        answer = client.post("/v1/ingest", json={"paths": [str(chat)], "extractor": extractor})
+        assert answer.status_code == 400, answer.json()
+        assert answer.json()["error"]["code"] == "config_error"
+        assert "no LLM endpoint configured" in answer.json()["error"]["message"]
+    assert len(client.get("/v1/jobs").json()) == jobs
+
+
+def test_an_uploads_errors_name_its_files_not_the_servers_temporary_paths(
+    client: TestClient,
+) -> None:
+    """Each input's error (a list of them) and its position name the file as uploaded."""
+    truncated = b'{"id": "a1", "speaker": "Z", "text": "ok"}\n{"id": "a2", "speaker": "Z", "text":'
+    answer = client.post(
+        "/v1/ingest/upload",
+        files=[
+            ("files", ("broken.jsonl", truncated)),
+            ("files", ("weird.bin", b"hello world this is not a chat")),
+        ],
+    )
+    assert answer.status_code == 400, answer.json()
+    error = answer.json()["error"]
+    assert error["code"] == "input_errors"
+    assert "structrag-upload" not in answer.text
+    first, second = error["errors"]
+    assert first["message"].startswith("broken.jsonl, line 2")
+    assert first["position"] == {"path": "broken.jsonl", "line": 2, "column": 37}
+    assert second["message"].startswith("weird.bin: ")
+    assert "structrag-upload" not in json.dumps(client.get("/v1/jobs").json())
 
 
 def test_the_conversation_list_counts_what_its_pages_show(client: TestClient) -> None:
@@ -401,9 +476,9 @@ def test_a_folder_job_leaves_out_what_exclude_names(client: TestClient, tmp_path
     conversation_file(folder / "chat.jsonl", "folder-chat", 4)
     (folder / "README.md").write_text("# Exports\n\nFrom the phone.\n", encoding="utf-8")
     body: dict[str, Any] = {"paths": [str(folder)]}
-    failed = wait(client, client.post("/v1/ingest", json=body).json())
-    assert failed["state"] == "failed"
-    assert '"exclude": ["README.md"]' in failed["error"]["hint"]
+    refused = client.post("/v1/ingest", json=body)
+    assert refused.status_code == 400
+    assert '"exclude": ["README.md"]' in refused.json()["error"]["hint"]
     job = wait(client, client.post("/v1/ingest", json={**body, "exclude": ["*.md"]}).json())
     assert job["state"] == "done", job
     assert job["options"]["exclude"] == ["*.md"]
@@ -505,3 +580,84 @@ def test_an_open_server_takes_changes_from_its_own_pages_only(
     own = {"origin": LOCAL, "sec-fetch-site": "same-origin"}
     added = client.post("/v1/agents/bot/memories", json={"text": "From the explorer."}, headers=own)
     assert added.status_code == 201, added.json()
+
+
+def test_memory_times_with_a_zone_are_taken_as_utc(client: TestClient) -> None:
+    """``start``/``end`` with a zone (``Z``, ``+02:00``) are compared with the stored,
+    naive UTC times, as a memory's ``timestamp`` is stored: no 500."""
+    base = "/v1/agents/zone-bot"
+    added = client.post(
+        f"{base}/memories",
+        json={"text": "I bought oat milk.", "timestamp": "2024-01-02T10:00:00+02:00"},
+    )
+    assert added.status_code == 201 and added.json()["ts"].startswith("2024-01-02T08:00")
+    for start, end, found in (
+        ("2023-12-31T00:00:00Z", None, True),
+        ("2024-01-02T09:30:00+02:00", None, True),  # 07:30 UTC (not 09:30)
+        ("2024-01-02T08:30:00Z", None, False),
+        (None, "2024-01-02T07:30:00-01:00", True),  # 08:30 UTC (not 07:30)
+        (None, "2024-01-02T07:30:00Z", False),
+    ):
+        body = {"query": "milk", "mode": "text", "start": start, "end": end}
+        hits = client.post(f"{base}/memories/search", json=body)
+        assert hits.status_code == 200, hits.json()
+        assert bool(hits.json()) == found, (start, end)
+        params = {k: v for k, v in (("start", start), ("end", end)) if v is not None}
+        recent = client.get(f"{base}/memories", params=params)
+        assert recent.status_code == 200, recent.json()
+        assert bool(recent.json()) == found, (start, end)
+
+
+def test_an_agent_whose_name_holds_a_slash_is_reached(service: Service, client: TestClient) -> None:
+    """MCP's add_memory takes "team/bot" and /v1/agents lists it: its routes take the
+    name percent-encoded, as the CLI sends it, and as one segment (a memory id after it
+    may hold a "/" too)."""
+    made = service.add_memory("team/bot", "I like green tea.", id="notes/1")  # as MCP does
+    assert "team/bot" in {a["agent"] for a in client.get("/v1/agents").json()}
+    base = "/v1/agents/team%2Fbot"
+    recent = client.get(f"{base}/memories")
+    assert recent.status_code == 200, recent.json()
+    assert [m["id"] for m in recent.json()] == [made["id"]]
+    assert client.get(f"{base}/memories/notes/1").json()["agent"] == "team/bot"
+    hits = client.post(f"{base}/memories/search", json={"query": "tea", "mode": "text"}).json()
+    assert [h["id"] for h in hits] == ["notes/1"]
+    assert client.get(f"{base}/memories/count").json()["count"] >= 1
+    added = client.post(f"{base}/memories", json={"text": "I live in Oslo."})
+    assert added.status_code == 201 and added.json()["agent"] == "team/bot"
+    assert client.get("/v1/agents/team/memories").json() == []  # another agent, "team"
+    split = client.get("/v1/agents/team/bot/memories")  # unencoded: not found, and why
+    assert split.status_code == 404 and "%2F" in split.json()["error"]["hint"]
+    percent = client.post("/v1/agents/50%25off/memories", json={"text": "A sale."})
+    assert percent.status_code == 201 and percent.json()["agent"] == "50%off"
+    assert client.delete(f"{base}/memories/notes%2F1").json() == {"removed": 1}
+
+
+def test_an_internal_error_is_a_500_with_its_request_id_and_is_logged(
+    service: Service,
+    client: TestClient,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An error no route answers: a JSON 500 carrying the request id (header and body),
+    the traceback logged under it, and the access log with status 500 and its bytes."""
+
+    def broken() -> dict[str, Any]:
+        raise TypeError("can't compare offset-naive and offset-aware datetimes")
+
+    monkeypatch.setattr(service, "stats", broken)
+    with caplog.at_level(logging.INFO, logger="structrag.server"):
+        answer = client.get("/v1/stats")
+    assert answer.status_code == 500
+    error = answer.json()["error"]
+    request_id = answer.headers["x-request-id"]
+    assert error["code"] == "internal" and error["request_id"] == request_id
+    assert request_id in error["message"] and "offset-naive" not in answer.text
+    logged = [r for r in caplog.records if r.name == "structrag.server" and r.exc_info]
+    assert logged and request_id in logged[-1].getMessage()
+    access = [
+        json.loads(r.getMessage())
+        for r in caplog.records
+        if r.name == "structrag.server.access" and request_id in r.getMessage()
+    ]
+    assert access and access[0]["status"] == 500
+    assert access[0]["bytes"] == len(answer.content)

@@ -248,3 +248,30 @@ def test_agent_b_never_reads_agent_a_through_mcp(
         {"name": "search_memories", "arguments": {"agent": "agent-a", "query": "locker code"}},
     )
     assert SECRET in text
+
+
+def test_a_token_scoped_to_an_agent_whose_name_holds_a_slash(
+    example_index: Path, tmp_path: Path
+) -> None:
+    """The agent is the whole percent-encoded segment: a token for "team/bot" reaches
+    /v1/agents/team%2Fbot/..., one for "team" does not."""
+    team_bot, team = "team-bot-token-0123456789abcdef", "team-token-0123456789abcdef"
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(json.dumps({"tokens": {team_bot: ["team/bot"], team: ["team"]}}))
+    service = Service(copy_index(example_index, tmp_path / "index"), readers=1, warm=False)
+    try:
+        service.add_memory("team/bot", f"My locker code is {SECRET}.")
+        app = create_app(service, tokens=Tokens.of(token_file=tokens), mcp=False)
+        with TestClient(app, base_url="http://127.0.0.1:8765") as client:
+            path = "/v1/agents/team%2Fbot/memories"
+            as_team_bot = {"Authorization": f"Bearer {team_bot}"}
+            as_team = {"Authorization": f"Bearer {team}"}
+            mine = client.get(path, headers=as_team_bot)
+            assert mine.status_code == 200, mine.json()
+            assert leaked(mine.text)
+            other = client.get(path, headers=as_team)
+            assert other.status_code == 403 and not leaked(other.text)
+            own = client.get("/v1/agents/team/memories", headers=as_team)
+            assert own.status_code == 200 and not leaked(own.text)
+    finally:
+        service.close()

@@ -42,6 +42,8 @@ def server(example_index: Path, tmp_path_factory: pytest.TempPathFactory) -> Ite
     lines = [json.loads(line) for line in served.log.read_text().splitlines() if "{" in line]
     requests = [line for line in lines if "status" in line]
     assert requests and {"method", "path", "status", "ms", "who"} <= set(requests[0])
+    # nothing left hanging at shutdown (a GET /mcp event stream did)
+    assert "without completing response" not in served.log.read_text()
 
 
 def test_the_cli_goes_through_a_running_server(server: Served, tmp_path: Path) -> None:
@@ -72,6 +74,105 @@ def test_the_cli_goes_through_a_running_server(server: Served, tmp_path: Path) -
     assert refused.returncode == 1 and f"a server owns {db}" in refused.stderr
     waited = run_cli("stats", "--db", db, "--no-server", env={"STRUCTRAG_LOCK_TIMEOUT": "0.5"})
     assert waited.returncode == 1 and "in use by another process" in waited.stderr
+
+
+def test_structrag_no_server_is_the_no_server_flag(server: Served) -> None:
+    """STRUCTRAG_NO_SERVER=1 opens the files and waits for the lock, as --no-server does,
+    instead of saying at once that a server owns the index."""
+    db = str(server.directory)
+    for flag, env in (("--no-server", {}), ("-v", {"STRUCTRAG_NO_SERVER": "1"})):
+        done = run_cli(
+            "query", "entity:Biscuit", "--db", db, flag,
+            env={**env, "STRUCTRAG_LOCK_TIMEOUT": "0.5"},
+        )  # fmt: skip
+        assert done.returncode == 1, (flag, done.stderr)
+        assert "in use by another process" in done.stderr, (flag, done.stderr)
+        assert "a server owns" not in done.stderr
+
+
+def test_ask_batch_prints_the_same_through_a_server_as_without(
+    server: Served, example_index: Path, tmp_path: Path
+) -> None:
+    """A question that fails: the answers to the lines before it are printed, then the
+    error names the file and the line, whichever way the command goes."""
+    questions = tmp_path / "questions.jsonl"
+    questions.write_text(
+        '{"question": "When did Marco adopt Biscuit?", "id": "q1"}\n'
+        '{"question": "?"}\n'
+        '{"question": "Who is Sam?"}\n',
+        encoding="utf-8",
+    )
+    args = ("ask", "--batch", str(questions), "--budget", "80")
+    through = run_cli(*args, "--db", str(server.directory), "-v")
+    direct = run_cli(*args, "--db", str(example_index), "-v")
+    assert "using the server" in through.stderr and "no server owns" in direct.stderr
+    for done in (through, direct):
+        assert done.returncode == 1, done.stderr
+        (answer,) = [json.loads(line) for line in done.stdout.splitlines()]
+        assert answer["id"] == "q1" and answer["line"] == 1 and "m11" in answer["message_ids"]
+        error = done.stderr.splitlines()[-2]
+        assert error == f"error: {questions}, line 2: the question has no words: '?'"
+
+
+def test_an_agent_whose_name_holds_a_slash_through_the_cli(server: Served) -> None:
+    db = str(server.directory)
+    added = run_cli(
+        "memory", "add", "I keep bees.", "--db", db, "--agent", "team/bot", "--json", "-v"
+    )
+    assert added.returncode == 0, added.stderr
+    assert "using the server" in added.stderr
+    recent = run_cli("memory", "recent", "--db", db, "--agent", "team/bot", "--json")
+    assert recent.returncode == 0, recent.stderr
+    assert [m["id"] for m in json.loads(recent.stdout)] == [json.loads(added.stdout)["id"]]
+    status, found = http("GET", f"{server.url}/v1/agents/team%2Fbot/memories")
+    assert status == 200 and found[0]["agent"] == "team/bot"
+
+
+def test_get_mcp_is_405_and_post_mcp_answers(server: Served) -> None:
+    """The endpoint is stateless JSON: GET (an event stream) is refused at once, not held
+    open for ever; POST goes on working."""
+    import urllib.error
+    import urllib.request
+
+    from structrag.server.discovery import opener
+
+    request = urllib.request.Request(
+        f"{server.url}/mcp", headers={"accept": "text/event-stream"}, method="GET"
+    )
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        opener().open(request, timeout=10)
+    assert refused.value.code == 405 and refused.value.headers["allow"] == "POST"
+    assert json.loads(refused.value.read())["error"]["code"] == "method_not_allowed"
+    call = urllib.request.Request(
+        f"{server.url}/mcp",
+        data=json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).encode(),
+        headers={
+            "content-type": "application/json",
+            "accept": "application/json, text/event-stream",
+            "mcp-protocol-version": "2025-06-18",
+        },
+        method="POST",
+    )
+    with opener().open(call, timeout=60) as answer:
+        tools = json.loads(answer.read())["result"]["tools"]
+    assert "ask" in {t["name"] for t in tools}
+
+
+@pytest.mark.parametrize("command", ["serve", "mcp"])
+def test_a_db_that_holds_no_index_is_refused(command: str, tmp_path: Path) -> None:
+    """As for `structrag stats`: a mistyped --db is an error, not a new, empty index
+    served in its place (--create starts one)."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for db in (tmp_path / "mistyped", empty):
+        port = ["--port", "0"] if command == "serve" else []
+        done = run_cli(command, "--db", str(db), *port)
+        assert done.returncode == 1, done.stderr
+        assert f"error: no index at {db}" in done.stderr, done.stderr
+        assert "--create" in done.stderr and "Traceback" not in done.stderr
+        stats = run_cli("stats", "--db", str(db))
+        assert stats.stderr.splitlines()[0] == f"error: no index at {db}"
+    assert not (tmp_path / "mistyped").exists() and not any(empty.iterdir())
 
 
 def _raw(url: str, head: bytes, body: bytes) -> None:
@@ -198,7 +299,7 @@ def test_serve_on_a_port_in_use_says_so_before_opening_the_index(tmp_path: Path)
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        done = run_cli("serve", "--db", str(tmp_path / "index"), "--port", str(port))
+        done = run_cli("serve", "--db", str(tmp_path / "index"), "--port", str(port), "--create")
     assert done.returncode == 1, done.stderr
     assert f"error: cannot listen on 127.0.0.1:{port}" in done.stderr
     assert "pass another --port" in done.stderr and "Traceback" not in done.stderr
@@ -217,7 +318,7 @@ def test_serve_on_a_port_in_use_says_so_before_opening_the_index(tmp_path: Path)
 def test_sigterm_rolls_back_the_running_ingest(tmp_path: Path) -> None:
     directory = tmp_path / "index"
     chat = conversation_file(tmp_path / "big.jsonl", "big-one", 2000, seed=31)
-    server = start_server(directory)
+    server = start_server(directory, "--create")  # a new, empty index
     _, job = http("POST", f"{server.url}/v1/ingest", {"paths": [str(chat)]})
     while not (job["state"] == "running" and job["progress"]["messages"] > 0):
         assert job["state"] in ("queued", "checking", "running"), job

@@ -11,7 +11,7 @@ import anyio
 from mcp import Client, StdioServerParameters
 
 from structrag import Index
-from tests.serve_helpers import copy_index
+from tests.serve_helpers import copy_index, run_cli
 
 TOOLS = {
     "ask",
@@ -133,5 +133,41 @@ def test_an_agent_adds_a_memory_and_gets_it_back_through_ask(
             message = await client.read_resource("structrag://conversations/friends/messages/m11")
             shown = json.loads(message.contents[0].text)  # type: ignore[union-attr]
             assert shown["id"] == "m11" and shown["knowledge"]
+
+    anyio.run(session)
+
+
+def test_an_idle_stdio_server_lets_other_commands_have_the_index(
+    example_index: Path, tmp_path: Path
+) -> None:
+    """Between calls, `structrag mcp` gives the index up to a process that waits for it,
+    as the README says every process does: `stats` and `memory add` work while it idles
+    (they waited STRUCTRAG_LOCK_TIMEOUT and failed while it held the file), and its next
+    call sees what they wrote."""
+    directory = copy_index(example_index, tmp_path / "index")
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "structrag", "mcp", "--db", str(directory)]
+    )
+    patient = {"STRUCTRAG_LOCK_TIMEOUT": "5"}
+
+    async def session() -> None:
+        async with Client(params, read_timeout_seconds=120) as client:
+            added = await client.call_tool("add_memory", {"agent": "idle-bot", "text": "Hi."})
+            assert not added.is_error, added.content
+            stats = await anyio.to_thread.run_sync(
+                lambda: run_cli("stats", "--db", str(directory), "--json", env=patient)
+            )
+            assert stats.returncode == 0, stats.stderr
+            assert json.loads(stats.stdout)["messages"] >= 47
+            add = ("memory", "add", "I keep my kayak in Cascais.", "--agent", "idle-bot")
+            written = await anyio.to_thread.run_sync(
+                lambda: run_cli(*add, "--db", str(directory), "--json", env=patient)
+            )
+            assert written.returncode == 0, written.stderr
+            found = await client.call_tool(
+                "search_memories", {"agent": "idle-bot", "query": "kayak", "mode": "text"}
+            )
+            hits = (found.structured_content or {})["hits"]
+            assert json.loads(written.stdout)["id"] in {h["id"] for h in hits}
 
     anyio.run(session)

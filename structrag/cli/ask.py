@@ -22,7 +22,7 @@ from structrag.cli.common import (
 )
 from structrag.cli.llm import llm_options, optional_llm_config
 from structrag.cli.remote import Remote, ServerError, Via, via_options
-from structrag.errors import InputError, NotFoundError
+from structrag.errors import IndexStateError, InputError, NotFoundError, StructragError
 from structrag.query.context import MAX_BUDGET, budget_problem
 
 if TYPE_CHECKING:
@@ -266,7 +266,9 @@ def _ask_batch_local(
                 },
                 llm=llm,
             )
-        except NotFoundError as exc:
+        except IndexStateError:
+            raise  # the index's, not the line's
+        except StructragError as exc:  # the line's question: named as through a server
             raise InputError(path, exc.message, line=lineno, hint=exc.hint) from None
         data = shapes.answer_json(answer, explain=explain)
         if "id" in item:
@@ -283,12 +285,14 @@ def _ask_batch_remote(
     explain: bool,
 ) -> None:
     """The batch in chunks (the server takes up to 1,000 questions a request), answers
-    printed as each chunk comes back."""
+    printed as each chunk comes back. A question that fails stops the batch as it does
+    without a server: the answers to the lines before it are printed, then the error
+    names its file and line."""
     if options["translator"] != "offline" or options["answer"]:
         raise click.UsageError("ask --batch through a server translates offline, without --answer")
     chunk: list[tuple[int, dict[str, Any]]] = []
 
-    def send() -> None:
+    def answers_to(questions: list[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:
         body = {
             "questions": [
                 {
@@ -297,7 +301,7 @@ def _ask_batch_remote(
                     "budget": item.get("budget"),
                     "id": item.get("id"),
                 }
-                for _, item in chunk
+                for _, item in questions
             ],
             "conversation": options["conversation"],
             "budget": options["budget"],
@@ -305,18 +309,27 @@ def _ask_batch_remote(
             "sources": options["sources"],
             "explain": explain,
         }
-        try:
-            answers = server.post("/v1/ask/batch", body)["answers"]
-        except ServerError as exc:
-            if isinstance(exc.position, int) and 0 <= exc.position < len(chunk):
-                line = chunk[exc.position][0]
-                raise InputError(path, exc.message, line=line, hint=exc.hint) from None
-            raise
-        for (lineno, item), data in zip(chunk, answers, strict=True):
+        answers: list[dict[str, Any]] = server.post("/v1/ask/batch", body)["answers"]
+        return answers
+
+    def printed(questions: list[tuple[int, dict[str, Any]]], answers: list[Any]) -> None:
+        for (lineno, item), data in zip(questions, answers, strict=True):
             if "id" not in item:
                 data.pop("id", None)
             data["line"] = lineno
             click.echo(json.dumps(data, ensure_ascii=False))
+
+    def send() -> None:
+        try:
+            printed(chunk, answers_to(chunk))
+        except ServerError as exc:
+            if isinstance(exc.position, int) and 0 <= exc.position < len(chunk):
+                before = chunk[: exc.position]
+                if before:  # the server answers all or nothing: ask those again
+                    printed(before, answers_to(before))
+                line = chunk[exc.position][0]
+                raise InputError(path, exc.message, line=line, hint=exc.hint) from None
+            raise
         chunk.clear()
 
     for numbered in lines:

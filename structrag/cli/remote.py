@@ -118,12 +118,18 @@ def _server_error(exc: urllib.error.HTTPError) -> ServerError:
 class Via:
     """How a command reaches an index: through its server (when one owns it) or not."""
 
+    #: ``--no-server``, or ``STRUCTRAG_NO_SERVER=1``: open the files (and wait for the
+    #: lock) even when a server owns the index.
     no_server: bool = False
     verbose: bool = False
 
+    def __post_init__(self) -> None:
+        if not self.no_server and no_server_env():
+            object.__setattr__(self, "no_server", True)  # the variable is the flag
+
     def server(self, db: str) -> Remote | None:
         """The server that owns ``db``, or None (none runs, or ``--no-server``)."""
-        if self.no_server or os.environ.get("STRUCTRAG_NO_SERVER", "") not in ("", "0"):
+        if self.no_server:
             self.say(f"opening {db} directly (--no-server)")
             return None
         info = find_server(db) if Path(db).is_dir() else None
@@ -143,6 +149,11 @@ class Via:
     def say(self, text: str) -> None:
         if self.verbose:
             click.echo(f"note: {text}", err=True)
+
+
+def no_server_env() -> bool:
+    """Whether ``STRUCTRAG_NO_SERVER`` is set (to anything but empty or ``0``)."""
+    return os.environ.get("STRUCTRAG_NO_SERVER", "").strip() not in ("", "0")
 
 
 def via_options(func: F) -> F:

@@ -6,7 +6,9 @@ run, so the rest of the CLI starts without it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 
@@ -14,6 +16,7 @@ from structrag.cli.common import db_option
 from structrag.errors import StructragError
 
 INSTALL = "pip install 'structrag[serve]'"
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def needs_extra() -> None:
@@ -41,6 +44,15 @@ def _size(ctx: click.Context, param: click.Parameter, value: str) -> int:
         return int(text)
     except ValueError:
         raise click.BadParameter(f"expected a size such as 1M or 512K, got {value!r}") from None
+
+
+def create_option(func: F) -> F:
+    return click.option(
+        "--create",
+        is_flag=True,
+        help="Start from a new, empty index when --db holds none (without it, a --db "
+        "that holds no index is an error, as for every command but ingest).",
+    )(func)
 
 
 @click.command()
@@ -93,6 +105,7 @@ def _size(ctx: click.Context, param: click.Parameter, value: str) -> int:
     help="Request log, one JSON line per request: '-' for stderr, a file, or 'off'.",
 )
 @click.option("--no-mcp", is_flag=True, help="Do not serve MCP at /mcp.")
+@create_option
 def serve(
     db: str,
     host: str,
@@ -104,6 +117,7 @@ def serve(
     max_upload: int,
     access_log: str,
     no_mcp: bool,
+    create: bool,
 ) -> None:
     """Serve an index: the HTTP API under /v1, the web explorer at /, MCP at /mcp.
 
@@ -136,13 +150,15 @@ def serve(
             max_upload=max_upload,
             access_log=None if access_log == "off" else access_log,
             mcp=not no_mcp,
+            create=create,
         ),
     )
 
 
 @click.command("mcp")
 @db_option
-def mcp_command(db: str) -> None:
+@create_option
+def mcp_command(db: str, create: bool) -> None:
     """An MCP server on stdio for an agent: tools ask, query, search_memories, add_memory,
     get_context, get_facts, forget_memory, show_message and list_entities; resources
     for conversations and messages.
@@ -152,8 +168,10 @@ def mcp_command(db: str) -> None:
       {"mcpServers": {"structrag": {"command": "structrag",
                                     "args": ["mcp", "--db", "/path/to/my-index"]}}}
     When `structrag serve` owns the index, point the agent at its /mcp instead.
+    Between calls it lets other commands (`structrag stats`, `memory add`) have the
+    index.
     """
     needs_extra()
     from structrag.server.run import serve_mcp_stdio
 
-    serve_mcp_stdio(db)
+    serve_mcp_stdio(db, create=create)

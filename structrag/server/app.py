@@ -5,13 +5,16 @@ writes on its writer) and answers with the JSON shapes the CLI prints with ``--j
 Errors are JSON: ``{"error": {"code", "message", "hint", "position"}}``, with the status
 the error calls for (400 a bad query or argument, 401 no valid token, 403 outside the
 token's scope, 404 not found, 409 the index's state, 413 too large, 422 a body that is
-not valid JSON or does not fit its schema, 503 shutting down).
+not valid JSON or does not fit its schema, 500 the server's own, with the request id,
+503 shutting down).
 
-Three ASGI layers wrap the routes, outermost first: the request log (one JSON line per
-request), the body limit (413 before the body is read, or as soon as it grows past the
-limit), and the token check (401, or 403 for a path outside the token's scope: anything
-but ``/v1/agents/{agent}/...`` of its own agents needs a token granted the whole index,
-so a route added later is closed to scoped tokens until it says otherwise).
+ASGI layers wrap the routes, outermost first: the request log (one JSON line per
+request, and the 500 of an error no route answered), the loopback check of an open
+server, the body limit (413 before the body is read, or as soon as it grows past the
+limit), the agent's segment (a name holding ``/`` comes percent-encoded), and the token
+check (401, or 403 for a path outside the token's scope: anything but
+``/v1/agents/{agent}/...`` of its own agents needs a token granted the whole index, so a
+route added later is closed to scoped tokens until it says otherwise).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import secrets
 import tempfile
 import time
 from collections.abc import AsyncIterator, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import unquote
@@ -33,6 +36,7 @@ from fastapi import Depends, FastAPI, File, Form, Query, Request, UploadFile
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -56,6 +60,7 @@ from structrag.server.service import (
     JobCancelled,
     ServerClosing,
     Service,
+    ShownError,
     error_dict,
 )
 
@@ -84,7 +89,7 @@ _STATUS: list[tuple[type[StructragError], int]] = [
 
 
 def status_of(exc: StructragError) -> int:
-    if isinstance(exc, BatchItemError):
+    if isinstance(exc, BatchItemError | ShownError):
         return status_of(exc.cause)
     return next((code for kind, code in _STATUS if isinstance(exc, kind)), 400)
 
@@ -143,11 +148,30 @@ def create_app(
     _errors(app)
     _routes(app, service)
     if mcp_server is not None:
+
+        @app.get("/mcp", include_in_schema=False)
+        def no_stream() -> JSONResponse:
+            """The endpoint is stateless and answers each POST with JSON: there is no
+            stream for the server's own messages to open (405, as MCP's transport
+            prescribes; the SDK would hold an SSE stream open that nothing writes to)."""
+            answer = error_response(
+                405,
+                {
+                    "code": "method_not_allowed",
+                    "message": "GET /mcp: this MCP endpoint is stateless and answers each "
+                    "POST with JSON; it opens no event stream",
+                    "hint": "send JSON-RPC requests with POST /mcp",
+                },
+            )
+            answer.headers["allow"] = "POST"
+            return answer
+
         http = mcp_server.streamable_http_app(
             streamable_http_path="/mcp", stateless_http=True, json_response=True, host=host
         )
         app.router.routes.extend(r for r in http.routes if getattr(r, "path", "") == "/mcp")
     app.add_middleware(TokenCheck, tokens=tokens)
+    app.add_middleware(AgentSegment)
     app.add_middleware(BodyLimit, max_body=max_body, max_upload=max_upload)
     if not tokens.required:
         app.add_middleware(LoopbackHost)
@@ -171,8 +195,8 @@ def _errors(app: FastAPI) -> None:
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         cause = exc.__cause__
         if isinstance(cause, UnicodeDecodeError):  # FastAPI's "error parsing the body"
-            return error_response(
-                400,
+            return error_response(  # as any body that is not JSON: 422 invalid_json
+                422,
                 {
                     "code": "invalid_json",
                     "message": f"the body is not UTF-8 text: byte 0x{cause.object[cause.start]:02x}"
@@ -182,20 +206,14 @@ def _errors(app: FastAPI) -> None:
                 },
             )
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        hint = None
+        if exc.status_code == 404 and request.url.path.startswith("/v1/agents/"):
+            hint = (
+                "an agent's routes are /v1/agents/{agent}/memories, .../context, .../facts, "
+                "...; an agent name holding '/' goes percent-encoded (team%2Fbot)"
+            )
         return error_response(
-            exc.status_code, {"code": code, "message": str(exc.detail), "hint": None}
-        )
-
-    @app.exception_handler(Exception)
-    async def internal(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("internal error on %s %s", request.method, request.url.path)
-        return error_response(
-            500,
-            {
-                "code": "internal",
-                "message": f"internal error ({type(exc).__name__}); the server's log has it",
-                "hint": None,
-            },
+            exc.status_code, {"code": code, "message": str(exc.detail), "hint": hint}
         )
 
 
@@ -240,7 +258,9 @@ def grant_of(request: Request) -> Grant:
 
 def agent_scope(agent: str, request: Request) -> str:
     """The path's agent, checked against the token (the token check did so already by
-    the path; this says it again where the route is defined)."""
+    the path; this says it again where the route is defined). The segment comes as the
+    client encoded it (see :class:`AgentSegment`): decoded here."""
+    agent = unquote(agent)
     grant_of(request).require_agent(agent)
     return agent
 
@@ -397,7 +417,10 @@ def _routes(app: FastAPI, service: Service) -> None:
                 date_order="mdy" if date_order == "mdy" else "dmy" if date_order else None,
                 force=force,
             )
-            job = service.start_ingest(paths, options, names=names, uploads=folder)
+            # The inputs' check reads them: off the event loop.
+            job = await run_in_threadpool(
+                service.start_ingest, paths, options, names=names, uploads=folder
+            )
         except BaseException:
             import shutil
 
@@ -429,10 +452,7 @@ def _routes(app: FastAPI, service: Service) -> None:
     def add_memory(agent: Agent, body: s.MemoryIn) -> dict[str, Any]:
         """Store a memory; it is extracted and searchable when this returns."""
         fields = body.model_dump(exclude={"text"})
-        if body.timestamp is not None and body.timestamp.tzinfo is not None:
-            from datetime import UTC
-
-            fields["timestamp"] = body.timestamp.astimezone(UTC).replace(tzinfo=None)
+        fields["timestamp"] = naive_utc(body.timestamp)
         return service.add_memory(agent, body.text, **fields)
 
     @app.get(f"{memory}/memories", response_model=list[s.MemoryOut], tags=["memory"])
@@ -447,13 +467,21 @@ def _routes(app: FastAPI, service: Service) -> None:
     ) -> list[dict[str, Any]]:
         """The newest memories, newest first."""
         return service.recent_memories(
-            agent, room=room, count=count, table=table, start=start, end=end, user=user
+            agent,
+            room=room,
+            count=count,
+            table=table,
+            start=naive_utc(start),
+            end=naive_utc(end),
+            user=user,
         )
 
     @app.post(f"{memory}/memories/search", response_model=list[s.HitOut], tags=["memory"])
     def search(agent: Agent, body: s.SearchIn) -> list[dict[str, Any]]:
         """The memories that best answer the query, best first."""
-        return service.search_memories(agent, body.query, **body.model_dump(exclude={"query"}))
+        fields = body.model_dump(exclude={"query"})
+        fields.update(start=naive_utc(body.start), end=naive_utc(body.end))
+        return service.search_memories(agent, body.query, **fields)
 
     @app.get(f"{memory}/memories/count", response_model=s.CountOut, tags=["memory"])
     def count(
@@ -533,6 +561,14 @@ def _routes(app: FastAPI, service: Service) -> None:
         return FileResponse(STATIC / "index.html", media_type="text/html")
 
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
+
+
+def naive_utc(moment: datetime | None) -> datetime | None:
+    """A time as memories store them: naive UTC (``...Z`` and ``+02:00`` converted; a
+    time without a zone is taken as UTC already)."""
+    if moment is None or moment.tzinfo is None:
+        return moment
+    return moment.astimezone(UTC).replace(tzinfo=None)
 
 
 def _ingest_options(body: s.IngestIn) -> IngestOptions:
@@ -628,6 +664,42 @@ def _cross_origin(headers: dict[bytes, str], host: str) -> bool:
     if origin is None:
         return False
     return origin == "null" or origin.partition("://")[2].rstrip("/").lower() != host.lower()
+
+
+class AgentSegment:
+    """An agent's name is one segment of ``/v1/agents/{agent}/...``, so a name holding
+    ``/`` (``team/bot``, which ``add_memory`` takes) comes percent-encoded
+    (``team%2Fbot``). The HTTP server decodes the path before the routes see it, which
+    would cut such a name in two; here the agent's segment is put back as the client
+    sent it (``raw_path``), the rest of the path stays decoded, and the routes decode
+    the name (:func:`agent_scope`). Unambiguous: the name is exactly one raw segment,
+    while a memory's id after it may still hold ``/``, encoded or not."""
+
+    PREFIX = "/v1/agents/"
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            scope.setdefault("state", {})  # shared with the copy: the log reads the grant
+            scope = self.rewritten(scope)
+        await self.app(scope, receive, send)
+
+    @classmethod
+    def rewritten(cls, scope: Scope) -> Scope:
+        path, raw = scope.get("path", ""), scope.get("raw_path")
+        prefix = cls.PREFIX.encode()
+        if not (isinstance(raw, bytes) and raw.startswith(prefix) and path.startswith(cls.PREFIX)):
+            return scope
+        segment, slash, _ = raw[len(prefix) :].partition(b"/")
+        if b"%" not in segment or not slash:
+            return scope  # decoding changed nothing in it, or it ends the path
+        encoded = segment.decode("latin-1")
+        decoded = cls.PREFIX + unquote(encoded) + "/"
+        if not path.startswith(decoded):
+            return scope
+        return {**scope, "path": cls.PREFIX + encoded + "/" + path[len(decoded) :]}
 
 
 class TokenCheck:
@@ -736,7 +808,12 @@ def _too_large(limit: int, *, upload: bool) -> dict[str, Any]:
 class AccessLog:
     """One JSON line per request on the ``structrag.server.access`` logger: time, id,
     method, path, status, milliseconds, bytes sent, client, and who (a token's
-    fingerprint, or ``open``). Query strings are left out: they can hold memories."""
+    fingerprint, or ``open``). Query strings are left out: they can hold memories.
+
+    Every answer carries its request id (``x-request-id``). An error no route turned into
+    an answer is a 500 answered here, with the request id in its body as well, and the
+    traceback goes to the server's log under that id: not in an exception handler, which
+    FastAPI runs for ``Exception`` in Starlette's outermost layer, outside this one."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -749,11 +826,13 @@ class AccessLog:
         request_id = secrets.token_hex(6)
         status = 500
         sent = 0
+        answering = False  # the answer has started
 
         async def logging_send(message: Message) -> None:
-            nonlocal status, sent
+            nonlocal status, sent, answering
             if message["type"] == "http.response.start":
                 status = int(message["status"])
+                answering = True
                 message.setdefault("headers", [])
                 message["headers"] = [*message["headers"], (b"x-request-id", request_id.encode())]
             elif message["type"] == "http.response.body":
@@ -762,6 +841,26 @@ class AccessLog:
 
         try:
             await self.app(scope, receive, logging_send)
+        except Exception:
+            log.exception(
+                "internal error on %s %s (request %s)",
+                scope.get("method"),
+                scope.get("path"),
+                request_id,
+            )
+            if not answering:  # once the answer has started, it can only end
+                await _send_error(
+                    logging_send,
+                    500,
+                    {
+                        "code": "internal",
+                        "message": "internal error; the server's log has it under request "
+                        f"id {request_id}",
+                        "hint": "report it with the request id",
+                        "request_id": request_id,
+                    },
+                )
+            status = 500
         finally:
             grant = scope.get("state", {}).get("grant")
             client = scope.get("client")

@@ -23,7 +23,7 @@ from types import FrameType
 import uvicorn
 
 from structrag import __version__
-from structrag.errors import ConfigError, IndexStateError
+from structrag.errors import ConfigError, IndexStateError, shown_path
 from structrag.server.auth import Tokens
 from structrag.server.discovery import (
     ServerInfo,
@@ -57,6 +57,8 @@ class ServeOptions:
     #: Request log: ``-`` for stderr, a file path, or None for none.
     access_log: str | None = "-"
     mcp: bool = True
+    #: Serve a new, empty index when ``--db`` holds none (else that is an error).
+    create: bool = False
 
 
 class JsonLines(logging.Formatter):
@@ -90,6 +92,11 @@ def configure_logging(access_log: str | None) -> None:
     root.setLevel(logging.INFO)
     root.propagate = False
     logging.getLogger("structrag.server.access").disabled = access_log is None
+    # uvicorn's own warnings and errors (a connection it gave up on) as JSON lines too
+    server = logging.getLogger("uvicorn")
+    server.handlers[:] = [handler]
+    server.setLevel(logging.WARNING)
+    server.propagate = False
 
 
 def check_address(host: str, tokens: Tokens) -> None:
@@ -100,6 +107,21 @@ def check_address(host: str, tokens: Tokens) -> None:
             hint="pass --token TOKEN (or --token-file FILE, or STRUCTRAG_SERVER_TOKEN), or "
             "bind to 127.0.0.1",
         )
+
+
+def check_index(directory: Path, *, create: bool) -> None:
+    """A ``--db`` that holds no index is an error (as for ``structrag stats``), not a new,
+    empty index served in its place, unless ``create`` (``--create``)."""
+    from structrag.store.duckdb.store import DB_FILENAME
+
+    if create or (directory / DB_FILENAME).is_file():
+        return
+    shown = shown_path(directory)
+    raise IndexStateError(
+        f"no index at {shown}",
+        hint=f"create one with `structrag ingest FILE --db {shown}`, or pass --create to "
+        "start from a new, empty index",
+    )
 
 
 def check_not_served(directory: Path) -> None:
@@ -183,6 +205,7 @@ def serve(directory: str | Path, options: ServeOptions) -> None:
     directory = Path(directory)
     tokens = Tokens.of(options.token, options.token_file)
     check_address(options.host, tokens)
+    check_index(directory, create=options.create)
     check_not_served(directory)
     configure_logging(options.access_log)
     sock = listen_on(options.host, options.port)
@@ -208,6 +231,7 @@ def serve(directory: str | Path, options: ServeOptions) -> None:
             host=options.host,
             port=options.port,
             log_level="warning",
+            log_config=None,  # its loggers write JSON lines (configure_logging)
             access_log=False,
             timeout_graceful_shutdown=GRACEFUL_SECONDS,
             timeout_keep_alive=KEEP_ALIVE_SECONDS,
@@ -222,14 +246,19 @@ def serve(directory: str | Path, options: ServeOptions) -> None:
         remove_info(directory, service.instance)
 
 
-def serve_mcp_stdio(directory: str | Path, *, readers: int = 1) -> None:
+def serve_mcp_stdio(directory: str | Path, *, create: bool = False) -> None:
     """The MCP tools on stdio, on the index at ``directory`` (a local process: every tool
-    reaches everything). Logs go to stderr; stdout is the protocol's."""
+    reaches everything). Logs go to stderr; stdout is the protocol's.
+
+    It has no reader threads (one agent's calls, one at a time), so nothing pins the
+    index's file: between calls it gives the file up to any process that waits for it,
+    as every command does (``structrag stats``, ``memory add`` work while it idles)."""
     import anyio
 
     from structrag.server.mcp_tools import build_mcp
 
     directory = Path(directory)
+    check_index(directory, create=create)
     served = find_server(directory)
     if served is not None:
         raise IndexStateError(
@@ -238,7 +267,7 @@ def serve_mcp_stdio(directory: str | Path, *, readers: int = 1) -> None:
             hint="or stop the server to run the MCP server on stdio",
         )
     configure_logging("-")
-    service = Service(directory, readers=readers)
+    service = Service(directory, readers=0)
     try:
         anyio.run(build_mcp(service).run_stdio_async)
     finally:

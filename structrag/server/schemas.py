@@ -43,6 +43,11 @@ class ErrorBody(BaseModel):
         default=None,
         description="input_errors: each input of an ingest that failed its check, in order.",
     )
+    request_id: str | None = Field(
+        default=None,
+        description="internal (a 500): the request's id, under which the server logged it "
+        "(every answer carries it in its x-request-id header).",
+    )
 
 
 class ErrorOut(BaseModel):

@@ -9,10 +9,16 @@ reader pins one committed state for a whole request (the store's snapshot and th
 index at the same generation), so it never sees half of a write; while a write is under
 way, readers see the state before it.
 
-Ingest runs as background jobs (:class:`Job`): every input is checked first (nothing is
-written if one is malformed), then each file is one write, so memory writes queued in the
-meantime go in between files. A job can be cancelled; the file being written is then
-rolled back, files finished before it stay.
+Ingest runs as background jobs (:class:`Job`): every input is checked before the job is
+queued (one that is malformed is refused then, and nothing is written; the job checks
+again a file that changed while it waited), then each file is one write, so memory
+writes queued in the meantime go in between files. A job can be cancelled; the file
+being written is then rolled back, files finished before it stay.
+
+With no readers (``readers=0``: ``structrag mcp`` on stdio, one agent's calls) reads run
+on the writer's lane too, one call at a time, and nothing pins the index's file: between
+calls the process gives it up to another that waits for it (``structrag stats``, a
+``memory add``), as every command does.
 
 Reads of memories through the memory API count as reads (``access_count``); here they
 run on a read-only connection, so the counts are written afterwards by the writer, in a
@@ -75,6 +81,17 @@ class BatchItemError(StructragError):
         super().__init__(cause.message, hint=cause.hint)
         self.number = number
         self.cause = cause
+
+
+class ShownError(StructragError):
+    """An error as the API shows it, with an upload's temporary paths replaced by the
+    names it was uploaded as (``shown``: :func:`error_dict`'s answer); the status is the
+    ``cause``'s."""
+
+    def __init__(self, cause: StructragError, shown: dict[str, Any]) -> None:
+        super().__init__(str(shown.get("message", cause.message)), hint=shown.get("hint"))
+        self.cause = cause
+        self.shown = shown
 
 
 class _Reader:
@@ -155,6 +172,9 @@ class Job:
     names: dict[str, str] = field(default_factory=dict)
     uploads: Path | None = None
     cancel: threading.Event = field(default_factory=threading.Event)
+    #: The check made before the job was queued (its estimate, and the size and time of
+    #: each file it read): the job reuses it when no file changed since.
+    checked: tuple[dict[str, Any], list[tuple[str, int, int]]] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -209,6 +229,8 @@ def error_dict(exc: BaseException) -> dict[str, Any]:
         return {"code": "internal", "message": f"{type(exc).__name__}: {exc}", "hint": None}
     if isinstance(exc, BatchItemError):
         return {**error_dict(exc.cause), "position": exc.number}
+    if isinstance(exc, ShownError):
+        return dict(exc.shown)
     data: dict[str, Any] = {
         "code": error_code(exc),
         "message": exc.message,
@@ -245,8 +267,8 @@ class Service:
         settings: RankingSettings = DEFAULT_SETTINGS,
         warm: bool = True,
     ) -> None:
-        if readers < 1:
-            raise ValueError("a service needs at least one reader")
+        if readers < 0:
+            raise ValueError("a service's readers are 0 or more")
         self.directory = Path(directory)
         self.instance = secrets.token_hex(8)
         self.started = _now()
@@ -278,7 +300,10 @@ class Service:
     # -- lanes ----------------------------------------------------------------------------
 
     def read(self, fn: Callable[[Index], T]) -> T:
-        """Run ``fn`` on a reader, at one committed state of the index."""
+        """Run ``fn`` on a reader, at one committed state of the index (with no readers:
+        on the writer, in turn with the writes)."""
+        if not self._all_readers:
+            return self._on_writer(fn)
         while True:
             if self._closed:
                 raise ServerClosing("the server has shut down")
@@ -294,6 +319,16 @@ class Service:
     def write(self, fn: Callable[[Index], T]) -> T:
         """Run ``fn`` on the writer (one write at a time, in order) and wait for it."""
         return self.submit_write(fn).result()
+
+    def _on_writer(self, fn: Callable[[Index], T]) -> T:
+        """A read with no readers: on the writer's lane, so it never sees half a write."""
+        try:
+            if self._closed:
+                raise RuntimeError("closed")
+            future = self._write_lane.submit(fn, self.writer)
+        except RuntimeError:  # the lane was shut down
+            raise ServerClosing("the server has shut down") from None
+        return future.result()
 
     def submit_write(self, fn: Callable[[Index], T]) -> Future[T]:
         if self._closing.is_set():
@@ -317,6 +352,8 @@ class Service:
         parse("Warm the pipeline up before the first request.")
         if not self.writer.stats()["messages"]:
             return
+        if not self._all_readers:
+            self._on_writer(lambda index: index.ask("What happened?", budget=200))
         for reader in self._all_readers:
             with reader.pinned() as index:
                 index.ask("What happened?", budget=200)
@@ -332,11 +369,27 @@ class Service:
     def messages(
         self, conversation: str, *, offset: int = 0, limit: int = 50, around: str | None = None
     ) -> dict[str, Any]:
-        return self.read(
-            lambda index: shapes.message_page(
+        """A page of a conversation's messages; ``around``: the page holding that message
+        (one the conversation does not hold is not found, not its first page)."""
+
+        def page(index: Index) -> dict[str, Any]:
+            found = shapes.message_page(
                 index, conversation, offset=offset, limit=limit, around=around
             )
-        )
+            if (
+                around is not None
+                and not index.sql(
+                    "SELECT count(*) FROM v_messages WHERE conversation = ? AND message_id = ?",
+                    [conversation, around],
+                )[0][0]
+            ):
+                raise NotFoundError(
+                    f"no message {around!r} in conversation {conversation!r}",
+                    hint="around takes the id of one of the conversation's messages",
+                )
+            return found
+
+        return self.read(page)
 
     def show(self, message_id: str, conversation: str | None = None) -> dict[str, Any]:
         return self.read(lambda index: index.show(message_id, conversation))
@@ -507,17 +560,33 @@ class Service:
         names: dict[str, str] | None = None,
         uploads: Path | None = None,
     ) -> Job:
-        """Queue an ingest job; it runs in the background (see the module docstring).
-        Options no input could be read with are refused here, not by the job."""
+        """Check the inputs, then queue an ingest job; it runs in the background (see the
+        module docstring). Options no input could be read with, an LLM extractor with no
+        LLM configured and inputs that fail their check are refused here (the API's 400),
+        not by the job; an upload's error names the file as it was uploaded."""
         if self._closing.is_set():
             raise ServerClosing("the server is shutting down and takes no more writes")
+        names = dict(names or {})
         options.check()
+        if options.extractor in ("llm", "hybrid") and options.llm is None:
+            from structrag.llm.config import LLMConfig
+
+            LLMConfig.resolve()  # no endpoint or model configured: a ConfigError now
+        inputs = [str(p) for p in paths]
+        try:
+            stamps = _stamps(inputs, options)
+            estimate = self.read(lambda index: index.estimate(inputs, options))
+        except StructragError as exc:
+            if not names:
+                raise
+            raise ShownError(exc, _shown(names, error_dict(exc))) from exc
         job = Job(
             id="job-" + secrets.token_hex(6),
-            inputs=[str(p) for p in paths],
+            inputs=inputs,
             options=_options_dict(options),
-            names=dict(names or {}),
+            names=names,
             uploads=uploads,
+            checked=(estimate, stamps),
         )
         with self._jobs_lock:
             self._jobs[job.id] = job
@@ -558,8 +627,13 @@ class Service:
             if job.cancel.is_set():
                 raise JobCancelled("the job was cancelled before it started")
             job.state = "checking"
-            # Every input is read and checked before anything is written.
-            estimate = self.read(lambda index: index.estimate(job.inputs, options))
+            # Every input is read and checked before anything is written: again, unless
+            # no file changed since the check made before the job was queued.
+            checked, job.checked = job.checked, None
+            if checked is not None and checked[1] == _stamps(job.inputs, options):
+                estimate = checked[0]
+            else:
+                estimate = self.read(lambda index: index.estimate(job.inputs, options))
             job.total = sum(
                 s["messages_added"] + s["messages_updated"] + s["messages_unchanged"]
                 for s in estimate["sources"]
@@ -576,7 +650,7 @@ class Service:
                 reports = self.write(
                     partial(_ingest_one, path=path, options=options, progress=progress)
                 )
-                job.reports.extend(self._shown(job, r.as_dict()) for r in reports)
+                job.reports.extend(_shown(job.names, r.as_dict()) for r in reports)
                 job.files_done += 1
             for folder, why in inputs.skipped:
                 job.reports.append({"path": folder, "format": "folder", "skipped": why})
@@ -590,7 +664,7 @@ class Service:
             job.error = error_dict(exc)
         except StructragError as exc:
             job.state = "failed"
-            job.error = self._shown(job, error_dict(exc))
+            job.error = _shown(job.names, error_dict(exc))
         except Exception as exc:
             log.exception("ingest job %s failed", job.id)
             job.state = "failed"
@@ -599,17 +673,6 @@ class Service:
             job.finished_at = _now().isoformat()
             if job.uploads is not None:
                 shutil.rmtree(job.uploads, ignore_errors=True)
-
-    @staticmethod
-    def _shown(job: Job, data: dict[str, Any]) -> dict[str, Any]:
-        """An upload's temporary path replaced by the name it was uploaded as."""
-        for path, name in job.names.items():
-            for key, value in list(data.items()):
-                if isinstance(value, str) and path in value:
-                    data[key] = value.replace(path, name)
-                elif isinstance(value, dict):
-                    data[key] = Service._shown(job, value)
-        return data
 
     # -- shutting down --------------------------------------------------------------------
 
@@ -646,6 +709,36 @@ class Service:
     @property
     def closing(self) -> bool:
         return self._closing.is_set()
+
+
+def _shown(names: dict[str, str], data: Any) -> Any:
+    """``data`` (an error or a report, as the API shows it) with each upload's temporary
+    path replaced by the name it was uploaded as, in every string of it, however deep
+    (the errors of ``input_errors`` are a list of dicts)."""
+    if isinstance(data, str):
+        for path, name in names.items():
+            data = data.replace(path, name)
+        return data
+    if isinstance(data, dict):
+        return {key: _shown(names, value) for key, value in data.items()}
+    if isinstance(data, list | tuple):
+        return type(data)(_shown(names, value) for value in data)
+    return data
+
+
+def _stamps(inputs: Sequence[str], options: IngestOptions) -> list[tuple[str, int, int]]:
+    """The files an ingest of ``inputs`` reads, each with its size and modification time
+    (a missing one as -1: its check fails by name)."""
+    from structrag.importers import expand_inputs
+
+    stamps = []
+    for path in expand_inputs(inputs, options.exclude).paths:
+        try:
+            stat = path.stat()
+            stamps.append((str(path), stat.st_size, stat.st_mtime_ns))
+        except OSError:
+            stamps.append((str(path), -1, -1))
+    return stamps
 
 
 def _ingest_one(
