@@ -243,6 +243,11 @@ def test_during_keeps_the_turns_around_a_topic(ix: Index) -> None:
     found = ids(ix, "during:sailboat")
     assert {"m8", "m9", "m10"} <= set(found)
     assert "m30" not in found
+    # three turns from the messages that say it (m11, m26, and m13's topic), not from
+    # their text windows
+    beagle = set(ids(ix, "during:beagle"))
+    assert {"m11", "m14", "m16", "m23", "m26"} <= beagle
+    assert not {"m18", "m21"} & beagle
 
 
 def test_conversation_scope_and_unknown_conversation(ix: Index) -> None:

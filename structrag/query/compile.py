@@ -298,7 +298,10 @@ class Compiler:
                 return RelativeTime(node.text, node.keyword)
             return Filter(described, MessageFilter(start=node.start, end=node.end))
         if isinstance(node, ast.DuringScope):
-            about = self.group((ast.Term(node.topic, phrase=" " in node.topic),))
+            # the messages that say it themselves (not their text windows'): the radius
+            # counts from them
+            term = ast.Term(node.topic, phrase=" " in node.topic)
+            about = self.exact(ast.Or((term,)))
             return During(AnyOf([about, TopicMatch(node.topic)]), self.settings.during_radius)
         return Filter(described, MessageFilter(meta=((node.key, node.op, node.value),)))
 
