@@ -84,6 +84,16 @@ def test_a_category_of_two_words_is_not_its_head_words(tmp_path: Path) -> None:
         assert "watercolor" in index.query("kind:arts").plan  # the head word alone still is
 
 
+def test_a_boosted_scope_alone_in_its_group_names_itself(ix: Index) -> None:
+    from structrag import QueryError
+
+    for expression in ("knee AND speaker:Marco^2", "NOT speaker:Marco^2", "speaker:Marco^2"):
+        with pytest.raises(QueryError, match=r"speaker:Marco\^2 only prefers") as info:
+            ix.query(expression)
+        assert "AND, OR and NOT make groups" in str(info.value)
+    assert ids(ix, "knee speaker:Marco^2")  # beside words it prefers
+
+
 def test_topic_pattern(ix: Index) -> None:
     found = ids(ix, 'topic:"cooking class"')
     assert "m18" in found

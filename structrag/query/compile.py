@@ -160,9 +160,13 @@ class Compiler:
             fused.append(("vector", s.vector_weight, VectorMatch(words)))
         if not fused:
             if prefers and not filters:
+                alone = " ".join(i.to_query() for i in items)
                 raise QueryError(
-                    "a boosted scope only prefers: the group has nothing for it to prefer",
-                    hint="add words or a pattern, or drop the ^ to restrict",
+                    f"{alone} only prefers, and nothing beside it in its group is there "
+                    "to prefer (AND, OR and NOT make groups of their operands)",
+                    hint="put it beside words or a pattern in one group (knee "
+                    "speaker:Marco^2, not knee AND speaker:Marco^2), or drop the ^ to "
+                    "restrict",
                 )
             return _all(filters)
         if prefers:
