@@ -94,6 +94,23 @@ def test_a_boosted_scope_alone_in_its_group_names_itself(ix: Index) -> None:
     assert ids(ix, "knee speaker:Marco^2")  # beside words it prefers
 
 
+def test_metadata_conditions_say_when_no_message_has_the_key(tmp_path: Path) -> None:
+    chat = tmp_path / "c.jsonl"
+    chat.write_text(
+        '{"speaker": "Ana", "text": "first", "metadata": {"channel": "dm"}}\n'
+        '{"speaker": "Bo", "text": "second", "metadata": {"channel": "team"}}\n'
+        '{"speaker": "Ana", "text": "third"}\n'
+    )
+    with Index(tmp_path / "ix") as index:
+        index.ingest([chat])
+        found = index.query("meta.chanel = dm")
+        assert not found.messages
+        assert "no message in scope has the metadata key 'chanel' (keys: channel)" in found.notes
+        # a message without the key is not equal to the value either: != is NOT =
+        assert ids(index, "meta.channel != dm") == ids(index, "NOT meta.channel = dm")
+        assert set(ids(index, "meta.channel != dm")) == {"2", "3"}
+
+
 def test_topic_pattern(ix: Index) -> None:
     found = ids(ix, 'topic:"cooking class"')
     assert "m18" in found

@@ -715,6 +715,14 @@ def _why_nothing(node: ast.Node, view: ConversationView) -> list[str]:
         ):
             shown = ", ".join(view.speakers[:8]) + (" ..." if len(view.speakers) > 8 else "")
             notes.append(f"no one called {item.name!r} speaks in scope (speakers: {shown})")
+        elif isinstance(item, ast.MetaFilter):
+            keys = view.owner.store.metadata_keys(view.conversation)
+            if item.key.split(".")[0] not in keys:
+                shown = ", ".join(keys[:10]) + (" ..." if len(keys) > 10 else "")
+                notes.append(
+                    f"no message in scope has the metadata key {item.key!r}"
+                    + (f" (keys: {shown})" if keys else " (its messages have no metadata)")
+                )
         elif isinstance(item, ast.ConversationScope) and not view.has_conversation(
             item.conversation
         ):

@@ -416,6 +416,11 @@ class KnowledgeStore(Protocol):
         ``facts`` ...)."""
         ...
 
+    def metadata_keys(self, conversation: str | None) -> list[str]:
+        """The top-level keys of the messages' metadata (of a conversation, or all),
+        sorted."""
+        ...
+
     def digest(self, conversation: str) -> bytes | None:
         """The conversation's digest as an ingest stored it (:mod:`structrag.query.digest`),
         None when it has none: no ingest wrote it, or another write changed it since."""

@@ -68,6 +68,9 @@ def _meta_clause(key: str, op: str, value: str) -> tuple[str, list[Any]]:
     Numbers compare as numbers when both sides are numeric; text compares case-insensitively.
     """
     path = "$." + key
+    if op == "!=":  # a message without the key is not equal to the value either
+        clause, bound = _meta_clause(key, "=", value)
+        return f"NOT coalesce({clause}, false)", bound
     if op == "contains":
         return "contains(lower(json_extract_string(metadata, ?)), lower(?))", [path, value]
     sql_op = _COMPARATORS[op]
@@ -490,6 +493,14 @@ class DuckDBReader:
             speakers=_object_column(found["speaker"]),
             timestamps=_timestamp_column(found["ts"]),
         )
+
+    def metadata_keys(self, conversation: str | None) -> list[str]:
+        rows = self.sql(
+            "SELECT DISTINCT unnest(json_keys(metadata)) FROM messages "
+            "WHERE metadata IS NOT NULL AND (? IS NULL OR conversation = ?)",
+            [conversation, conversation],
+        )
+        return sorted(str(k) for (k,) in rows)
 
     def memory_tables(self) -> set[str]:
         return {str(t) for (t,) in self.sql("SELECT DISTINCT memory_table FROM messages")}
