@@ -7,6 +7,7 @@ builtin exception where the meaning matches, so ``except ValueError`` still work
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -91,7 +92,13 @@ class NotFoundError(StructragError, LookupError):
 
 
 class QuerySyntaxError(StructragError, ValueError):
-    """A query expression that does not parse; carries the position and a caret snippet."""
+    """A query expression that does not parse; carries the position and a caret snippet.
+
+    ``line`` and ``column`` count from 1 (``column`` in characters). ``snippet`` is the
+    error's line and a caret under the error: at most :data:`SNIPPET_SIDE` columns each
+    side of it (``…`` marks what is cut), tabs expanded, wide characters (CJK, emoji)
+    counted as two columns so that the caret stands under the character in a terminal.
+    The message names the line too when the query has several."""
 
     def __init__(self, query: str, position: int, message: str, *, hint: str | None = None):
         self.query = query
@@ -102,15 +109,64 @@ class QuerySyntaxError(StructragError, ValueError):
             line_end = len(query)
         self.line = query.count("\n", 0, self.position) + 1
         self.column = self.position - line_start + 1
-        snippet = query[line_start:line_end]
-        caret = " " * (self.position - line_start) + "^"
-        self.snippet = f"{snippet}\n{caret}"
+        shown, caret = _caret_window(query[line_start:line_end], self.position - line_start)
+        self.snippet = f"{shown}\n{caret}"
+        where = f"column {self.column}"
+        if "\n" in query:
+            where = f"line {self.line}, {where}"
         super().__init__(
-            f"query syntax error at position {self.position} (column {self.column}): "
-            f"{message}\n  {snippet}\n  {caret}",
+            f"query syntax error at position {self.position} ({where}): "
+            f"{message}\n  {shown}\n  {caret}",
             hint=hint,
         )
         self.detail = message
+
+
+#: How many columns of a query a syntax error shows on each side of the caret.
+SNIPPET_SIDE = 40
+_TAB = 8
+
+
+def _cells(line: str) -> list[tuple[str, int]]:
+    """Each character of a line as a terminal shows it, with its width in columns: tabs
+    expanded, wide characters two columns, combining marks none, control characters as
+    U+FFFD."""
+    cells: list[tuple[str, int]] = []
+    column = 0
+    for char in line:
+        if char == "\t":
+            width = _TAB - column % _TAB
+            shown = " " * width
+        elif unicodedata.category(char) in ("Mn", "Me", "Cf"):
+            shown, width = char, 0
+        elif unicodedata.category(char) == "Cc" or char in "\u2028\u2029":
+            shown, width = "\ufffd", 1
+        else:
+            shown, width = char, 2 if unicodedata.east_asian_width(char) in "WF" else 1
+        cells.append((shown, width))
+        column += width
+    return cells
+
+
+def _caret_window(line: str, index: int) -> tuple[str, str]:
+    """The part of ``line`` around character ``index`` and a caret line under it."""
+    cells = _cells(line)
+    starts = [0]
+    for _, width in cells:
+        starts.append(starts[-1] + width)
+    at = starts[min(index, len(cells))]
+    first = 0
+    while at - starts[first] > SNIPPET_SIDE:
+        first += 1
+    last = len(cells)
+    while starts[last] - at > SNIPPET_SIDE + 1 and last > index + 1:
+        last -= 1
+    while first < len(cells) and cells[first][1] == 0 and first < index:
+        first += 1  # do not start on a combining mark
+    left = "…" if first > 0 else ""
+    right = "…" if last < len(cells) else ""
+    shown = left + "".join(text for text, _ in cells[first:last]) + right
+    return shown, " " * (at - starts[first] + len(left)) + "^"
 
 
 class QueryError(StructragError, ValueError):

@@ -115,7 +115,7 @@ def test_rendering_round_trips(text: str) -> None:
         ('when:"blah blah"', 5, "as a time"),
         ("entity(colour=red)", 7, "no argument 'colour'"),
         ("   ", 0, "empty query"),
-        ("NOT " * 4000 + "x", 0, "nests too deeply"),
+        ("NOT " * 4000 + "x", 400, "nests more than 100 levels deep"),
         ("meta.session. = 1", 12, "unexpected '.'"),
         ("word^0", 4, "above 0"),
         ("Biscuit)", 7, "this ')' closes no '('"),
@@ -128,8 +128,9 @@ def test_errors_point_at_the_problem(text: str, position: int, message: str) -> 
     err = info.value
     assert err.position == position
     assert message in str(err)
-    caret_line = err.snippet.splitlines()[1]
-    assert caret_line.index("^") == position - (text.rfind("\n", 0, position) + 1)
+    line, caret_line = err.snippet.splitlines()
+    if not line.startswith("…"):  # a long line is shown around the error
+        assert caret_line.index("^") == position - (text.rfind("\n", 0, position) + 1)
 
 
 def test_grammar_ships_in_the_package() -> None:
@@ -181,6 +182,18 @@ _FRAGMENTS = st.sampled_from(
         "\n",
         "\t",
         "\x00",
+        "\u00a0",
+        "\u201c",
+        "\u201d",
+        "\u2018",
+        "\u2019",
+        "'s",
+        "s'",
+        "-",
+        "2023-05-01",
+        " .. ",
+        "^2x",
+        "after",
     ]
 )
 
@@ -230,3 +243,311 @@ def test_an_operator_word_as_a_value_is_a_value(text: str) -> None:
     scope, pattern or condition it is read as before (and printed back quoted)."""
     node = parse(text)
     assert parse(node.to_query()) == node
+
+
+# -- nesting ----------------------------------------------------------------------------------
+
+
+def _nested_or(levels: int) -> str:
+    return "(knee OR " * levels + "knee" + ")" * levels
+
+
+@pytest.mark.parametrize("levels", [101, 250, 500, 1500])
+def test_nesting_deeper_than_the_limit_is_a_syntax_error_at_its_bracket(levels: int) -> None:
+    """500 levels broke lark's transformer (a VisitError wrapping a RecursionError); 250
+    parsed, then rendering the AST back to text recursed too deep."""
+    from structrag.query.parser import MAX_QUERY_DEPTH
+
+    assert MAX_QUERY_DEPTH == 100
+    text = _nested_or(levels)
+    with pytest.raises(QuerySyntaxError) as info:
+        parse(text)
+    assert info.value.position == len("(knee OR ") * 100  # the 101st '('
+    assert text[info.value.position] == "("
+    assert "nests more than 100 levels deep" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        _nested_or(100),
+        "NOT " * 100 + "knee",
+        "(knee NOT " * 50 + "knee" + ")" * 50,  # two levels a bracket: a group and a NOT
+        "(" * 49 + "knee" + " speaker:Marco^2)^2" * 49,
+    ],
+)
+def test_nesting_up_to_the_limit_parses_and_renders_back(text: str) -> None:
+    node = parse(text)
+    assert parse(node.to_query()) == node
+
+
+def test_a_chain_of_nots_too_long_points_at_the_first_not_too_many() -> None:
+    with pytest.raises(QuerySyntaxError) as info:
+        parse("NOT " * 101 + "knee")
+    assert info.value.position == 400
+
+
+# -- date ranges ------------------------------------------------------------------------------
+
+_MAY_8_TO_25 = (datetime(2023, 5, 8), datetime(2023, 5, 26))
+
+
+@pytest.mark.parametrize(
+    ("text", "written"),
+    [
+        ('date:"8 May 2023"..2023-05-25', "8 May 2023..2023-05-25"),
+        ('date:"8 May 2023".."25 May 2023"', "8 May 2023..25 May 2023"),
+        ('date:2023-05-08.."25 May 2023"', "2023-05-08..25 May 2023"),
+        ("date:2023-05-08 ..2023-05-25", "2023-05-08..2023-05-25"),
+        ("date:2023-05-08 .. 2023-05-25", "2023-05-08..2023-05-25"),
+        ("date:2023-05-08.. 2023-05-25", "2023-05-08..2023-05-25"),
+        ("date:2023-05-08..2023-05-25", "2023-05-08..2023-05-25"),
+        ('date:"8 May 2023..25 May 2023"', "8 May 2023..25 May 2023"),
+    ],
+)
+def test_a_date_range_reads_its_ends_bare_or_quoted(text: str, written: str) -> None:
+    """A quoted end was read as the whole date, and the rest (..2023-05-25) as a word."""
+    node = parse(text)
+    assert node == ast.TimeScope(*_MAY_8_TO_25, written, "date")
+    assert parse(node.to_query()) == node
+    assert parse(text + " knee") == ast.Or((node, ast.Term("knee")))
+
+
+def test_a_range_open_at_one_end_renders_back_before_a_word() -> None:
+    for text in ('date:"2023-05-08.." knee', "date:..2023-05-25 knee", "after:2023-05.. "):
+        node = parse(text)
+        assert parse(node.to_query()) == node, text
+    assert parse('date:"2023-05-08.." knee') == ast.Or(
+        (ast.TimeScope(datetime(2023, 5, 8), None, "2023-05-08..", "date"), ast.Term("knee"))
+    )
+
+
+def test_a_word_after_an_open_range_is_read_as_its_end_and_the_hint_says_to_quote() -> None:
+    with pytest.raises(QuerySyntaxError) as info:
+        parse("date:2023-05.. knee")
+    assert info.value.position == 5 and "cannot read '2023-05..knee' as a date" in str(info.value)
+    assert info.value.hint and 'date:"2023-05.."' in info.value.hint
+
+
+@pytest.mark.parametrize("text", ["date:..", "date: .. ", 'date:".."', "after:..", "before:.."])
+def test_a_range_with_no_end_is_refused(text: str) -> None:
+    """date:.. matched every message."""
+    with pytest.raises(QuerySyntaxError) as info:
+        parse(text)
+    assert "needs a date on at least one side" in str(info.value)
+    assert text[info.value.position] in '."'
+
+
+# -- operator words, boosts ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Biscuit NOT-boat", ast.Or((ast.Term("Biscuit"), ast.Term("NOT-boat")))),
+        ("knee OR-tools", ast.Or((ast.Term("knee"), ast.Term("OR-tools")))),
+        ("OR-tools", ast.Term("OR-tools")),
+        ("AND.", ast.Term("AND.")),
+        ("knee ORacle", ast.Or((ast.Term("knee"), ast.Term("ORacle")))),
+        ("knee OR(boat)", ast.Or((ast.Term("knee"), ast.Term("boat")), explicit=True)),
+        ("knee NOT\tboat", ast.Or((ast.Term("knee"), ast.Not(ast.Term("boat"))))),
+        ('knee NOT"boat"', ast.Or((ast.Term("knee"), ast.Not(ast.Term("boat"))))),
+    ],
+)
+def test_an_operator_word_glued_to_a_word_is_part_of_it(text: str, expected: ast.Node) -> None:
+    node = parse(text)
+    assert node == expected
+    assert parse(node.to_query()) == node
+
+
+@pytest.mark.parametrize(
+    ("text", "position"), [("knee^2bakery", 4), ("a^1e3", 1), ("a^2.5.1", 1), ("(a b)^2x", 5)]
+)
+def test_a_malformed_boost_is_refused_not_split(text: str, position: int) -> None:
+    with pytest.raises(QuerySyntaxError) as info:
+        parse(text)
+    assert info.value.position == position and "unexpected '^'" in str(info.value)
+    assert info.value.hint and "boost" in info.value.hint
+
+
+def test_a_boost_is_ended_by_a_space_a_bracket_or_the_end() -> None:
+    assert parse("(a^2.5 b^3)^2") == ast.Boost(
+        ast.Or((ast.Term("a", weight=2.5), ast.Term("b", weight=3.0))), 2.0
+    )
+
+
+# -- argument errors ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "position", "message"),
+    [
+        ("action(Kevin, entity:x)", 14, "the verb of an action cannot be an entity pattern"),
+        ("entity(entity:x)", 7, "cannot contain another entity pattern"),
+        ("entity(name=Ann, entity(type=x))", 17, "cannot contain another entity pattern"),
+        ("action(Kevin, tell, *, Satya, *)", 30, "at most four positional arguments"),
+        ("action(verb=tell, *)", 18, "positional arguments must come before named ones"),
+        ("entity(name=Biscuit, name=Luna)", 21, "name is given twice"),
+        ("entity(Biscuit, name=Luna)", 16, "name is given twice"),
+        ("entity(*, name=Luna)", 10, "name is given twice"),
+        ("entity(facet.=x)", 7, "'facet.' names no facet"),
+        ("entity(type=pet, facet..age=4)", 17, "'facet..age' names no facet"),
+    ],
+)
+def test_argument_errors_point_at_the_argument(text: str, position: int, message: str) -> None:
+    """A positional entity pattern or * was reported at position 0; a second name replaced
+    the first."""
+    with pytest.raises(QuerySyntaxError) as info:
+        parse(text)
+    assert info.value.position == position
+    assert message in str(info.value)
+
+
+def test_several_types_and_facets_are_still_allowed() -> None:
+    assert parse("entity(Ann, type=person, type=pet, facet.age=4)") == ast.EntityPattern(
+        "Ann", ("person", "pet"), (ast.FacetCondition("age", "4"),)
+    )
+
+
+# -- spaces, quotes, apostrophes ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "same_as"),
+    [
+        ("knee\u00a0bakery", "knee bakery"),
+        ("knee\u2003bakery\u3000boat", "knee bakery boat"),
+        ("speaker:Marco\u00a0knee", "speaker:Marco knee"),
+        ("\u201ccooking class\u201d", '"cooking class"'),
+        ("\u2018cooking class\u2019", "'cooking class'"),
+        ("\u201ccooking class\u201d^2 AND knee", '"cooking class"^2 AND knee'),
+        ("topic:\u201cmental health\u201d", 'topic:"mental health"'),
+        ("\u2018Marco\u2019s boat\u2019", "'Marco\u2019s boat'"),
+    ],
+)
+def test_unicode_spaces_and_typographic_quotes(text: str, same_as: str) -> None:
+    """A no-break space was an unexpected character; “cooking class” was two words with
+    quotes in them."""
+    assert parse(text) == parse(same_as)
+
+
+def test_a_lone_typographic_quote_is_an_error_with_a_hint() -> None:
+    for text, position in (("\u201ccooking class", 0), ("cooking class\u201d", 13)):
+        with pytest.raises(QuerySyntaxError) as info:
+            parse(text)
+        assert info.value.position == position and info.value.hint
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Marco's boat", ast.Or((ast.Term("Marco's"), ast.Term("boat")))),
+        (
+            "Marco's boat and Priya's bakery",
+            ast.Or(tuple(ast.Term(w) for w in ("Marco's", "boat", "and", "Priya's", "bakery"))),
+        ),
+        ("the Joneses' dog", ast.Or(tuple(ast.Term(w) for w in ("the", "Joneses'", "dog")))),
+        ("Marco\u2019s boat", ast.Or((ast.Term("Marco\u2019s"), ast.Term("boat")))),
+        ("'Marco's boat'", ast.Term("Marco's boat", phrase=True)),
+        ("'it's' 'a b'", ast.Or((ast.Term("it's"), ast.Term("a b", phrase=True)))),
+        ("entity:Marco's", ast.EntityPattern("Marco's")),
+        ("action(Marco, adopt, Marco's)", ast.ActionPattern("Marco", "adopt", "Marco's")),
+    ],
+)
+def test_an_apostrophe_in_a_word_is_part_of_it(text: str, expected: ast.Node) -> None:
+    """Marco's boat failed at the apostrophe; two possessives made a phrase of what lay
+    between them."""
+    node = parse(text)
+    assert node == expected
+    assert parse(node.to_query()) == node
+
+
+@pytest.mark.parametrize(
+    "text", ["speaker :Marco", "speaker : Marco", "speaker: Marco", "speaker\u00a0:Marco"]
+)
+def test_spaces_around_a_scopes_colon_are_allowed_as_for_patterns(text: str) -> None:
+    assert parse(text) == parse("speaker:Marco")
+    assert parse("date : 2023-05") == parse("date:2023-05")
+    assert parse("kind : sport") == parse("kind:sport") and parse("entity :x") == parse("entity:x")
+
+
+def test_the_field_hint_lists_every_field() -> None:
+    with pytest.raises(QuerySyntaxError) as info:
+        parse("speakr:Marco")
+    hint = info.value.hint or ""
+    for field in ("speaker:", "date:", "after:", "before:", "when:", "section:"):
+        assert field in hint
+    for field in ("entity:", "type:", "topic:", "kind:", "meta.KEY"):
+        assert field in hint
+
+
+# -- rendering back -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '"entity" (knee OR bakery)',
+        '"action" (knee OR bakery)',
+        '"topic" (knee OR bakery)',
+        'entity:"action" (knee bakery)',
+        'action(Kevin, "topic", *) (knee bakery)',
+        '"NOT-boat" "OR"',
+        '"..x" date:2023',
+    ],
+)
+def test_a_keyword_as_a_word_renders_back_quoted(text: str) -> None:
+    """'"entity" (knee OR bakery)' was shown as entity (knee OR bakery), which does not
+    parse."""
+    node = parse(text)
+    assert parse(node.to_query()) == node
+
+
+# -- error display --------------------------------------------------------------------------
+
+
+def test_a_long_query_shows_a_window_around_the_error() -> None:
+    text = "knee " * 3000 + "ab )" + " bakery" * 356
+    assert len(text) > 17_000
+    with pytest.raises(QuerySyntaxError) as info:
+        parse(text)
+    err = info.value
+    assert err.position == 15_003
+    line, caret = err.snippet.splitlines()
+    assert line.startswith("…") and line.endswith("…") and len(line) < 90
+    assert line[caret.index("^")] == ")"
+    assert len(str(err)) < 400
+
+
+def test_a_multi_line_query_names_the_line() -> None:
+    with pytest.raises(QuerySyntaxError) as info:
+        parse("knee\nbakery\n  boat )")
+    err = info.value
+    assert (err.line, err.column) == (3, 8)
+    assert "(line 3, column 8)" in str(err)
+    assert err.snippet == "  boat )\n       ^"
+
+
+def test_the_caret_stands_under_the_error_after_tabs_and_wide_characters() -> None:
+    import unicodedata
+
+    for text in ("a\tbb\t)", "猫 犬 )", "😀 knee )", "caf\u0065\u0301 )"):
+        with pytest.raises(QuerySyntaxError) as info:
+            parse(text)
+        line, caret = info.value.snippet.splitlines()
+        assert "\t" not in line
+        width = sum(
+            0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1
+            for c in line[: line.index(")")]
+        )
+        assert caret.index("^") == width, text
+
+
+def test_a_short_single_line_error_looks_as_before() -> None:
+    with pytest.raises(QuerySyntaxError) as info:
+        parse("date:2023-13")
+    assert str(info.value).startswith(
+        "query syntax error at position 5 (column 6): cannot read '2023-13' as a date\n"
+        "  date:2023-13\n       ^"
+    )
+    assert info.value.snippet == "date:2023-13\n     ^"

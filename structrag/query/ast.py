@@ -17,16 +17,31 @@ Comparator = Literal["=", "!=", "<", "<=", ">", ">=", "contains"]
 Role = Literal["subject", "verb", "object", "indirect_object"]
 ROLES: tuple[Role, ...] = ("subject", "verb", "object", "indirect_object")
 
-_BARE = re.compile(r"[^\s()\"',=:<>!*^~]+")
-#: An operator word at the start of a value, ended by anything but a word character
-#: ("NOT;"), reads as the operator: such a value is quoted.
-_RESERVED = re.compile(r"(AND|OR|NOT)\b")
+#: What the grammar reads as one word (its WORD terminal, less the apostrophes it allows
+#: inside a word: a value holding one is quoted).
+_BARE = re.compile(r"[^\s()\"',=:<>!*^~“”‘]+")
+#: An operator word followed by a space, a bracket, a double quote or the end reads as the
+#: operator ("NOT-boat" is a word): such a value is quoted.
+_RESERVED = re.compile(r"(AND|OR|NOT)(?=[\s()\"“‘]|$)")
+#: Words that read as a keyword before '(' (``entity (a OR b)``): quoted, so that a word
+#: followed by a bracketed group stays a word.
+_KEYWORDS = frozenset({"entity", "action", "topic"})
 
 
 def quote(text: str) -> str:
     """A value as query text: bare when it can be, else double-quoted."""
-    if _BARE.fullmatch(text) and not _RESERVED.match(text) and not text.startswith("meta."):
+    if (
+        _BARE.fullmatch(text)
+        and not _RESERVED.match(text)
+        and text not in _KEYWORDS
+        and not text.startswith(("meta.", ".."))  # "..x" after a date reads as a range
+    ):
         return text
+    return double_quoted(text)
+
+
+def double_quoted(text: str) -> str:
+    """A value in double quotes, its quotes and backslashes escaped."""
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
@@ -211,6 +226,8 @@ class TimeScope(Node):
     keyword: Literal["date", "after", "before", "when"] = "date"
 
     def to_query(self) -> str:
+        if self.text.endswith(".."):  # open at its end: quoted, or a word after it would end it
+            return f"{self.keyword}:{double_quoted(self.text)}"
         return f"{self.keyword}:{quote(self.text)}"
 
 

@@ -14,7 +14,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from lark import Lark, Token, Transformer, v_args
+from lark import Lark, Token, Transformer, Tree, v_args
 from lark.exceptions import (
     UnexpectedCharacters,
     UnexpectedEOF,
@@ -31,6 +31,10 @@ GRAMMAR_PACKAGE = "structrag.grammars"
 #: Longer queries are refused: parsing and running grow with length (a query of 20,000
 #: characters has a few thousand terms at most, and runs in about a second).
 MAX_QUERY_CHARS = 20_000
+#: Deeper nesting is refused: brackets, NOT, AND and OR groups inside one another, counted
+#: as the levels of the AST (``((a OR b) c)`` is two; brackets around one item add none).
+#: Rendering, compiling and running a query walk its tree recursively.
+MAX_QUERY_DEPTH = 100
 GRAMMAR_FILE = "query.lark"
 _ESCAPE = re.compile(r"\\(.)")
 
@@ -85,7 +89,8 @@ class _ToAst(Transformer):  # type: ignore[type-arg]
 
     def phrase(self, token: Token) -> _Value:
         raw = str(token)[1:-1]
-        return _Value(_ESCAPE.sub(r"\1", raw), token.start_pos or 0, True, str(token)[0] == '"')
+        together = str(token)[0] in '"“'  # double quotes, straight or typographic
+        return _Value(_ESCAPE.sub(r"\1", raw), token.start_pos or 0, True, together)
 
     def wildcard(self, token: Token) -> _Star:
         return _STAR
@@ -112,8 +117,9 @@ class _ToAst(Transformer):  # type: ignore[type-arg]
     def named_argument(self, name: Token, value: Any) -> tuple[str, Any, int]:
         return (str(name), value, name.start_pos or 0)
 
-    def positional_argument(self, value: Any) -> tuple[None, Any, int]:
-        pos = value.pos if isinstance(value, _Value) else 0
+    @v_args(inline=True, meta=True)
+    def positional_argument(self, meta: Any, value: Any) -> tuple[None, Any, int]:
+        pos = value.pos if isinstance(value, _Value) else getattr(meta, "start_pos", 0)
         return (None, value, pos)
 
     def arguments(self, *items: tuple[str | None, Any, int]) -> list[tuple[str | None, Any, int]]:
@@ -126,27 +132,40 @@ class _ToAst(Transformer):  # type: ignore[type-arg]
 
     def entity_call(self, keyword: Token, arguments: list[Any] | None = None) -> ast.EntityPattern:
         name: str | None = None
+        named = False  # the name given (a name of * too)
         types: list[str] = []
         facets: list[ast.FacetCondition] = []
         for index, (key, value, pos) in enumerate(arguments or []):
             if isinstance(value, ast.EntityPattern):
                 raise _Problem(pos, "an entity pattern cannot contain another entity pattern")
             text = None if value is _STAR else value.text
-            if key is None:
-                if index != 0:
+            if key is None and index != 0:
+                raise _Problem(
+                    pos,
+                    "only the first argument of entity(...) may be unnamed",
+                    hint="write name=..., type=... or facet.NAME=...",
+                )
+            if key is None or key == "name":
+                if named:
                     raise _Problem(
                         pos,
-                        "only the first argument of entity(...) may be unnamed",
-                        hint="write name=..., type=... or facet.NAME=...",
+                        "name is given twice",
+                        hint="an entity has one name; for either of two, write "
+                        "(entity:A OR entity:B)",
                     )
-                name = text
-            elif key == "name":
-                name = text
+                name, named = text, True
             elif key == "type":
                 if text is not None:
                     types.append(text.lower())
             elif key.startswith("facet."):
-                facets.append(ast.FacetCondition(key[len("facet.") :], text))
+                facet = key[len("facet.") :]
+                if not facet or "" in facet.split("."):
+                    raise _Problem(
+                        pos,
+                        f"{key!r} names no facet",
+                        hint="write facet.NAME=VALUE, e.g. facet.color=blue",
+                    )
+                facets.append(ast.FacetCondition(facet, text))
             else:
                 raise _Problem(
                     pos,
@@ -232,6 +251,35 @@ class _ToAst(Transformer):  # type: ignore[type-arg]
                     hint='e.g. when:"last May", when:2023-05, when:"3 weeks ago"',
                 )
             return ast.TimeScope(None, None, text, "when")
+        return self.date_scope(keyword, value)  # date:, after:, before: have DATE_KW
+
+    def date_range(self, *parts: Any) -> _Value:
+        """``A..B`` with its ends bare or quoted, spaces around ``..`` or not; one end may
+        be left open. Read as one value, as ``date:"A..B"`` is."""
+        ends = [part for part in parts if isinstance(part, _Value)]
+        dots = next(part for part in parts if isinstance(part, Token))
+        left = ends[0].text.strip() if ends and ends[0].pos < (dots.start_pos or 0) else ""
+        right = ends[-1].text.strip() if ends and ends[-1].pos > (dots.start_pos or 0) else ""
+        start = ends[0].pos if left else dots.start_pos or 0
+        if not left and not right:
+            raise _Problem(
+                start,
+                "a date range needs a date on at least one side of '..'",
+                hint="e.g. date:2023-05-01..2023-05-31, after:2023-05-01 or before:2023-06-01",
+            )
+        return _Value(f"{left}..{right}", start, any(end.phrase for end in ends))
+
+    def date_scope(self, keyword: Token, value: _Value) -> ast.Node:
+        key = str(keyword)
+        text = value.text.strip()
+        if not text:
+            raise _Problem(value.pos, f"{key}: needs a value")
+        if text.replace(" ", "") == "..":
+            raise _Problem(
+                value.pos,
+                "a date range needs a date on at least one side of '..'",
+                hint="e.g. date:2023-05-01..2023-05-31, after:2023-05-01 or before:2023-06-01",
+            )
         found = absolute_range(text)
         if found is None:
             left, dots, right = text.partition("..")
@@ -241,11 +289,10 @@ class _ToAst(Transformer):  # type: ignore[type-arg]
                     f"the range {text!r} ends before it starts",
                     hint=f"write the earlier date first: {right.strip()}..{left.strip()}",
                 )
-            raise _Problem(
-                value.pos,
-                f"cannot read {text!r} as a date",
-                hint='use YYYY, YYYY-MM, YYYY-MM-DD, "8 May 2023" or a range A..B',
-            )
+            hint = 'use YYYY, YYYY-MM, YYYY-MM-DD, "8 May 2023" or a range A..B'
+            if dots and absolute_range(left) is not None:
+                hint += f'; a range open at its end is quoted when words follow: {key}:"{left}.."'
+            raise _Problem(value.pos, f"cannot read {text!r} as a date", hint=hint)
         if key == "after":
             return ast.TimeScope(found.end, None, text, "after")
         if key == "before":
@@ -302,8 +349,10 @@ def parse(text: str) -> ast.Node:
         at = int(exc.pos_in_stream or 0)
         char = text[at] if at < len(text) else ""
         hint = None
-        if char in "\"'":
+        if char in "\"'“‘":
             hint = "close the quoted phrase"
+        elif char in "”’":
+            hint = "this closing quote opens no phrase; a phrase is “...”, \"...\" or '...'"
         elif char in ":=<>!":
             hint = "put values that contain : = < > ! in double quotes"
         elif char == "^":
@@ -322,13 +371,16 @@ def parse(text: str) -> ast.Node:
         elif token.type == "COLON" and (field := _WORD_BEFORE.search(text, 0, pos)):
             hint = (
                 f"{field.group(1)!r} is not a field: the scopes are {scope_names()}, and "
-                "entity:, type:, topic:, meta.KEY; put a value that holds ':' in double quotes"
+                "entity:, type:, topic:, kind:, meta.KEY; put a value that holds ':' in "
+                "double quotes"
             )
         raise QuerySyntaxError(
             text, pos, f"unexpected {_tokens_text(token)!r}", hint=hint
         ) from None
     except UnexpectedInput as exc:  # pragma: no cover - other lark input errors
         raise QuerySyntaxError(text, getattr(exc, "pos_in_stream", 0) or 0, str(exc)) from None
+    if deep := _too_deep_at(tree, text):
+        raise deep
     try:
         node = _ToAst().transform(tree)
     except RecursionError:
@@ -337,6 +389,8 @@ def parse(text: str) -> ast.Node:
         problem = exc.orig_exc
         if isinstance(problem, _Problem):
             raise QuerySyntaxError(text, problem.pos, problem.message, hint=problem.hint) from None
+        if isinstance(problem, RecursionError):  # pragma: no cover - the depth check is first
+            raise _too_deep(text) from None
         raise
     if not isinstance(node, ast.Node):
         raise QuerySyntaxError(text, 0, "empty query")
@@ -352,15 +406,44 @@ def _ends_too_early(text: str) -> QuerySyntaxError:
     )
 
 
-def _too_deep(text: str) -> QuerySyntaxError:
-    depth, deepest, at = 0, 0, 0
-    for i, char in enumerate(text):
-        depth += char == "("
-        depth -= char == ")"
-        if depth > deepest:
-            deepest, at = depth, i
+#: The parse tree's nodes that become nested AST nodes (And, Or, Not, Boost).
+_NESTING = {"disjunction", "juxtaposition", "conjunction", "negation", "boost"}
+
+
+def _too_deep_at(tree: Tree[Token], text: str) -> QuerySyntaxError | None:
+    """The error for a tree nested more than :data:`MAX_QUERY_DEPTH` levels, at the start
+    of its first level too many (at its '(' when one opens it); ``None`` if it is not.
+    Walks the tree without recursion."""
+    stack: list[tuple[Tree[Token], int]] = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if node.data in _NESTING:
+            depth += 1
+            if depth > MAX_QUERY_DEPTH:
+                return _too_deep(text, _opening(text, getattr(node.meta, "start_pos", 0)))
+        stack.extend((child, depth) for child in node.children if isinstance(child, Tree))
+    return None
+
+
+def _opening(text: str, at: int) -> int:
+    """``at``, or the '(' that opens the group starting there."""
+    before = text[:at].rstrip()
+    return len(before) - 1 if before.endswith("(") else at
+
+
+def _too_deep(text: str, at: int | None = None) -> QuerySyntaxError:
+    if at is None:  # where the brackets are deepest
+        depth, deepest, at = 0, 0, 0
+        for i, char in enumerate(text):
+            depth += char == "("
+            depth -= char == ")"
+            if depth > deepest:
+                deepest, at = depth, i
     return QuerySyntaxError(
-        text, at, "the query nests too deeply", hint="use fewer nested brackets"
+        text,
+        at,
+        f"the query nests more than {MAX_QUERY_DEPTH} levels deep",
+        hint="use fewer nested brackets and NOTs: a OR b OR c needs no brackets",
     )
 
 
@@ -374,10 +457,14 @@ _NAMES = {
     "STAR": "'*'",
     "COMPARATOR": "a comparison (=, <, contains)",
     "ENTITY_KW": "entity",
+    "KIND_KW": "kind",
     "TYPE_KW": "type",
     "TOPIC_KW": "topic",
     "ACTION_KW": "action(...)",
     "SCOPE_KW": "a scope (speaker:, when:, ...)",
+    "DATE_KW": "a date scope (date:, after:, before:)",
+    "DATE_WORD": "a date",
+    "RANGE": "'..'",
     "META_KEY": "meta.<key>",
     "NAME": "an argument name",
 }
@@ -388,9 +475,18 @@ _WORD_BEFORE = re.compile(r"([\w.-]+)\s*$")
 
 @lru_cache(maxsize=1)
 def scope_names() -> str:
-    """The scope keywords of the grammar, as a hint lists them: ``speaker:, from:, ...``."""
-    found = re.search(r"SCOPE_KW[.\d]*: /\(([^)]*)\)", grammar_text())
-    return ", ".join(f"{name}:" for name in found.group(1).split("|")) if found else "speaker:"
+    """The scope keywords of the grammar, as a hint lists them: ``speaker:, from:, ...``
+    (the date scopes, a terminal of their own, after ``tag:``)."""
+    names: list[str] = []
+    for terminal in ("SCOPE_KW", "DATE_KW"):
+        if found := re.search(rf"{terminal}[.\d]*: /\(([^)]*)\)", grammar_text()):
+            names.extend(found.group(1).split("|"))
+    if "tag" in names and "date" in names:  # the order the README lists them in
+        dates = [n for n in ("date", "after", "before") if n in names]
+        rest = [n for n in names if n not in dates]
+        at = rest.index("tag") + 1
+        names = rest[:at] + dates + rest[at:]
+    return ", ".join(f"{name}:" for name in names) if names else "speaker:"
 
 
 def _expected_hint(expected: set[str]) -> str | None:
