@@ -71,7 +71,11 @@ def qa_sample(sample_id: str = "conv-test") -> dict[str, Any]:
             "category": 1,
         },
         {"question": "When did Alice paint a sunset?", "evidence": ["D2:4"], "category": 2},
-        {"question": "Which animals are at the shelter?", "evidence": ["D1:2; D1:3"]},
+        {
+            "question": "Which animals are at the shelter?",
+            "evidence": ["D1:2; D1:3"],
+            "category": 1,
+        },
         {"question": "Does Bob like tea?", "evidence": [], "category": 3},
     ]
     return sample
@@ -711,9 +715,19 @@ def test_bench_loo_needs_two_conversations(qa_file: Path, tmp_path: Path) -> Non
 # -- report and notebook ------------------------------------------------------------------
 
 
+def _same_data(results: Path) -> None:
+    """The fixture's loo.json made from recall.json's data (the fixture's own two are of
+    different data, which the report refuses)."""
+    loo = json.loads((results / "loo.json").read_text())
+    loo["meta"]["data"] = ["demo.json"]
+    loo["meta"]["command"] = loo["meta"]["command"].replace("loo-demo.json", "demo.json")
+    (results / "loo.json").write_text(json.dumps(loo))
+
+
 def test_report_writes_markdown_and_plots(tmp_path: Path) -> None:
     results = tmp_path / "results"
     shutil.copytree(FIXTURE_RESULTS, results)
+    _same_data(results)
     (results / "notes.md").write_text("A build ran beside the benchmark.\n")
     written = write_report(results)
     assert {p.name for p in written} == {
@@ -726,7 +740,7 @@ def test_report_writes_markdown_and_plots(tmp_path: Path) -> None:
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     report = (results / "report.md").read_text()
     assert "structrag bench recall --data demo.json" in report
-    assert "structrag bench loo --data loo-demo.json" in report
+    assert "structrag bench loo --data demo.json" in report
     held_out = report.index("## Held-out recall")
     assert held_out < report.index("## Evidence recall")
     assert "| structured, held-out | **0.833** | **1.000** | 0.500 |" in report

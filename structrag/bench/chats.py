@@ -15,6 +15,8 @@ adversarial), so the tables read the same. ``evidence`` names each supporting me
 a piece of its text: a message that holds it and no other message does (or, when several
 do, the one message that is exactly that text). Writing evidence as text keeps a set
 readable and checkable by hand; a piece that names no message, or several, is an error.
+Every question needs its evidence (a non-empty list of such pieces): a question without
+it, or with anything but text in it, is an error naming the chat and the question.
 The conversation id is what the importer gives the file (its name without extension).
 
 ``benchmarks/data/informal/`` holds such a set: informal two-person chats written for
@@ -28,6 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from structrag.bench.output import utf8_error
 from structrag.errors import InputError
 
 FORMAT = "structrag-chat-questions"
@@ -71,19 +74,31 @@ def chat_files(path: Path, data: dict[str, Any]) -> list[Path]:
     return files
 
 
-def load_set_questions(path: Path, data: dict[str, Any]) -> list[dict[str, Any]]:
-    """The set's questions as plain records: ``qid``, ``conversation``, ``question``,
-    ``category`` (LoCoMo's number), ``evidence`` (message ids) and ``answer``."""
+def load_set(path: Path, data: dict[str, Any]) -> list[tuple[str, list[dict[str, Any]]]]:
+    """Each chat's conversation id and its questions as plain records: ``qid``,
+    ``conversation``, ``question``, ``category`` (LoCoMo's number), ``evidence`` (message
+    ids) and ``answer``. A question without a 'question', with an unknown category or
+    without evidence (a non-empty list of pieces of message text) is an error naming the
+    chat and the question."""
     from structrag.importers import load_source
 
-    records: list[dict[str, Any]] = []
+    found: list[tuple[str, list[dict[str, Any]]]] = []
     for (name, chat), file in zip(data["chats"].items(), chat_files(path, data), strict=True):
-        source = load_source(file)
+        try:
+            source = load_source(file)
+        except InputError as exc:
+            raise utf8_error(exc, file) from None
         if len(source.conversations) != 1:
             raise InputError(path, f"chat {name!r}: {file.name} holds more than one conversation")
         conversation = source.conversations[0].id
         texts = [(m.id, m.text) for m in source.messages]
-        for j, item in enumerate(chat.get("questions") or []):
+        questions = chat.get("questions")
+        if questions is None:
+            questions = []
+        if not isinstance(questions, list):
+            raise InputError(path, f"chat {name!r}: 'questions' must be a list of questions")
+        records: list[dict[str, Any]] = []
+        for j, item in enumerate(questions):
             where = f"chat {name!r}, question {j + 1}"
             if not isinstance(item, dict) or not isinstance(item.get("question"), str):
                 raise InputError(path, f"{where}: expected an object with a 'question'")
@@ -94,7 +109,9 @@ def load_set_questions(path: Path, data: dict[str, Any]) -> list[dict[str, Any]]
                     f"{where}: unknown category {item.get('category')!r}",
                     hint=f"use one of {', '.join(CATEGORY_NUMBERS)}",
                 )
-            evidence = [_message_for(path, where, piece, texts) for piece in _pieces(item)]
+            evidence = [
+                _message_for(path, where, piece, texts) for piece in _pieces(path, where, item)
+            ]
             records.append(
                 {
                     "qid": f"{conversation}#{j}",
@@ -105,13 +122,32 @@ def load_set_questions(path: Path, data: dict[str, Any]) -> list[dict[str, Any]]
                     "answer": None if item.get("answer") is None else str(item["answer"]),
                 }
             )
-    return records
+        found.append((conversation, records))
+    return found
 
 
-def _pieces(item: dict[str, Any]) -> list[str]:
+def load_set_questions(path: Path, data: dict[str, Any]) -> list[dict[str, Any]]:
+    """The set's questions as plain records (see :func:`load_set`)."""
+    return [record for _, records in load_set(path, data) for record in records]
+
+
+def _pieces(path: Path, where: str, item: dict[str, Any]) -> list[str]:
     pieces = item.get("evidence")
-    if not isinstance(pieces, list) or not all(isinstance(p, str) and p for p in pieces):
-        return []
+    if not isinstance(pieces, list) or not pieces:
+        raise InputError(
+            path,
+            f"{where}: 'evidence' must be a non-empty list of pieces of message text, not "
+            f"{json.dumps(pieces)[:80]}",
+            hint='e.g. "evidence": ["my cat Mochi threw up"]',
+        )
+    for k, piece in enumerate(pieces):
+        if not isinstance(piece, str) or not piece.strip():
+            raise InputError(
+                path,
+                f"{where}: evidence piece {k + 1} must be a piece of message text, not "
+                f"{json.dumps(piece)[:80]}",
+                hint='e.g. "evidence": ["my cat Mochi threw up"]',
+            )
     return list(pieces)
 
 

@@ -35,18 +35,33 @@ import itertools
 import json
 import statistics
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from structrag.bench.locomo import IN_SAMPLE_NOTE, Question, ingest_paths, load_questions
+from structrag.bench.locomo import (
+    Question,
+    check_distinct,
+    data_sha256,
+    in_sample_note,
+    ingest_paths,
+    read_questions,
+)
 from structrag.bench.machine import environment
+from structrag.bench.output import Outputs
 from structrag.bench.recall import (
     DEFAULT_BUDGETS,
     Row,
+    as_budgets,
+    as_paths,
+    check_budgets,
+    check_encoding,
+    check_limit,
+    data_notes,
     limit_questions,
     markdown_table,
+    question_meta,
     question_record,
     record_recall,
     score_records,
@@ -83,14 +98,20 @@ HELD_OUT = "structured, held-out"
 IN_SAMPLE = "structured, in-sample (fold settings)"
 DEFAULTS = "structured, in-sample (default settings)"
 GRID_HINT = (
-    "give FIELD=V1,V2,... with a RankingSettings field (window takes "
+    "give FIELD=V1,V2,... with a numeric RankingSettings field (window takes "
     f"{', '.join(WINDOWS)}), e.g. --grid speaker_boost=0,0.5 --grid window=default,wide"
 )
 
 
+def _kinds() -> dict[str, type]:
+    """The type of each RankingSettings field, by name."""
+    return {f.name: type(getattr(DEFAULT_SETTINGS, f.name)) for f in fields(DEFAULT_SETTINGS)}
+
+
 def parse_grid(specs: Sequence[str]) -> dict[str, tuple[Any, ...]]:
-    """A grid from ``FIELD=V1,V2,...`` strings (numbers; window presets by name)."""
-    kinds = {f.name: type(getattr(DEFAULT_SETTINGS, f.name)) for f in fields(DEFAULT_SETTINGS)}
+    """A grid from ``FIELD=V1,V2,...`` strings (numbers; true/false for flags; window
+    presets by name)."""
+    kinds = _kinds()
     grid: dict[str, tuple[Any, ...]] = {}
     for spec in specs:
         name, sep, raw = spec.partition("=")
@@ -102,12 +123,18 @@ def parse_grid(specs: Sequence[str]) -> dict[str, tuple[Any, ...]]:
             raise ConfigError(f"unknown ranking setting {name!r} in the grid", hint=GRID_HINT)
         if name in grid:
             raise ConfigError(f"{name} is given twice in the grid", hint=GRID_HINT)
+        _check_field(name, kinds[name])
         parsed: list[Any] = []
         for value in values:
             if name == "window":
                 if value not in WINDOWS:
                     raise ConfigError(f"unknown window {value!r}", hint=GRID_HINT)
                 parsed.append(value)
+                continue
+            if kinds[name] is bool:
+                if value.lower() not in ("true", "false"):
+                    raise ConfigError(f"{name} takes true or false, not {value!r}", hint=GRID_HINT)
+                parsed.append(value.lower() == "true")
                 continue
             try:
                 parsed.append(int(value) if kinds[name] is int else float(value))
@@ -123,6 +150,50 @@ def parse_grid(specs: Sequence[str]) -> dict[str, tuple[Any, ...]]:
     if not grid:
         raise ConfigError("the grid is empty", hint=GRID_HINT)
     return grid
+
+
+def _check_field(name: str, kind: type) -> None:
+    if name != "window" and kind not in (int, float, bool):
+        raise ConfigError(
+            f"{name} cannot be varied in the grid: it is a {kind.__name__}, not a number",
+            hint=GRID_HINT,
+        )
+
+
+def check_grid(grid: Mapping[str, Sequence[Any]]) -> None:
+    """Every field of a grid is a RankingSettings number, flag or the window, and every
+    value of the field's type (whole numbers for whole-number fields; ``true`` is no
+    number; windows by preset name): checked before anything runs."""
+    kinds = _kinds()
+    if not grid:
+        raise ConfigError("the grid is empty", hint=GRID_HINT)
+    for name, values in grid.items():
+        if name not in kinds:
+            raise ConfigError(f"unknown ranking setting {name!r} in the grid", hint=GRID_HINT)
+        _check_field(name, kinds[name])
+        if isinstance(values, str) or not isinstance(values, Sequence) or not values:
+            raise ConfigError(f"{name} needs a list of values in the grid", hint=GRID_HINT)
+        for value in values:
+            kind = kinds[name]
+            if name == "window":
+                ok = isinstance(value, str) and value in WINDOWS
+            elif kind is bool:
+                ok = isinstance(value, bool)
+            elif kind is int:
+                ok = isinstance(value, int) and not isinstance(value, bool)
+            else:
+                ok = isinstance(value, int | float) and not isinstance(value, bool)
+            if not ok:
+                what = {
+                    "window": "a window preset",
+                    "bool": "true or false",
+                    "int": "whole numbers",
+                }
+                raise ConfigError(
+                    f"{name} takes {what.get(name, what.get(kind.__name__, 'numbers'))}, "
+                    f"not {value!r}",
+                    hint=GRID_HINT,
+                )
 
 
 def grid_text(grid: Mapping[str, Sequence[Any]]) -> str:
@@ -314,7 +385,7 @@ def markdown_report(result: LooResult) -> str:
     grid = meta["grid"]
     return (
         "# Held-out recall: leave one conversation out\n\n"
-        + IN_SAMPLE_NOTE
+        + in_sample_note(meta.get("conversations"))[1]
         + f" Here each of the {len(result.folds)} conversations of "
         + ", ".join(Path(p).name for p in meta["data"])
         + " is held out in turn: the settings are chosen from the grid below by "
@@ -339,34 +410,48 @@ def markdown_report(result: LooResult) -> str:
             if name in grid.get("window", ())
         )
         + "). Ties go to the fewest fields changed from the defaults, then grid order.\n"
+        + data_notes(meta)
     )
 
 
 def run_leave_one_out(
-    data: Sequence[Path],
-    out: Path,
+    data: str | Path | Sequence[str | Path],
+    out: str | Path,
     *,
     grid: Mapping[str, Sequence[Any]] = DEFAULT_GRID,
-    budgets: Sequence[int] = DEFAULT_BUDGETS,
+    budgets: int | Sequence[int] = DEFAULT_BUDGETS,
     select_budget: int = SELECT_BUDGET,
-    db: Path | None = None,
+    db: str | Path | None = None,
     encoding: str = "cl100k_base",
     workers: int = 1,
     limit: int | None = None,
     progress: ProgressSink | None = None,
     command: str | None = None,
+    log: Callable[[str], None] | None = None,
 ) -> LooResult:
-    """Run leave-one-conversation-out; writes ``loo.json``, ``loo.md`` and ``loo.jsonl``."""
-    if not data:
+    """Run leave-one-conversation-out; writes ``loo.json``, ``loo.md`` and ``loo.jsonl``
+    (renamed into place together at the end; options, the grid and the data are checked
+    before the ingest). ``log`` gets the warnings (evidence that names no turn)."""
+    paths = as_paths(data)
+    if not paths:
         raise ConfigError("no data files", hint="pass LoCoMo files with --data")
-    if not budgets or min(budgets) < 1 or select_budget < 1:
-        raise ConfigError("budgets must be positive numbers of tokens", hint="e.g. 500,1000")
+    check_distinct(paths)
+    budgets = as_budgets(budgets)
+    check_budgets([select_budget])
+    check_limit(limit)
+    check_grid(grid)
     points = grid_points(grid)
     if not points:
         raise ConfigError("the grid is empty", hint=GRID_HINT)
     for point in points:
         point.settings()  # unknown fields fail here, before the ingest
-    questions = limit_questions(load_questions(data), limit)
+    check_encoding(encoding)
+    out = Path(out)
+    loaded = read_questions(paths)
+    for line in loaded.warnings:
+        if log:
+            log(f"warning: {line}")
+    questions = limit_questions(loaded.questions, limit)
     conversations = list(dict.fromkeys(q.conversation for q in questions))
     if len(conversations) < 2:
         raise ConfigError(
@@ -375,11 +460,11 @@ def run_leave_one_out(
             hint="pass LoCoMo files with several conversations",
         )
     out.mkdir(parents=True, exist_ok=True)
-    index_dir = db if db is not None else out / "index"
+    index_dir = Path(db) if db is not None else out / "index"
     meta: dict[str, Any] = environment(command)
     with Index(index_dir) as index:
         started = time.perf_counter()
-        reports = index.ingest(ingest_paths(data), workers=workers, progress=progress)
+        reports = index.ingest(ingest_paths(paths), workers=workers, progress=progress)
         meta["ingest"] = {
             "index": str(index_dir),
             "messages": index.stats()["messages"],
@@ -394,7 +479,8 @@ def run_leave_one_out(
         )
     budgets = list(budgets)
     meta.update(
-        data=[str(p) for p in data],
+        data=[str(p) for p in paths],
+        data_sha256=data_sha256(paths),
         budgets=budgets,
         select_budget=select_budget,
         encoding=encoding,
@@ -403,6 +489,7 @@ def run_leave_one_out(
         grid={name: list(values) for name, values in grid.items()},
         grid_points=len(points),
         windows={name: {str(k): v for k, v in w.items()} for name, w in WINDOWS.items()},
+        **{k: v for k, v in question_meta(loaded).items() if k != "conversations"},
     )
 
     # Every point at the selection budget.
@@ -484,23 +571,25 @@ def run_leave_one_out(
     pooled = score_records([*held_out_records, *in_sample_records, *default_records])
     result = LooResult(folds, pooled, meta)
 
-    with (out / RECORDS).open("w", encoding="utf-8") as handle:
-        for record in held_out_records:
-            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-    (out / "loo.json").write_text(
-        json.dumps(
-            {
-                "meta": meta,
-                "folds": [f.as_dict(select_budget) for f in folds],
-                "pooled": [r.as_dict() for r in pooled],
-                "grid_scores": _grid_scores(points, recall, questions, conversations),
-            },
-            indent=2,
+    with Outputs(out) as files:
+        with files.path(RECORDS).open("w", encoding="utf-8") as handle:
+            for record in held_out_records:
+                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+        files.write_text(
+            "loo.json",
+            json.dumps(
+                {
+                    "meta": meta,
+                    "folds": [f.as_dict(select_budget) for f in folds],
+                    "pooled": [r.as_dict() for r in pooled],
+                    "grid_scores": _grid_scores(points, recall, questions, conversations),
+                },
+                indent=2,
+            )
+            + "\n",
         )
-        + "\n",
-        encoding="utf-8",
-    )
-    (out / "loo.md").write_text(markdown_report(result), encoding="utf-8")
+        files.write_text("loo.md", markdown_report(result))
+        files.commit()
     return result
 
 

@@ -4,7 +4,8 @@ finds LoCoMo's evidence when the conversations are replayed live.
 **Speed.** For each size, an index holds that many memories of agent ``bench``: a
 synthetic corpus (:func:`structrag.bench.synth.write_corpus`, LoCoMo conversations
 replicated with renamed speakers) loaded with ``Index.ingest(..., agent="bench")``. It is
-kept under ``OUT/indexes/<size>`` and reused on the next run once complete. Measured on
+kept under ``OUT/indexes/<size>`` and reused on the next run once complete, as long as
+the data files hold the same bytes (their SHA-256 is part of the key). Measured on
 it: ``Memory.add`` (a short chat message from one of several users into one of several
 rooms, extracted and searchable on return), ``Memory.search`` in each mode over all the
 agent's memories (LoCoMo's questions), ``Memory.context`` (budget 2,000, a room of the
@@ -37,13 +38,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from structrag.bench.locomo import IN_SAMPLE_NOTE, Question, load_questions
+from structrag.bench.locomo import Question, check_distinct, in_sample_note, load_questions
 from structrag.bench.machine import environment
+from structrag.bench.output import Outputs
 from structrag.bench.perf import percentiles
-from structrag.bench.recall import limit_questions, markdown_table, score_records
+from structrag.bench.recall import as_paths, limit_questions, markdown_table, score_records
 from structrag.bench.synth import write_corpus
 from structrag.errors import ConfigError
 from structrag.importers import load_source
+from structrag.importers.base import file_sha256
 from structrag.index import Index
 from structrag.ingest import ProgressSink
 from structrag.memory.store import MemoryQuery
@@ -98,15 +101,17 @@ def _timed(seconds: list[float], started: float) -> None:
 
 def _build(data: Sequence[Path], size: int, out: Path, progress: ProgressSink | None) -> Path:
     """The index of ``size`` memories of agent ``bench``, built once (a marker beside the
-    index says it is complete and what it was built from)."""
+    index says it is complete and what it was built from: the data files' names and the
+    SHA-256 of their bytes, so an index of data that has changed since is built again)."""
     directory = out / "indexes" / str(size)
     marker = out / "indexes" / f"{size}.complete.json"
-    signature = {"size": size, "data": [str(p) for p in data], "agent": AGENT}
-    if (
-        marker.exists()
-        and directory.exists()
-        and json.loads(marker.read_text()).get("signature") == signature
-    ):
+    signature = {
+        "size": size,
+        "data": [str(p) for p in data],
+        "sha256": [file_sha256(Path(p)) for p in data],
+        "agent": AGENT,
+    }
+    if marker.exists() and directory.exists() and _signature(marker) == signature:
         return directory
     shutil.rmtree(directory, ignore_errors=True)
     marker.unlink(missing_ok=True)
@@ -129,6 +134,14 @@ def _build(data: Sequence[Path], size: int, out: Path, progress: ProgressSink | 
         )
     )
     return directory
+
+
+def _signature(marker: Path) -> Any:
+    try:
+        info = json.loads(marker.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return info.get("signature") if isinstance(info, dict) else None
 
 
 def measure_size(
@@ -387,9 +400,11 @@ def measure_quality(
         if progress:
             progress.finish()
         profile = _profile(index)
-    with (out / RECORDS).open("w", encoding="utf-8") as handle:
-        for record in records:
-            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+    with Outputs(out) as files:
+        with files.path(RECORDS).open("w", encoding="utf-8") as handle:
+            for record in records:
+                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+        files.commit()
     rows = score_records(records)
     recall = {row.system: round(row.recall["overall"], 4) for row in rows}
     structured = recall.get("memory search structured", 0.0)
@@ -397,6 +412,7 @@ def measure_quality(
     return {
         "budget": BUDGET,
         "questions": len(questions),
+        "conversations": list(dict.fromkeys(q.conversation for q in questions)),
         "replayed_messages": replayed,
         "replay_add_ms": percentiles(add),
         "search_ms": {mode: percentiles(s) for mode, s in timings.items()},
@@ -411,8 +427,8 @@ def measure_quality(
 
 
 def run_memory(
-    data: Sequence[Path],
-    out: Path,
+    data: str | Path | Sequence[str | Path],
+    out: str | Path,
     *,
     sizes: Sequence[int] = DEFAULT_SIZES,
     samples: int = DEFAULT_SAMPLES,
@@ -423,8 +439,11 @@ def run_memory(
     command: str | None = None,
 ) -> dict[str, Any]:
     """Run the benchmark; writes ``memory.json`` and ``memory.md`` and returns the former."""
+    data = as_paths(data)
+    out = Path(out)
     if not data:
         raise ConfigError("no data files", hint="pass a LoCoMo-format file with --data")
+    check_distinct(data)
     if not sizes or min(sizes) < 1:
         raise ConfigError("sizes must be positive numbers of memories", hint="e.g. 1000,10000")
     if samples < 2:
@@ -447,8 +466,10 @@ def run_memory(
         result["targets"] = _targets(rows)
     if quality:
         result["quality"] = measure_quality(data, out, limit=limit, progress=progress)
-    (out / "memory.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    (out / "memory.md").write_text(markdown(result), encoding="utf-8")
+    with Outputs(out) as files:
+        files.write_text("memory.json", json.dumps(result, indent=2) + "\n")
+        files.write_text("memory.md", markdown(result))
+        files.commit()
     return result
 
 
@@ -536,7 +557,7 @@ def markdown(result: dict[str, Any]) -> str:
                 else f"(**more than {quality['tolerance']} below ask**)."
             ),
             "",
-            IN_SAMPLE_NOTE,
+            in_sample_note(quality.get("conversations"))[1],
             "",
             f"User profile: {profile['entries']} entries ({profile['current']} current) for "
             f"{profile['users']} users, by category "

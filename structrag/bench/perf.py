@@ -587,7 +587,7 @@ def measure_corpus(
     """
     if directory.exists() and any(directory.iterdir()):
         raise ConfigError(f"{directory} is not empty", hint="measure into a fresh directory")
-    all_questions = load_questions(paths)
+    all_questions = load_questions(paths, require=False)
     chosen = (
         all_questions if questions is None else sample_questions(all_questions, questions, seed)
     )

@@ -22,21 +22,26 @@ from __future__ import annotations
 import json
 import statistics
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from structrag.bench.locomo import (
     CATEGORIES,
-    IN_SAMPLE_NOTE,
     Question,
+    QuestionSet,
     category_name,
+    check_distinct,
+    data_sha256,
+    in_sample_note,
     ingest_paths,
     load_questions,
+    read_questions,
 )
 from structrag.bench.machine import environment
-from structrag.bench.systems import SYSTEMS, make_systems
+from structrag.bench.output import Outputs, utf8_error, write_atomic
+from structrag.bench.systems import SYSTEMS, check_systems, make_systems
 from structrag.errors import ConfigError, InputError
 from structrag.importers.base import read_json_lines
 from structrag.index import Index
@@ -115,15 +120,7 @@ def score_records(records: Iterable[Mapping[str, Any]]) -> list[Row]:
 
 def read_records(path: Path) -> Iterator[dict[str, Any]]:
     """The records of a recall JSONL file, with positioned errors."""
-    required = ("system", "budget", "tokens", "message_ids", "evidence", "category")
-    if not path.exists():
-        raise InputError(path, "file not found", hint="run `structrag bench recall` first")
-    for lineno, record in read_json_lines(path, "a recall record (a JSON object)"):
-        missing = [k for k in required if k not in record]
-        if missing:
-            raise InputError(
-                path, f"record lacks {', '.join(missing)}", line=lineno, hint=RECORD_HINT
-            )
+    for _, record in numbered_records(path):
         yield record
 
 
@@ -133,32 +130,108 @@ RECORD_HINT = (
 )
 
 
+def numbered_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The records of a recall JSONL file and their line numbers; a record that lacks a
+    field or has one of the wrong type is an error naming its line."""
+    path = Path(path)
+    required = ("system", "budget", "tokens", "message_ids", "evidence", "category")
+    if not path.exists():
+        raise InputError(path, "file not found", hint="run `structrag bench recall` first")
+    lines = read_json_lines(path, "a recall record (a JSON object)")
+    while True:
+        try:
+            lineno, record = next(lines)
+        except StopIteration:
+            return
+        except InputError as exc:
+            raise utf8_error(exc, path) from None
+        missing = [k for k in required if k not in record]
+        if missing:
+            raise InputError(
+                path, f"record lacks {', '.join(missing)}", line=lineno, hint=RECORD_HINT
+            )
+        _check_record(path, lineno, record)
+        yield lineno, record
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_record(path: Path, lineno: int, record: Mapping[str, Any]) -> None:
+    """The types :func:`score_records` relies on (``true`` is no number here)."""
+
+    def bad(key: str, what: str) -> InputError:
+        shown = json.dumps(record.get(key), ensure_ascii=False)
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        return InputError(path, f"{key} must be {what}, not {shown}", line=lineno, hint=RECORD_HINT)
+
+    if not isinstance(record["system"], str):
+        raise bad("system", "a string")
+    for key in ("budget", "tokens"):
+        if not _is_int(record[key]):
+            raise bad(key, "an integer")
+    for key in ("message_ids", "evidence"):
+        value = record[key]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise bad(key, "a list of strings")
+    name = record.get("category_name")
+    if name is not None and not isinstance(name, str):
+        raise bad("category_name", "a string")
+    if name is None and not _is_int(record["category"]):
+        raise bad("category", "an integer (LoCoMo's number) when there is no category_name")
+    qid = record.get("qid")
+    if qid is not None and not isinstance(qid, str):
+        raise bad("qid", "a string")
+
+
 def rescore(
-    path: Path, *, data: Sequence[Path] = (), recount: str | None = None
+    path: Path, *, data: Sequence[str | Path] = (), recount: str | None = None
 ) -> tuple[list[Row], list[str]]:
     """Recompute the recall table from a JSONL file alone.
 
     With ``data`` (the LoCoMo files), each record's evidence and category are taken from
     the data rather than from the JSONL. With ``recount`` (a tiktoken encoding), token
-    counts are recounted from the context text. Returns the rows and notes on what
-    disagreed with the file.
+    counts are recounted from the context text (a record without one is an error). A
+    (system, question, budget) that appears twice is an error: it would count twice.
+    Returns the rows and notes on what disagreed with the file.
     """
-    truth = {q.qid: q for q in load_questions(list(data), with_evidence=False)} if data else {}
+    path = Path(path)
     counter = None
     if recount:
         from structrag.tokens import get_counter
 
-        counter = get_counter(recount)
+        counter = get_counter(recount)  # an unknown encoding fails before any reading
+    truth = (
+        {q.qid: q for q in load_questions(list(data), with_evidence=False, require=False)}
+        if data
+        else {}
+    )
     notes: list[str] = []
     changed = {"evidence": 0, "tokens": 0}
     records: list[dict[str, Any]] = []
-    for record in read_records(path):
+    seen: dict[tuple[str, str, int], int] = {}
+    for lineno, record in numbered_records(path):
+        qid = record.get("qid")
+        if qid is not None:
+            key = (str(record["system"]), str(qid), int(record["budget"]))
+            if key in seen:
+                raise InputError(
+                    path,
+                    f"the record of {key[0]} for question {key[1]} at budget {key[2]} is "
+                    f"repeated (first at line {seen[key]})",
+                    line=lineno,
+                    hint="each (system, question, budget) is scored once; a file written "
+                    "by one `structrag bench recall` run has no repeats",
+                )
+            seen[key] = lineno
         if truth:
-            question = truth.get(str(record.get("qid")))
+            question = truth.get(str(qid)) if qid is not None else None
             if question is None:
                 raise InputError(
                     path,
-                    f"question {record.get('qid')!r} is not in the data files",
+                    f"question {qid!r} is not in the data files",
+                    line=lineno,
                     hint="pass the LoCoMo files the run used to --data",
                 )
             if list(question.evidence) != list(record["evidence"]):
@@ -167,7 +240,16 @@ def rescore(
             record["category"] = question.category
             record["category_name"] = question.category_name
         if counter is not None:
-            tokens = counter.count(str(record.get("context", "")))
+            context = record.get("context")
+            if not isinstance(context, str):
+                raise InputError(
+                    path,
+                    "record has no context to recount the tokens of",
+                    line=lineno,
+                    hint="--recount counts each record's context text (as `structrag bench "
+                    "recall` writes it); leave --recount out to score the recorded counts",
+                )
+            tokens = counter.count(context)
             if tokens != int(record["tokens"]):
                 changed["tokens"] += 1
             record = {**record, "tokens": tokens}
@@ -203,22 +285,62 @@ def markdown_table(rows: Sequence[Row]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_tables(out: Path, rows: Sequence[Row], meta: Mapping[str, Any]) -> None:
-    """``recall.json`` (rows and run metadata) and ``recall.md`` in ``out``."""
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "recall.json").write_text(
-        json.dumps({"meta": meta, "rows": [r.as_dict() for r in rows]}, indent=2) + "\n",
-        encoding="utf-8",
-    )
-    (out / "recall.md").write_text(
-        "# Evidence recall\n\n"
+def write_tables(
+    out: Path, rows: Sequence[Row], meta: Mapping[str, Any], files: Outputs | None = None
+) -> None:
+    """``recall.json`` (rows and run metadata) and ``recall.md`` in ``out`` (staged in
+    ``files`` when given, else each written whole)."""
+    out = Path(out)
+    label, note = in_sample_note(meta.get("conversations"))
+    texts = {
+        "recall.json": json.dumps({"meta": meta, "rows": [r.as_dict() for r in rows]}, indent=2)
+        + "\n",
+        "recall.md": "# Evidence recall\n\n"
         "Recall: the share of a question's evidence messages that are in its context (0 "
         "when the context is over budget), averaged per category and overall. All "
         "evidence: the share of questions with every evidence message in context.\n\n"
-        f"**In-sample:** {IN_SAMPLE_NOTE} `structrag bench loo` measures held-out "
-        "figures.\n\n" + markdown_table(rows),
-        encoding="utf-8",
-    )
+        f"**{label}:** {note} `structrag bench loo` measures held-out figures.\n\n"
+        + markdown_table(rows)
+        + data_notes(meta),
+    }
+    for name, text in texts.items():
+        if files is not None:
+            files.write_text(name, text)
+        else:
+            write_atomic(out / name, text)
+
+
+#: How many evidence warnings a results file lists (all are counted).
+WARNINGS_KEPT = 50
+
+
+def question_meta(found: QuestionSet) -> dict[str, Any]:
+    """What reading the questions found, for a results file's meta."""
+    return {
+        "conversations": list(found.conversations),
+        "questions_without_evidence": found.without_evidence,
+        "evidence_warnings": len(found.warnings),
+        "evidence_warning_lines": found.warnings[:WARNINGS_KEPT],
+    }
+
+
+def data_notes(meta: Mapping[str, Any]) -> str:
+    """Lines under a table on questions left out and evidence that names no turn."""
+    lines = []
+    skipped = int(meta.get("questions_without_evidence") or 0)
+    if skipped:
+        lines.append(f"{skipped} question(s) without evidence naming a turn are left out.")
+    count = int(meta.get("evidence_warnings") or 0)
+    if count:
+        shown = list(meta.get("evidence_warning_lines") or [])
+        lines.append(
+            f"**Warning:** {count} evidence id(s) name no turn of their conversation "
+            "(an id kept counts as missed by every system):"
+        )
+        lines += [f"* {line}" for line in shown]
+        if count > len(shown):
+            lines.append(f"* ... and {count - len(shown)} more")
+    return ("\n" + "\n".join(lines) + "\n") if lines else ""
 
 
 def limit_questions(questions: Sequence[Question], limit: int | None) -> list[Question]:
@@ -259,34 +381,88 @@ def check_choices(systems: Sequence[str], known: Sequence[str], budgets: Sequenc
             f"unknown system(s): {', '.join(unknown) or 'none given'}",
             hint=f"choose from {', '.join(known)}",
         )
-    if not budgets or min(budgets) < 1:
+    check_budgets(budgets)
+
+
+def check_budgets(budgets: Sequence[int]) -> None:
+    if not budgets or not all(_is_int(b) and b >= 1 for b in budgets):
         raise ConfigError("budgets must be positive numbers of tokens", hint="e.g. 500,1000")
 
 
+def as_paths(data: str | Path | Iterable[str | Path]) -> list[Path]:
+    """Data files as paths: one path, or any iterable of ``str`` or ``Path``."""
+    if isinstance(data, str | Path):
+        return [Path(data)]
+    return [Path(p) for p in data]
+
+
+def as_names(systems: str | Iterable[str]) -> list[str]:
+    """System names without repeats: a comma-separated string, or any iterable."""
+    items = systems.split(",") if isinstance(systems, str) else list(systems)
+    return list(dict.fromkeys(str(s).strip() for s in items if str(s).strip()))
+
+
+def as_budgets(budgets: int | Iterable[int]) -> list[int]:
+    """Budgets without repeats, in the order given."""
+    items = [budgets] if isinstance(budgets, int) else list(budgets)
+    check_budgets(items)
+    return list(dict.fromkeys(items))
+
+
+def check_limit(limit: int | None) -> None:
+    if limit is not None and (not _is_int(limit) or limit < 1):
+        raise ConfigError(f"limit must be a positive number of questions, not {limit!r}")
+
+
+def check_encoding(encoding: str) -> None:
+    """Load the token encoding now: an unknown one fails before the ingest."""
+    from structrag.tokens import get_counter
+
+    get_counter(encoding)
+
+
 def run_recall(
-    data: Sequence[Path],
-    out: Path,
+    data: str | Path | Sequence[str | Path],
+    out: str | Path,
     *,
-    systems: Sequence[str] = SYSTEMS,
-    budgets: Sequence[int] = DEFAULT_BUDGETS,
-    db: Path | None = None,
+    systems: str | Sequence[str] = SYSTEMS,
+    budgets: int | Sequence[int] = DEFAULT_BUDGETS,
+    db: str | Path | None = None,
     encoding: str = "cl100k_base",
     workers: int = 1,
     limit: int | None = None,
     progress: ProgressSink | None = None,
     command: str | None = None,
+    log: Callable[[str], None] | None = None,
 ) -> list[Row]:
-    """Run the recall benchmark; writes ``recall.jsonl``, ``recall.md``, ``recall.json``."""
-    if not data:
+    """Run the recall benchmark; writes ``recall.jsonl``, ``recall.md``, ``recall.json``.
+
+    Every option is checked, and the data read and checked, before the ingest; the three
+    files are written under temporary names and renamed into place at the end, so a run
+    that fails leaves the previous results as they were. ``log`` gets the warnings (evidence
+    that names no turn)."""
+    paths = as_paths(data)
+    if not paths:
         raise ConfigError("no data files", hint="pass LoCoMo files with --data")
-    check_choices(systems, SYSTEMS, budgets)
+    check_distinct(paths)
+    names = as_names(systems)
+    budgets = as_budgets(budgets)
+    check_choices(names, SYSTEMS, budgets)
+    check_limit(limit)
+    check_encoding(encoding)
+    check_systems(names)
+    out = Path(out)
+    index_dir = Path(db) if db is not None else out / "index"
+    found = read_questions(paths)
+    for line in found.warnings:
+        if log:
+            log(f"warning: {line}")
+    questions = limit_questions(found.questions, limit)
     out.mkdir(parents=True, exist_ok=True)
-    index_dir = db if db is not None else out / "index"
     meta: dict[str, Any] = environment(command)
-    questions = limit_questions(load_questions(data), limit)
     with Index(index_dir) as index:
         started = time.perf_counter()
-        reports = index.ingest(ingest_paths(data), workers=workers, progress=progress)
+        reports = index.ingest(ingest_paths(paths), workers=workers, progress=progress)
         meta["ingest"] = {
             "index": str(index_dir),
             "messages": index.stats()["messages"],
@@ -300,35 +476,39 @@ def run_recall(
                 f"conversations {', '.join(missing[:5])} are not in the index {index_dir}",
                 hint="the data files and --db must hold the same conversations",
             )
-        chosen = make_systems(systems, index, encoding=encoding, cache_dir=out / "cache")
+        chosen = make_systems(names, index, encoding=encoding, cache_dir=out / "cache")
         meta.update(
-            data=[str(p) for p in data],
-            systems=list(systems),
+            data=[str(p) for p in paths],
+            data_sha256=data_sha256(paths),
+            systems=list(names),
             budgets=list(budgets),
             encoding=encoding,
             questions=len(questions),
+            **question_meta(found),
             seconds_per_question={},
         )
-        with (out / RECORDS).open("w", encoding="utf-8") as handle:
-            for system in chosen:
-                started = time.perf_counter()
-                system.prepare(questions)
-                if progress:
-                    progress.start(len(questions), system.name)
-                for question in questions:
-                    contexts = system.contexts(question, budgets)
-                    for budget, context in zip(budgets, contexts, strict=True):
-                        record = question_record(system.name, question, budget, context)
-                        handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+        with Outputs(out) as files:
+            with files.path(RECORDS).open("w", encoding="utf-8") as handle:
+                for system in chosen:
+                    started = time.perf_counter()
+                    system.prepare(questions)
                     if progress:
-                        progress.advance(1)
-                if progress:
-                    progress.finish()
-                handle.flush()
-                elapsed = time.perf_counter() - started
-                meta["seconds_per_question"][system.name] = round(
-                    elapsed / max(1, len(questions)), 4
-                )
-    rows, _ = rescore(out / RECORDS)
-    write_tables(out, rows, meta)
+                        progress.start(len(questions), system.name)
+                    for question in questions:
+                        contexts = system.contexts(question, budgets)
+                        for budget, context in zip(budgets, contexts, strict=True):
+                            record = question_record(system.name, question, budget, context)
+                            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+                        if progress:
+                            progress.advance(1)
+                    if progress:
+                        progress.finish()
+                    handle.flush()
+                    elapsed = time.perf_counter() - started
+                    meta["seconds_per_question"][system.name] = round(
+                        elapsed / max(1, len(questions)), 4
+                    )
+            rows, _ = rescore(files.path(RECORDS))
+            write_tables(out, rows, meta, files)
+            files.commit()
     return rows

@@ -16,6 +16,8 @@ perf``) and writes, next to them:
   without its vectors) against float32 vector stores of 384 and 1,536 dimensions.
 
 A ``notes.md`` in the results directory (what was unusual about a run) is appended.
+``recall.json`` and ``loo.json`` made from different data are refused: the report sets
+the held-out figures beside the others and checks the targets on them.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from structrag.bench.output import write_atomic
 from structrag.bench.systems import require
 from structrag.errors import InputError
 
@@ -58,7 +61,33 @@ def load_results(directory: Path) -> dict[str, Any]:
             "no recall.json, loo.json or perf.json here",
             hint="run `structrag bench recall`, `bench loo` or `bench perf` with --out DIR first",
         )
+    if "recall" in found and "loo" in found:
+        check_same_data(directory, found["recall"], found["loo"])
     return found
+
+
+def _data_names(meta: dict[str, Any]) -> list[str]:
+    return sorted(Path(str(p)).name for p in meta.get("data") or [])
+
+
+def check_same_data(directory: Path, recall: dict[str, Any], loo: dict[str, Any]) -> None:
+    """Refuse ``recall.json`` and ``loo.json`` of different data: by the data's SHA-256
+    where both recorded it, else by the data files' names."""
+    mine, theirs = recall.get("meta") or {}, loo.get("meta") or {}
+    if mine.get("data_sha256") and theirs.get("data_sha256"):
+        same = mine["data_sha256"] == theirs["data_sha256"]
+    else:
+        same = _data_names(mine) == _data_names(theirs)
+    if not same:
+        raise InputError(
+            directory,
+            "recall.json and loo.json were made from different data (recall.json: "
+            f"{', '.join(map(str, mine.get('data') or [])) or '?'}; loo.json: "
+            f"{', '.join(map(str, theirs.get('data') or [])) or '?'}), so one report "
+            "cannot set them side by side or check the targets on them",
+            hint="give each run its own --out folder, or run `bench recall` and `bench loo` "
+            "with the same --data",
+        )
 
 
 def _pyplot() -> Any:
@@ -76,12 +105,15 @@ def _recall_series(
     recall: dict[str, Any] | None, loo: dict[str, Any] | None
 ) -> list[tuple[str, list[dict[str, Any]], tuple[str, str], str]]:
     """(label, rows, (colour, marker), line style) per line of the recall plot."""
+    from structrag.bench.locomo import in_sample_note
     from structrag.bench.loo import HELD_OUT
 
     series = []
+    conversations = ((recall or {}).get("meta") or {}).get("conversations")
+    marked = in_sample_note(conversations)[0] != "Not in-sample"
     for system in dict.fromkeys(row["system"] for row in (recall or {}).get("rows", [])):
         rows = [r for r in (recall or {})["rows"] if r["system"] == system]
-        label = f"{system} (in-sample)" if system == "structured" and loo else system
+        label = f"{system} (in-sample)" if system == "structured" and loo and marked else system
         series.append((label, rows, SYSTEM_STYLE.get(system, ("tab:gray", "x")), "-"))
     if loo:
         rows = [r for r in loo["pooled"] if r["system"] == HELD_OUT]
@@ -297,7 +329,7 @@ def _row(r: dict[str, Any]) -> Any:
 
 def loo_section(loo: dict[str, Any]) -> list[str]:
     """The held-out recall (the headline), the folds, and how the settings were chosen."""
-    from structrag.bench.locomo import IN_SAMPLE_NOTE
+    from structrag.bench.locomo import in_sample_note
     from structrag.bench.loo import (
         Fold,
         GridPoint,
@@ -323,7 +355,8 @@ def loo_section(loo: dict[str, Any]) -> list[str]:
     return [
         "## Held-out recall (leave one conversation out)",
         "",
-        f"{IN_SAMPLE_NOTE} Here each of the {len(folds)} conversations of {data} is held "
+        f"{in_sample_note(meta.get('conversations'))[1]} Here each of the {len(folds)} "
+        f"conversations of {data} is held "
         "out in turn: "
         f"the settings are chosen from a grid of {meta.get('grid_points', '?')} by mean "
         f"recall at {select:,} tokens over the other conversations' questions, and the "
@@ -345,12 +378,13 @@ def loo_section(loo: dict[str, Any]) -> list[str]:
 
 
 def recall_section(recall: dict[str, Any], loo: dict[str, Any] | None = None) -> list[str]:
-    from structrag.bench.locomo import IN_SAMPLE_NOTE
+    from structrag.bench.locomo import in_sample_note
     from structrag.bench.loo import HELD_OUT
-    from structrag.bench.recall import markdown_table
+    from structrag.bench.recall import data_notes, markdown_table
 
     rows = [_row(r) for r in recall["rows"]]
     meta = recall.get("meta", {})
+    label, note = in_sample_note(meta.get("conversations"))
     lines = [
         "## Evidence recall",
         "",
@@ -361,14 +395,14 @@ def recall_section(recall: dict[str, Any], loo: dict[str, Any] | None = None) ->
         "budget), averaged per category and overall; all evidence: the share of "
         "questions with every evidence message in context.",
         "",
-        f"**In-sample:** {IN_SAMPLE_NOTE} {BASELINES_NOTE}"
+        f"**{label}:** {note} {BASELINES_NOTE}"
         + (
             " The held-out figures above are the headline."
             if loo
             else " `structrag bench loo` measures held-out figures."
         ),
         "",
-        markdown_table(rows).rstrip(),
+        (markdown_table(rows) + data_notes(meta)).rstrip(),
         "",
         "![recall against budget](recall_vs_budget.png)",
         "",
@@ -651,10 +685,11 @@ def perf_targets(perf: dict[str, Any], series: Sequence[dict[str, Any]]) -> list
     ]
 
 
-def write_report(directory: Path, out: Path | None = None) -> list[Path]:
+def write_report(directory: str | Path, out: str | Path | None = None) -> list[Path]:
     """Write ``report.md`` and the PNG plots for a results directory; returns the paths."""
+    directory = Path(directory)
     results = load_results(directory)
-    out = out or directory
+    out = Path(out) if out is not None else directory
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     lines = ["# structrag benchmark report", ""]
@@ -689,5 +724,5 @@ def write_report(directory: Path, out: Path | None = None) -> list[Path]:
     if notes.exists():
         lines += ["## Notes on this run", "", notes.read_text(encoding="utf-8").strip(), ""]
     report = out / "report.md"
-    report.write_text("\n".join(lines).rstrip() + "\n", encoding="utf-8")
+    write_atomic(report, "\n".join(lines).rstrip() + "\n")
     return [report, *written]

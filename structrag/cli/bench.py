@@ -27,18 +27,36 @@ def _int_list(ctx: click.Context, param: click.Parameter, value: str | None) -> 
         raise click.BadParameter(f"expected comma-separated numbers, got {value!r}") from None
     if not numbers or min(numbers) < 1:
         raise click.BadParameter("expected positive numbers, e.g. 500,1000")
-    return numbers
+    return list(dict.fromkeys(numbers))  # a repeated number is measured once
+
+
+LOCOMO_HELP = "LoCoMo: github.com/snap-research/locomo, CC BY-NC 4.0."
 
 
 def data_option(func: F) -> F:
+    """--data for the commands that read LoCoMo-format files only."""
     return click.option(
         "--data",
         "data",
         multiple=True,
         required=True,
         type=click.Path(dir_okay=False, exists=True, path_type=Path),
-        help="LoCoMo-format file (repeatable). LoCoMo: github.com/snap-research/locomo, "
-        "CC BY-NC 4.0.",
+        help="LoCoMo-format file (repeatable). " + LOCOMO_HELP,
+    )(func)
+
+
+def questions_option(func: F) -> F:
+    """--data for the recall benchmarks: LoCoMo-format files or chat question sets."""
+    return click.option(
+        "--data",
+        "data",
+        multiple=True,
+        required=True,
+        type=click.Path(dir_okay=False, exists=True, path_type=Path),
+        help="A LoCoMo-format file, or a chat question set (a JSON file of format "
+        "structrag-chat-questions naming chat exports and their questions, such as "
+        "benchmarks/data/informal/questions.json); repeatable, each file once, each "
+        "conversation in one file. " + LOCOMO_HELP,
     )(func)
 
 
@@ -88,7 +106,7 @@ def bench() -> None:
 
 
 @bench.command("recall")
-@data_option
+@questions_option
 @click.option(
     "--budgets",
     callback=_int_list,
@@ -127,11 +145,14 @@ def bench_recall(
     limit: int | None,
     quiet: bool,
 ) -> None:
-    """Evidence recall of every system at every budget on LoCoMo questions.
+    """Evidence recall of every system at every budget on LoCoMo questions (or a chat
+    question set's).
 
     Writes one JSONL line per (system, question, budget) to OUT/recall.jsonl, and the
     table (recall per category and overall, share of questions with all their evidence
-    in context) to OUT/recall.md and OUT/recall.json; prints the table.
+    in context) to OUT/recall.md and OUT/recall.json; prints the table. The options and
+    the data are checked before the ingest, and the three files replace the previous
+    ones only when the run is complete.
 
     \b
     Example:
@@ -140,11 +161,10 @@ def bench_recall(
     from structrag.bench.machine import command_line
     from structrag.bench.recall import markdown_table, run_recall
 
-    names = [s.strip() for s in systems.split(",") if s.strip()]
     rows = run_recall(
         list(data),
         out,
-        systems=names,
+        systems=systems,
         budgets=budgets,
         db=db,
         encoding=encoding,
@@ -152,6 +172,7 @@ def bench_recall(
         limit=limit,
         progress=progress_bar(quiet),
         command=command_line(),
+        log=note,
     )
     click.echo(markdown_table(rows), nl=False)
     note(f"wrote {out / 'recall.jsonl'}, {out / 'recall.md'}, {out / 'recall.json'}")
@@ -250,7 +271,7 @@ def bench_knowledge(
 
 
 @bench.command("loo")
-@data_option
+@questions_option
 @click.option(
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
@@ -263,8 +284,8 @@ def bench_knowledge(
     "grid",
     multiple=True,
     metavar="FIELD=V1,V2,...",
-    help="A RankingSettings field and the values to try (repeatable; replaces the whole "
-    "default grid; window takes self, near, default, wide). Default: " + LOO_GRID + ".",
+    help="A numeric RankingSettings field and the values to try (repeatable; replaces the "
+    "whole default grid; window takes self, near, default, wide). Default: " + LOO_GRID + ".",
 )
 @click.option(
     "--budgets",
@@ -333,6 +354,7 @@ def bench_loo(
         limit=limit,
         progress=progress_bar(quiet),
         command=command_line(),
+        log=note,
     )
     click.echo(pooled_summary(result.pooled, select_budget))
     click.echo(folds_table(result.folds, select_budget), nl=False)
@@ -346,15 +368,23 @@ def bench_loo(
     "data",
     multiple=True,
     type=click.Path(dir_okay=False, exists=True, path_type=Path),
-    help="Take evidence and categories from these LoCoMo files, not from the JSONL.",
+    help="Take evidence and categories from these data files (LoCoMo-format files or chat "
+    "question sets, as the run had them), not from the JSONL.",
 )
-@click.option("--recount", metavar="ENCODING", help="Recount context tokens (e.g. cl100k_base).")
+@click.option(
+    "--recount",
+    metavar="ENCODING",
+    help="Recount context tokens (e.g. cl100k_base); every record needs its context.",
+)
 @json_option
 def bench_rescore(path: Path, data: tuple[Path, ...], recount: str | None, as_json: bool) -> None:
-    """Recompute the recall table from a recall JSONL file alone.
+    """Recompute the recall table from a recall JSONL file alone (recall.jsonl, or
+    loo.jsonl).
 
     A question's recall is the share of its evidence ids among message_ids (0 when
-    tokens > budget); categories and overall are means over questions.
+    tokens > budget); categories and overall are means over questions. A line with a
+    field missing or of the wrong type, or a (system, question, budget) given twice, is
+    an error naming the line.
     """
     from structrag.bench.recall import markdown_table, rescore
 
@@ -396,7 +426,7 @@ def bench_synth(data: tuple[Path, ...], size: int, out: Path) -> None:
     default=Path("bench-memory"),
     show_default=True,
     help="Output directory (memory.json, memory.md, memory_quality.jsonl, the indexes; "
-    "OUT/indexes/SIZE is reused once complete).",
+    "OUT/indexes/SIZE is reused once complete, while the data files' bytes are unchanged).",
 )
 @click.option(
     "--sizes",
@@ -626,7 +656,12 @@ def bench_perf(
 )
 def bench_report(results: Path, out: Path | None) -> None:
     """Write report.md and PNG plots (recall vs budget, latency and size vs corpus size)
-    from a results directory holding recall.json and/or perf.json."""
+    from a results directory holding recall.json, loo.json and/or perf.json.
+
+    The held-out figures of loo.json come first and the targets are checked on them; a
+    notes.md in RESULTS (what was unusual about the runs) is appended. recall.json and
+    loo.json made from different data are refused.
+    """
     from structrag.bench.report import write_report
 
     for path in write_report(results, out):
