@@ -33,31 +33,26 @@ def _int_list(ctx: click.Context, param: click.Parameter, value: str | None) -> 
 LOCOMO_HELP = "LoCoMo: github.com/snap-research/locomo, CC BY-NC 4.0."
 
 
-def data_option(func: F) -> F:
-    """--data for the commands that read LoCoMo-format files only."""
+def _data(help: str) -> Callable[[F], F]:
     return click.option(
         "--data",
         "data",
         multiple=True,
         required=True,
         type=click.Path(dir_okay=False, exists=True, path_type=Path),
-        help="LoCoMo-format file (repeatable). " + LOCOMO_HELP,
-    )(func)
+        help=help + " " + LOCOMO_HELP,
+    )
 
 
-def questions_option(func: F) -> F:
-    """--data for the recall benchmarks: LoCoMo-format files or chat question sets."""
-    return click.option(
-        "--data",
-        "data",
-        multiple=True,
-        required=True,
-        type=click.Path(dir_okay=False, exists=True, path_type=Path),
-        help="A LoCoMo-format file, or a chat question set (a JSON file of format "
-        "structrag-chat-questions naming chat exports and their questions, such as "
-        "benchmarks/data/informal/questions.json); repeatable, each file once, each "
-        "conversation in one file. " + LOCOMO_HELP,
-    )(func)
+#: --data for the commands that read LoCoMo-format files only.
+data_option = _data("LoCoMo-format file (repeatable).")
+#: --data for the recall benchmarks: LoCoMo-format files or chat question sets.
+questions_option = _data(
+    "A LoCoMo-format file, or a chat question set (a JSON file of format "
+    "structrag-chat-questions naming chat exports and their questions, such as "
+    "benchmarks/data/informal/questions.json); repeatable, each file once, each "
+    "conversation in one file."
+)
 
 
 def run_options(func: F) -> F:
