@@ -1011,6 +1011,14 @@ def test_whatsapp_typed_messages_that_read_like_its_own_lines_are_messages(
     ]
     counts = source.conversations[0].metadata["event_counts"]
     assert counts == {"call": 2, "media": 2}
+    # a long line of bullets is read at once (a pattern for documents backtracked badly)
+    import time
+
+    bullets = "[28/12/2023, 20:07:00] Bo: List in notes.txt" + " • item" * 40 + " enjoy!\n"
+    chat.write_text(chat.read_text(encoding="utf-8") + bullets, encoding="utf-8")
+    started = time.perf_counter()
+    assert load_source(Path("_chat.txt")).messages[-1].text.endswith("enjoy!")
+    assert time.perf_counter() - started < 5
 
 
 def test_a_json_list_splits_by_each_message_conversation(tmp_path: Path) -> None:

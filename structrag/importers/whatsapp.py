@@ -77,10 +77,25 @@ _SYSTEM_RE = re.compile(
 # typed sentence that ends so ("the appendix of the contract document omitted").
 _MEDIA_RE = re.compile(
     r"^(?:<Media omitted>|(?:image|video|audio|sticker|GIF|GIF image|Contact card) omitted"
-    r"|(?:[^\n]*?\.\w{2,5}(?:\s*•\s*[^•\n]*?)*\s+)?(?:document|Contact card) omitted"
     r"|<attached: (?P<file>[^>]+)>)$",
     re.IGNORECASE,
 )
+_FILE_OMITTED = (" document omitted", " contact card omitted")
+_FILE_NAME_RE = re.compile(r"\S\.\w{2,5}$")
+
+
+def _file_omitted(text: str) -> bool:
+    """A document WhatsApp left out, as it writes it: the file's name, perhaps details
+    after bullets, then "document omitted" ("report.pdf • 3 pages document omitted");
+    read with string splits (a pattern for it backtracks badly on long lines)."""
+    lowered = text.lower()
+    ending = next((e for e in _FILE_OMITTED if lowered.endswith(e)), None)
+    if ending is None:
+        return lowered.strip() in ("document omitted", "contact card omitted")
+    name = text[: -len(ending)].split("•")[0].strip()
+    return bool(_FILE_NAME_RE.search(name))
+
+
 _ANDROID_FILE_RE = re.compile(r"^(?P<file>\S.*?\.\w{2,5}) \(file attached\)$")
 _DELETED_RE = re.compile(r"^(?:This message was deleted|You deleted this message)\.?$", re.I)
 # A call's line as WhatsApp writes it ("Missed voice call", "Voice call, 12 min", "Video
@@ -244,13 +259,14 @@ def _entry(entry: dict[str, Any], when: str) -> tuple[RawMessage | None, dict[st
         body, edited = body.rstrip()[: -len(_EDITED)].rstrip(), True
     bare = said.translate(_NO_MARKS)  # iOS marks words inside its own lines too
     media = _MEDIA_RE.match(bare)
-    if media and not continuation.strip():
+    omitted = bool(media) or _file_omitted(bare)
+    if omitted and not continuation.strip():
         return None, event("media", said, name)
     if _DELETED_RE.match(said):
         return None, event("deleted", said, name)
     if _CALL_RE.match(bare) and not continuation.strip():
         return None, event("call", said, name)
-    if marked and not media and (entry["ios"] or _SYSTEM_RE.search(said)):
+    if marked and not omitted and (entry["ios"] or _SYSTEM_RE.search(said)):
         # iOS marks its own lines: "Trip to Porto: <U+200E>Ana added Bo" (the group's name
         # in the speaker's place), "Ana: <U+200E>Messages and calls are end-to-end ...".
         return None, event("system", said)
