@@ -478,15 +478,18 @@ class Ingestor:
             again = source.read
         else:  # read again if a later input asks: the check keeps no file's messages
             again = lambda: scan_source(path, format=format, options=options).iter_messages()  # noqa: E731
+        later = _Claim(path, _message_ids(again))  # one reading for all its conversations
         inputs = self.store.conversation_inputs(ids)
         for conversation in ids:
             claim = claimed.get(conversation)
-            other = claim.path if claim is not None else None
+            if claim is not None and claim.path.resolve() == here:
+                claim = None
             written = inputs.get(conversation, set())
-            if other is None and str(here) not in written:
-                other = next((Path(p) for p in sorted(written) if Path(p).exists()), None)
-            if other is not None and other.resolve() != here:
-                if _named_after(conversation, path):
+            elsewhere = sorted(p for p in written if p != str(here) and Path(p).exists())
+            if _named_after(conversation, path) and str(here) not in written:
+                other = claim.path if claim is not None else None
+                other = other or (Path(elsewhere[0]) if elsewhere else None)
+                if other is not None:
                     raise InputError(
                         path,
                         f"its conversation {conversation!r}, named after the file, is "
@@ -496,32 +499,51 @@ class Ingestor:
                         "--conversation NAME (a file that replaces the other: move the old "
                         "one away first)",
                     )
-                # (id -> content hash): the same message again (a later export that
-                # holds an earlier one's) replaces nothing
-                theirs = {
-                    i: h for (_, i), (_, h, _) in self.store.message_hashes([conversation]).items()
-                }
-                inputs_of = self.store.message_inputs(conversation)
-                theirs = {i: h for i, h in theirs.items() if inputs_of.get(i) != str(here)}
-                if claim is not None:
-                    theirs.update(claim.ids(conversation))
-                ours = mine(conversation)
-                clash = sorted(i for i, h in ours.items() if theirs.get(i, h) != h)
-                if clash:
-                    shown = ", ".join(repr(i) for i in clash[:3])
-                    more = " ..." if len(clash) > 3 else ""
-                    have = "has the id of a message" if len(clash) == 1 else "have ids of messages"
-                    raise InputError(
-                        path,
-                        f"{len(clash)} of its messages in conversation {conversation!r} "
-                        f"{have} of {shown_path(other)} ({shown}{more}), with other "
-                        "contents: they would replace that file's",
-                        hint="messages without ids are numbered 1, 2, ...: give this file's "
-                        "conversation a name of its own (--conversation NAME, or its "
-                        "conversation field), or its messages ids of their own (a file that "
-                        "replaces the other: move the old one away first)",
-                    )
-            claimed.setdefault(conversation, _Claim(path, _message_ids(again)))
+            if claim is not None or elsewhere:
+                self._check_ids(path, conversation, mine(conversation), claim, elsewhere)
+            claimed.setdefault(conversation, later)
+
+    def _check_ids(
+        self,
+        path: Path,
+        conversation: str,
+        ours: dict[str, int],
+        claim: _Claim | None,
+        elsewhere: list[str],
+    ) -> None:
+        """Refuse messages whose ids are those of messages, with other contents, that
+        other files still on disk wrote into the conversation (``elsewhere``), or that an
+        earlier input of this ingest (``claim``) brings: they would replace them. The
+        same message again (a later export that holds an earlier one's) replaces nothing;
+        a file that moved away leaves its messages to the file that took its place."""
+        theirs: dict[str, tuple[int, str]] = {}
+        if elsewhere:
+            hashes = self.store.message_hashes([conversation])
+            owners = self.store.message_inputs([conversation])
+            wanted = set(elsewhere)
+            for (_, i), (_, h, _) in hashes.items():
+                owner = owners.get((conversation, i))
+                if owner in wanted:
+                    theirs[i] = (h, owner)
+        if claim is not None:
+            theirs.update((i, (h, str(claim.path))) for i, h in claim.ids(conversation).items())
+        clash = sorted(i for i, h in ours.items() if i in theirs and theirs[i][0] != h)
+        if not clash:
+            return
+        owners_shown = sorted({shown_path(Path(theirs[i][1])) for i in clash})
+        shown = ", ".join(repr(i) for i in clash[:3])
+        more = " ..." if len(clash) > 3 else ""
+        have = "has the id of a message" if len(clash) == 1 else "have ids of messages"
+        raise InputError(
+            path,
+            f"{len(clash)} of its messages in conversation {conversation!r} {have} of "
+            f"{' and '.join(owners_shown)} ({shown}{more}), with other contents: they "
+            "would replace that file's",
+            hint="messages without ids are numbered 1, 2, ...: give this file's "
+            "conversation a name of its own (--conversation NAME, or its conversation "
+            "field), or its messages ids of their own (a file that replaces the other: "
+            "move the old one away first)",
+        )
 
     def _reload(
         self, plan: _Plan, format: str | None, options: LoadOptions, force: bool
@@ -565,7 +587,10 @@ class Ingestor:
             source, report = self._reload(plan, format, options, force), plan.report
             if source is None:
                 continue
-            todo = [p for window in self._pending(source, report, None, force) for p in window]
+            gone: list[int] = []  # what the ingest would remove, as it would
+            pending = self._pending(source, report, None, force, gone)
+            todo = [p for window in pending for p in window]
+            report.messages_removed = len(gone)
             report.messages_added = sum(1 for p in todo if p.status == "new")
             report.messages_updated = sum(1 for p in todo if p.status == "edited")
             report.messages_reextracted = sum(1 for p in todo if p.status == "same")
@@ -754,14 +779,7 @@ class Ingestor:
         existing = self.store.message_hashes(c.id for c in source.conversations)
         left: dict[tuple[str, str], int] = {}
         if gone is not None and existing:
-            here = str(Path(source.path).resolve())
-            for conversation in {c for c, _ in existing}:
-                mine = self.store.message_inputs(conversation)
-                left.update(
-                    ((conversation, i), existing[conversation, i][0])
-                    for i, p in mine.items()
-                    if p == here and (conversation, i) in existing
-                )
+            left = self._written_from(source, existing)
         max_ordinal: dict[str, int] = {}
         for (conv, _), (_, _, ordinal) in existing.items():
             max_ordinal[conv] = max(ordinal, max_ordinal.get(conv, -1))
@@ -792,6 +810,32 @@ class Ingestor:
             yield self._numbered(todo)
         if gone is not None:
             gone.extend(sorted(left.values()))
+
+    def _written_from(
+        self, source: Source, existing: dict[tuple[str, str], tuple[int, int, int]]
+    ) -> dict[tuple[str, str], int]:
+        """The messages (key -> mkey) an earlier version of ``source``'s file wrote into
+        its conversations: from its path or, for a file that moved (a conversation named
+        after it, whose only writers are paths gone from disk), from where it was. Another
+        file's messages in a conversation they share stay, its file gone or not."""
+        path = Path(source.path)
+        here = str(path.resolve())
+        owners = self.store.message_inputs({c for c, _ in existing})
+        paths: dict[str, set[str]] = {}
+        for (conversation, _), owner in owners.items():
+            paths.setdefault(conversation, set()).add(owner)
+        moved = {
+            c
+            for c, found in paths.items()
+            if here not in found
+            and _named_after(c, path)
+            and not any(Path(p).exists() for p in found)
+        }
+        return {
+            key: existing[key][0]
+            for key, owner in owners.items()
+            if key in existing and (owner == here or key[0] in moved)
+        }
 
     def _numbered(self, todo: list[Pending]) -> list[Pending]:
         """``todo`` with its new messages numbered (and made memories, for a memory)."""

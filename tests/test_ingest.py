@@ -203,6 +203,8 @@ def test_messages_no_longer_in_a_file_are_removed_and_nothing_else(
     assert [m.id for m in index.query("walrus AND note").messages] == ["c0"]
     del lines[0]  # the walrus note left the file
     chat.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    (planned,) = index.estimate([chat])["sources"]
+    assert planned["messages_removed"] == 1  # a dry run says so too
     (report,) = index.ingest([chat])
     assert report.messages_removed == 1 and report.messages_unchanged == 2
     assert [m.message.id for m in index.messages("log")] == ["c1", "c2", "o1"]
@@ -210,6 +212,43 @@ def test_messages_no_longer_in_a_file_are_removed_and_nothing_else(
     assert index.query("walrus AND note").messages == []
     assert [m.id for m in index.query("walrus AND too").messages] == ["o1"]
     assert index.stats()["messages"] == 3
+
+
+def test_a_file_of_a_shared_conversation_cannot_take_anothers_ids_later(
+    index: Index, tmp_path: Path
+) -> None:
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    line = '{{"id": "{i}", "conversation": "C", "speaker": "Ana", "text": "{w} note {i}"}}\n'
+    a.write_text("".join(line.format(i=i, w="a") for i in range(1, 6)))
+    b.write_text("".join(line.format(i=i, w="b") for i in range(6, 11)))
+    index.ingest([a, b])
+    # b again, now without ids: numbered 1, 2, 3, the ids of a's messages
+    b.write_text(
+        "".join(
+            f'{{"conversation": "C", "speaker": "Bo", "text": "b new {i}"}}\n' for i in range(3)
+        )
+    )
+    with pytest.raises(InputError, match="would replace that file's") as clash:
+        index.ingest([b])
+    assert "a.jsonl" in str(clash.value)
+    assert [m.message.text for m in index.messages("C")][:3] == ["a note 1", "a note 2", "a note 3"]
+
+
+def test_a_file_that_moved_has_its_removed_messages_removed(index: Index, tmp_path: Path) -> None:
+    chat = tmp_path / "chat.jsonl"
+    chat.write_text(
+        "".join(f'{{"speaker": "Ana", "text": "message number {i}"}}\n' for i in range(9))
+    )
+    index.ingest([chat])
+    moved = tmp_path / "sub" / "chat.jsonl"
+    moved.parent.mkdir()
+    lines = chat.read_text().splitlines(keepends=True)
+    moved.write_text("".join(lines[:3] + lines[5:]))  # two lines deleted, then moved
+    chat.unlink()
+    (report,) = index.ingest([moved])
+    assert report.messages_removed == 2
+    texts = [m.message.text for m in index.messages("chat")]
+    assert len(texts) == 7 and len(set(texts)) == 7
 
 
 def test_all_formats_ingest(

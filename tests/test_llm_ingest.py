@@ -242,6 +242,9 @@ def test_500s_are_recorded_and_retry_failed_picks_them_up(
         assert nothing.skipped and server.calls - before == 2
         # the text index follows the store
         assert index.text_index.generation() == index.store.generation()
+        # the retried messages are still the file's: one that leaves it is removed
+        owners = index.store.message_inputs([index.show("m5")["conversation"]])
+        assert set(owners.values()) == {str(chat.resolve())}
 
 
 def test_an_interrupted_ingest_keeps_what_it_paid_for(

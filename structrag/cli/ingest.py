@@ -345,10 +345,12 @@ def _print_estimate(estimate: dict[str, Any]) -> None:
         if source["skipped"]:
             click.echo(f"{source['path']}: would skip, {source['skipped']}")
         else:
+            removed = source.get("messages_removed", 0)
+            gone = f", {removed} to remove (no longer in the file)" if removed else ""
             click.echo(
                 f"{source['path']} ({source['format']}): {source['messages_added']} new, "
                 f"{source['messages_updated']} updated, {source['messages_unchanged']} "
-                "unchanged messages"
+                f"unchanged messages{gone}"
             )
     click.echo(f"messages to extract: {estimate['messages_to_extract']}")
     llm = estimate.get("llm")

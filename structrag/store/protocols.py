@@ -302,9 +302,9 @@ class KnowledgeStore(Protocol):
         messages; a conversation with none (new, or live memories only) is left out."""
         ...
 
-    def message_inputs(self, conversation: str) -> dict[str, str]:
-        """``message id -> sources.path`` of the input whose ingest wrote it, for a
-        conversation's messages that an ingest wrote."""
+    def message_inputs(self, conversations: Iterable[str]) -> dict[tuple[str, str], str]:
+        """``(conversation, message id) -> sources.path`` of the input whose ingest wrote
+        it, for the conversations' messages that an ingest wrote."""
         ...
 
     def next_ids(self) -> tuple[int, int]:

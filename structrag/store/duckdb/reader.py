@@ -239,13 +239,17 @@ class DuckDBReader:
             found.setdefault(str(conversation), set()).add(str(path))
         return found
 
-    def message_inputs(self, conversation: str) -> dict[str, str]:
+    def message_inputs(self, conversations: Iterable[str]) -> dict[tuple[str, str], str]:
+        convs = sorted(set(conversations))
+        if not convs:
+            return {}
         rows = self.sql(
-            "SELECT m.message_id, s.path FROM messages m "
-            "JOIN sources s ON s.source_id = m.source_id WHERE m.conversation = $1",
-            [conversation],
+            "SELECT m.conversation, m.message_id, s.path FROM messages m "
+            "JOIN sources s ON s.source_id = m.source_id "
+            "WHERE m.conversation IN (SELECT unnest($1::VARCHAR[]))",
+            [convs],
         )
-        return {str(i): str(p) for i, p in rows}
+        return {(str(c), str(i)): str(p) for c, i, p in rows}
 
     def next_ids(self) -> tuple[int, int]:
         row = self._first(

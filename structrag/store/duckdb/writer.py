@@ -460,7 +460,9 @@ class RowWriter:
             self.con.execute(
                 "UPDATE messages SET ordinal = ?, speaker = ?, recipients = ?, ts = ?, "
                 "text = ?, tags = ?, metadata = ?, content_hash = ?, "
-                "source_id = coalesce(?, source_id) WHERE mkey = ?",
+                # a message extracted again as it was (a retry, --force) stays its file's
+                "source_id = CASE WHEN content_hash = ? THEN source_id "
+                "ELSE coalesce(?, source_id) END WHERE mkey = ?",
                 [
                     m.ordinal,
                     m.speaker,
@@ -469,6 +471,7 @@ class RowWriter:
                     m.text,
                     list(m.tags),
                     to_json(m.metadata),
+                    m.content_hash(),
                     m.content_hash(),
                     self.source_id,
                     stored.mkey,
@@ -622,7 +625,9 @@ class DuckDBTransaction(RowsTransaction):
             names = [name for name, _ in MESSAGE_COLUMNS]
             sets = ", ".join(f"{n} = s.{n}" for n in _EDITABLE_COLUMNS)
             con.execute(
-                f"UPDATE main.messages AS m SET {sets}, source_id = coalesce(?, m.source_id) "
+                f"UPDATE main.messages AS m SET {sets}, source_id = CASE WHEN "
+                "m.content_hash = s.content_hash THEN m.source_id "
+                "ELSE coalesce(?, m.source_id) END "
                 f"FROM {stage}.messages AS s WHERE m.mkey = s.mkey "
                 f"AND s.mkey IN (SELECT mkey FROM {stage}.{STAGED_CHANGES})",
                 [self.source_id],
