@@ -230,13 +230,11 @@ class PatternMatch(PlanNode):
             return Match.empty(n)
         # Candidates from the text index: refs whose terms hold every word of a condition's
         # value; the property index then checks each condition on its own role. A facet's
-        # name is an index term only for the facets a question asks by name (job, role):
-        # when it finds nothing, candidates come from the other conditions, or, with
-        # none, from the property index itself (entity(facet.owner=*)).
-        candidates = _candidates(ctx, conditions)
+        # name is no condition to start from (it is an index term only for a job or a
+        # role, and any ref may hold the word "owner"): with nothing else, candidates
+        # come from the property index itself (entity(facet.owner=*)).
         named = [c for c in conditions if c.name != "facet.name"]
-        if not candidates and len(named) < len(conditions):
-            candidates = _candidates(ctx, named) if named else ctx.refs_having(conditions)
+        candidates = _candidates(ctx, named) if named else ctx.refs_having(conditions)
         if not candidates:
             return Match.empty(n)
         hits = ctx.refs_meeting(sorted(candidates), conditions)
