@@ -88,7 +88,12 @@ def excerpts(context: AnswerContext, lines: Mapping[int, str], qualify: bool | N
     )
 
 
-_MARK = re.compile(r"\s*\[([^\[\]\n]+)\]")
+_MARK = re.compile(r"\s*\[([^\[\]\n]+)\](?!\()")  # not a Markdown link's [text](url)
+
+
+def _shape(label: str) -> str:
+    """An id's shape, its digits as one mark (``m11``, ``m999``: ``m#``)."""
+    return re.sub(r"\d+", "#", label)
 
 
 class _Citations:
@@ -105,6 +110,9 @@ class _Citations:
             bare.setdefault(m.id, []).append(label)
             self.full[f"{m.conversation}/{m.id}"] = label
         self.bare = {k: v[0] for k, v in bare.items() if len(set(v)) == 1}
+        #: The shapes of the context's ids: a bracket of this shape is a citation
+        #: ([m999]); one of words or other marks ([image], [sic], [2024-05-03]) is text.
+        self.shapes = {_shape(label) for label in shown} | {_shape(m.id) for m in context.messages}
         self.dropped: list[str] = []
 
     def resolve(self, cited: str) -> str | None:
@@ -116,14 +124,19 @@ class _Citations:
             self.dropped.append(cited)
         return found
 
+    def _cites(self, part: str) -> bool:
+        """Whether a bracket's part reads as a message id of the context's kind."""
+        return part in self.bare or part in self.full or _shape(part) in self.shapes
+
     def clean(self, text: str, listed: set[str]) -> str:
         """``text`` with its citation marks of dropped ids removed (``[m999]``, the
         ``m999`` of ``[m11, m999]``) and bare ids qualified. A bracket that cites nothing
-        the model listed and holds words (``[21 May 2024]``) is left alone."""
+        the model listed and is not of the shape of the context's ids (``[21 May 2024]``,
+        ``[image]``, ``[sic]``), or is a Markdown link's text, is left alone."""
 
         def mark(found: re.Match[str]) -> str:
             parts = [p.strip() for p in re.split(r"[,;]", found.group(1)) if p.strip()]
-            cites = [p for p in parts if p in listed or p in self.shown or " " not in p]
+            cites = [p for p in parts if p in listed or p in self.shown or self._cites(p)]
             if not parts or len(cites) != len(parts):
                 return found.group(0)
             kept = [r for r in dict.fromkeys(self.resolve(p) for p in parts) if r]

@@ -150,7 +150,8 @@ def test_cli_answer_flag(example_index: Path) -> None:
 def test_dropped_citations_leave_the_text(ix: Index) -> None:
     written = {
         "answered": True,
-        "answer": "Marco adopted Biscuit [m11] [m999]. He was a puppy [m11, m998]; see [21 May].",
+        "answer": "Marco adopted Biscuit [m11] [m999]. He was a puppy [m11, m998]; see [21 May]."
+        " A photo [image] of him [sic], on [2024-05-21]; [more](http://x).",
         "citations": ["m11", "m999", "m998"],
     }
     with serve([("Excerpts:", [Reply(knowledge=written)])]) as server:
@@ -158,8 +159,9 @@ def test_dropped_citations_leave_the_text(ix: Index) -> None:
             "When did Marco adopt Biscuit?", budget=150, answer=True, llm=config(server.url)
         )
     assert answer.written is not None
-    assert (
-        answer.written["text"] == "Marco adopted Biscuit [m11]. He was a puppy [m11]; see [21 May]."
+    assert answer.written["text"] == (
+        "Marco adopted Biscuit [m11]. He was a puppy [m11]; see [21 May]."
+        " A photo [image] of him [sic], on [2024-05-21]; [more](http://x)."
     )
     assert answer.written["citations"] == ["m11"]
     assert answer.written["dropped_citations"] == ["m999", "m998"]
