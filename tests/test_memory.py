@@ -586,3 +586,22 @@ def test_a_line_too_long_is_cut_first_and_passed_over_after() -> None:
         counter,
     )
     assert spread.sections[1].ids == ["a", "b", "c"]
+
+
+def test_every_superseded_memory_set_after_its_replacement_scores_no_higher() -> None:
+    """Two superseded memories after one replacement: both take no higher score."""
+    import numpy as np
+
+    from structrag.memory.api import Memory
+    from structrag.memory.supersession import Supersession
+    from structrag.query.modes import Hits
+
+    class Moves(Supersession):
+        def reorder(self, size: int, named: dict[int, str]) -> np.ndarray | None:
+            return np.array([2, 3, 4, 5, 0, 1, 6])
+
+    ranked = Hits(np.arange(7), np.array([0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3]))
+    moved = Memory._replaced_last(ranked, Moves.none(), {0: "a", 1: "b", 5: "c"})
+    assert moved.mkeys.tolist() == [2, 3, 4, 5, 0, 1, 6]
+    scores = moved.scores.tolist()
+    assert scores == sorted(scores, reverse=True)

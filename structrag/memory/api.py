@@ -762,7 +762,8 @@ class Memory:
         if order is None:
             return ranked
         scores = ranked.scores[order].astype(float)
-        moved = np.flatnonzero(order[1:] < order[:-1]) + 1  # set right after a later one
+        # the superseded, set after a later one: their place is below one already passed
+        moved = np.flatnonzero(order[1:] < np.maximum.accumulate(order)[:-1]) + 1
         for i in moved.tolist():
             # scores keep to the order: a threshold never keeps the superseded message
             # and drops the one that replaced it
