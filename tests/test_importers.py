@@ -82,7 +82,7 @@ def test_transcript_labels_in_any_script_and_numbered_speakers(tmp_path: Path) -
     path.write_text(
         "ANA SOUZA: Good morning.\nJürgen Müller: Thanks Ana.\nÉlodie Martin: A question.\n"
         "Øyvind: I will book the hotel.\nSpeaker 2: hello there\nJÜRGEN MÜLLER: fine\n"
-        "the notes: a line of the same turn\n",
+        "the notes: a line of the same turn\nStep 1: a numbered line is no speaker\n",
         encoding="utf-8",
     )
     source = load_source(path)
@@ -92,7 +92,10 @@ def test_transcript_labels_in_any_script_and_numbered_speakers(tmp_path: Path) -
         ("Élodie Martin", "A question."),
         ("Øyvind", "I will book the hotel."),
         ("Speaker 2", "hello there"),
-        ("Jürgen Müller", "fine\nthe notes: a line of the same turn"),
+        (
+            "Jürgen Müller",
+            "fine\nthe notes: a line of the same turn\nStep 1: a numbered line is no speaker",
+        ),
     ]
 
 

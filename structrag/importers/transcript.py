@@ -4,7 +4,7 @@ meeting tools export. One layout is chosen per file (the one most of its lines f
 * **labels**: a line that starts with a speaker label opens a turn; the lines after it, up
   to the next label, belong to that turn (stage directions such as ``[MUSIC]`` included).
   A label is one to five words in capitals (``KEVIN SCOTT:``) or in Title Case (``Kevin
-  Scott:``, ``Jürgen Müller:``, ``Speaker 2:``), in any script, optionally with a
+  Scott:``, ``Jürgen Müller:``, ``Speaker 2:``), in any script with capitals, optionally with a
   ``[00:12:03]`` or ``(00:12:03)`` time next to it.
 * **timed** (Zoom and others): every turn starts with a time, ``00:00:01 Name: text``,
   ``[00:00:01] Name: text``, or Zoom's chat ``14:02:05 From Ana Souza to Everyone: text``
@@ -131,10 +131,34 @@ def _speaker(match: re.Match[str]) -> str | None:
     letters = [c for c in name if c.isalpha()]
     if all(c.isupper() for c in letters):
         return " ".join(w.capitalize() if w.isalpha() else w for w in words)
-    # Title Case; a number after the first word names a speaker too ("Speaker 1")
-    if all(w[0].isupper() or w.isdigit() for w in words) and len(words) <= 4:
+    # Title Case; a number names a speaker only after a word for one ("Speaker 1", not
+    # "Step 1")
+    numbered = words[0].lower() in _NUMBERED_SPEAKERS
+    if all(w[0].isupper() or (numbered and w.isdigit()) for w in words) and len(words) <= 4:
         return name
     return None
+
+
+#: Words a transcription tool numbers its unknown speakers with ("Speaker 2:", "Guest 1:").
+_NUMBERED_SPEAKERS = frozenset(
+    {
+        "speaker",
+        "participant",
+        "guest",
+        "caller",
+        "person",
+        "voice",
+        "interviewer",
+        "interviewee",
+        "respondent",
+        "attendee",
+        "panelist",
+        "host",
+        "user",
+        "unknown",
+        "spk",
+    }
+)
 
 
 def _timed_name(match: re.Match[str]) -> str | None:
