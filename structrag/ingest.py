@@ -425,6 +425,14 @@ class Ingestor:
             except InputError as exc:
                 failed.append((exc, path))
                 continue
+            except SourceChanged:  # read again for its ids, it was not what was checked
+                changed = InputError(
+                    path,
+                    "the file changed while it was checked; nothing was written",
+                    hint="ingest it again when nothing is writing to it",
+                )
+                failed.append((changed, path))
+                continue
             streamed = source if isinstance(source, StreamedSource) else None
             plans.append(
                 _Plan(
