@@ -792,9 +792,11 @@ class Ingestor:
         for (conv, _), (_, _, ordinal) in existing.items():
             max_ordinal[conv] = max(ordinal, max_ordinal.get(conv, -1))
         todo: list[Pending] = []
+        numbered = True  # every id is the message's place (1, 2, ...): no ids of the file's
         for message in source.iter_messages():
             found = existing.get((message.conversation, message.id))
             left.pop((message.conversation, message.id), None)
+            numbered = numbered and message.id == str(message.ordinal + 1)
             if found is None:
                 if message.conversation in max_ordinal:
                     max_ordinal[message.conversation] += 1
@@ -816,8 +818,15 @@ class Ingestor:
                 todo = []
         if todo:
             yield self._numbered(todo)
-        if gone is not None:
-            gone.extend(sorted(left.values()))
+        if gone is not None and left:
+            if numbered or source.format in WHOLE_FORMATS:
+                gone.extend(sorted(left.values()))
+            else:
+                report.warnings.append(
+                    f"{len(left)} message(s) an earlier version of this file had are not in "
+                    "it: kept (a file of its own message ids, such as a Slack or Discord "
+                    "export of a date range, may be a part of the history)"
+                )
 
     def _written_from(
         self, source: Source, existing: dict[tuple[str, str], tuple[int, int, int]]
@@ -1042,6 +1051,13 @@ def _message_ids(read: Callable[[], Iterable[Message]]) -> Callable[[str], dict[
         return found.get(conversation, {})
 
     return ids
+
+
+#: Formats whose files hold their conversations whole (a chat export, a transcript): a
+#: message an earlier version had and this one has not was deleted, or its ids moved
+#: (WhatsApp numbers messages by place), so it is removed. Files of their own message ids
+#: in other formats may hold part of a history: what they leave out is kept.
+WHOLE_FORMATS = frozenset({"whatsapp", "transcript", "webvtt", "chatgpt", "locomo", "email"})
 
 
 def _named_after(conversation: str, path: Path) -> bool:

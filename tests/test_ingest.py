@@ -189,29 +189,45 @@ def test_two_files_of_one_conversation_never_replace_each_others_messages(
 def test_messages_no_longer_in_a_file_are_removed_and_nothing_else(
     index: Index, tmp_path: Path
 ) -> None:
+    """A file numbered by place (no ids of its own): what left it is removed, the ids
+    after it shift; another file's messages in the conversation stay."""
     chat, other = tmp_path / "chat.jsonl", tmp_path / "other.jsonl"
-    lines = [
-        {"id": f"c{i}", "conversation": "log", "speaker": "Ana", "text": f"note about {word}"}
-        for i, word in enumerate(["walrus", "pelican", "heron"])
-    ]
-    chat.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    words = ["walrus", "pelican", "heron"]
+    line = '{{"conversation": "log", "speaker": "Ana", "text": "note about {}"}}\n'
+    chat.write_text("".join(line.format(w) for w in words))
     other.write_text(
         json.dumps({"id": "o1", "conversation": "log", "speaker": "Bo", "text": "walrus too"})
         + "\n"
     )
     index.ingest([chat, other])
-    assert [m.id for m in index.query("walrus AND note").messages] == ["c0"]
-    del lines[0]  # the walrus note left the file
-    chat.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert [m.id for m in index.query("walrus AND note").messages] == ["1"]
+    chat.write_text("".join(line.format(w) for w in words[1:]))  # the walrus note left
     (planned,) = index.estimate([chat])["sources"]
     assert planned["messages_removed"] == 1  # a dry run says so too
     (report,) = index.ingest([chat])
-    assert report.messages_removed == 1 and report.messages_unchanged == 2
-    assert [m.message.id for m in index.messages("log")] == ["c1", "c2", "o1"]
+    assert report.messages_removed == 1 and report.messages_updated == 2
+    found = [(m.message.id, m.message.text) for m in index.messages("log")]
+    assert found == [("1", "note about pelican"), ("2", "note about heron"), ("o1", "walrus too")]
     # gone from the text index too; the other file's message stays
     assert index.query("walrus AND note").messages == []
     assert [m.id for m in index.query("walrus AND too").messages] == ["o1"]
     assert index.stats()["messages"] == 3
+
+
+def test_a_file_of_its_own_ids_may_be_part_of_a_history_and_loses_nothing(
+    index: Index, tmp_path: Path
+) -> None:
+    """A Slack or Discord export of a date range, or JSON of message ids: what an earlier
+    version had and this one has not is kept, and the report says so."""
+    export = tmp_path / "export.jsonl"
+    rows = [{"id": f"x{i}", "speaker": "Ana", "text": f"day {i} notes"} for i in range(4)]
+    export.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    index.ingest([export])
+    export.write_text("".join(json.dumps(r) + "\n" for r in rows[2:]))  # the later days
+    (report,) = index.ingest([export])
+    assert report.messages_removed == 0
+    assert any("2 message(s) an earlier version" in w for w in report.warnings)
+    assert [m.message.id for m in index.messages("export")] == ["x0", "x1", "x2", "x3"]
 
 
 def test_a_file_of_a_shared_conversation_cannot_take_anothers_ids_later(
