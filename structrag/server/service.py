@@ -172,9 +172,9 @@ class Job:
     names: dict[str, str] = field(default_factory=dict)
     uploads: Path | None = None
     cancel: threading.Event = field(default_factory=threading.Event)
-    #: The check made before the job was queued (its estimate, and the size and time of
-    #: each file it read): the job reuses it when no file changed since.
-    checked: tuple[dict[str, Any], list[tuple[str, int, int]]] | None = None
+    #: The check made before the job was queued (its estimate, the size and time of each
+    #: file it read, the store's generation): reused when none of them changed since.
+    checked: tuple[dict[str, Any], list[tuple[str, int, int]], int] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -575,7 +575,9 @@ class Service:
         inputs = [str(p) for p in paths]
         try:
             stamps = _stamps(inputs, options)
-            estimate = self.read(lambda index: index.estimate(inputs, options))
+            estimate, generation = self.read(
+                lambda index: (index.estimate(inputs, options), index.store.generation())
+            )
         except StructragError as exc:
             if not names:
                 raise
@@ -586,7 +588,7 @@ class Service:
             options=_options_dict(options),
             names=names,
             uploads=uploads,
-            checked=(estimate, stamps),
+            checked=(estimate, stamps, generation),
         )
         with self._jobs_lock:
             self._jobs[job.id] = job
@@ -628,9 +630,15 @@ class Service:
                 raise JobCancelled("the job was cancelled before it started")
             job.state = "checking"
             # Every input is read and checked before anything is written: again, unless
-            # no file changed since the check made before the job was queued.
+            # no file and nothing in the index changed since the check made before the
+            # job was queued (another job may have written what these files clash with).
             checked, job.checked = job.checked, None
-            if checked is not None and checked[1] == _stamps(job.inputs, options):
+            generation = self.read(lambda index: index.store.generation())
+            if (
+                checked is not None
+                and checked[1] == _stamps(job.inputs, options)
+                and checked[2] == generation
+            ):
                 estimate = checked[0]
             else:
                 estimate = self.read(lambda index: index.estimate(job.inputs, options))
