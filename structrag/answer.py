@@ -92,8 +92,11 @@ _MARK = re.compile(r"\s*\[([^\[\]\n]+)\](?!\()")  # not a Markdown link's [text]
 
 
 def _shape(label: str) -> str:
-    """An id's shape, its digits as one mark (``m11``, ``m999``: ``m#``)."""
-    return re.sub(r"\d+", "#", label)
+    """An id's shape: its digits as one mark (``m11``, ``m999``: ``m#``), and a run of hex
+    digits holding digits as one mark too (``mem-9f0a1b2c3d4e`` and ``mem-77aa``: ``mem-#``;
+    a UUID: ``#-#-#-#-#``)."""
+    hexed = re.sub(r"(?<![0-9A-Za-z])(?=[0-9a-fA-F]*\d)[0-9a-fA-F]{4,}(?![0-9A-Za-z])", "#", label)
+    return re.sub(r"\d+", "#", hexed)
 
 
 class _Citations:

@@ -82,7 +82,8 @@ def test_transcript_labels_in_any_script_and_numbered_speakers(tmp_path: Path) -
     path.write_text(
         "ANA SOUZA: Good morning.\nJürgen Müller: Thanks Ana.\nÉlodie Martin: A question.\n"
         "Øyvind: I will book the hotel.\nSpeaker 2: hello there\nJÜRGEN MÜLLER: fine\n"
-        "the notes: a line of the same turn\nStep 1: a numbered line is no speaker\n",
+        "the notes: a line of the same turn\nStep 1: a numbered line is no speaker\n"
+        "Agent 1: numbered people speak\nSprecher 2: in any language\n",
         encoding="utf-8",
     )
     source = load_source(path)
@@ -96,6 +97,8 @@ def test_transcript_labels_in_any_script_and_numbered_speakers(tmp_path: Path) -
             "Jürgen Müller",
             "fine\nthe notes: a line of the same turn\nStep 1: a numbered line is no speaker",
         ),
+        ("Agent 1", "numbered people speak"),
+        ("Sprecher 2", "in any language"),
     ]
 
 

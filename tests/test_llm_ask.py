@@ -293,3 +293,12 @@ def test_the_python_api_names_bad_llm_settings_and_follows_changed_ones(
     assert ix._question_llm("llm", first, needed=True) is client
     changed = ix._question_llm("llm", second, needed=True)
     assert changed is not client and changed is not None
+
+
+def test_citation_shapes_tell_ids_from_words() -> None:
+    from structrag.answer import _shape
+
+    assert _shape("m999") == _shape("m11") and _shape("D9:99") == _shape("D1:3")
+    assert _shape("mem-77aa") == _shape("mem-9f0a1b2c3d4e")  # memory ids of hex digits
+    assert _shape("12:30") != _shape("D1:3") and _shape("2019") != _shape("m11")
+    assert _shape("image") == "image" and _shape("beef") == "beef"

@@ -131,32 +131,47 @@ def _speaker(match: re.Match[str]) -> str | None:
     letters = [c for c in name if c.isalpha()]
     if all(c.isupper() for c in letters):
         return " ".join(w.capitalize() if w.isalpha() else w for w in words)
-    # Title Case; a number names a speaker only after a word for one ("Speaker 1", not
-    # "Step 1")
-    numbered = words[0].lower() in _NUMBERED_SPEAKERS
+    # Title Case; a number after the first word names a speaker too ("Speaker 2",
+    # "Agent 1", "Sprecher 1"), unless the word counts parts of a text ("Step 1")
+    numbered = words[0].lower() not in _ENUMERATORS
     if all(w[0].isupper() or (numbered and w.isdigit()) for w in words) and len(words) <= 4:
         return name
     return None
 
 
-#: Words a transcription tool numbers its unknown speakers with ("Speaker 2:", "Guest 1:").
-_NUMBERED_SPEAKERS = frozenset(
+#: Words that number parts of a text, not people ("Step 1:", "Question 2:").
+_ENUMERATORS = frozenset(
     {
-        "speaker",
-        "participant",
-        "guest",
-        "caller",
-        "person",
-        "voice",
-        "interviewer",
-        "interviewee",
-        "respondent",
-        "attendee",
-        "panelist",
-        "host",
-        "user",
-        "unknown",
-        "spk",
+        "step",
+        "part",
+        "item",
+        "chapter",
+        "section",
+        "question",
+        "answer",
+        "point",
+        "phase",
+        "day",
+        "week",
+        "option",
+        "slide",
+        "page",
+        "figure",
+        "table",
+        "task",
+        "round",
+        "stage",
+        "level",
+        "note",
+        "rule",
+        "tip",
+        "example",
+        "exercise",
+        "problem",
+        "issue",
+        "version",
+        "room",
+        "line",
     }
 )
 
