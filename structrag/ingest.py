@@ -497,6 +497,8 @@ class Ingestor:
             if _named_after(conversation, path) and str(here) not in written:
                 other = claim.path if claim is not None else None
                 other = other or (Path(elsewhere[0]) if elsewhere else None)
+                if other is None and written:
+                    self._check_moved(path, conversation, mine(conversation), sorted(written))
                 if other is not None:
                     raise InputError(
                         path,
@@ -511,6 +513,24 @@ class Ingestor:
                 self._check_ids(path, conversation, mine(conversation), claim, elsewhere)
             claimed.setdefault(conversation, later)
 
+    def _check_moved(
+        self, path: Path, conversation: str, ours: dict[str, int], written: list[str]
+    ) -> None:
+        """A conversation named after the file, written from files all gone from disk: the
+        file moved, if it still holds one of those messages as it was; a file of that
+        name with none of them (another meeting's ``transcript.txt``, uploaded again)
+        would replace them."""
+        theirs = {i: h for (_, i), (_, h, _) in self.store.message_hashes([conversation]).items()}
+        if not ours or any(theirs.get(i) == h for i, h in ours.items()):
+            return
+        raise InputError(
+            path,
+            f"its conversation {conversation!r}, named after the file, was written from "
+            f"{shown_path(Path(written[0]))}, which is gone, and this file holds none of its "
+            "messages: they would be replaced",
+            hint="ingest it with --conversation NAME, or rename the file",
+        )
+
     def _check_ids(
         self,
         path: Path,
@@ -524,6 +544,8 @@ class Ingestor:
         earlier input of this ingest (``claim``) brings: they would replace them. The
         same message again (a later export that holds an earlier one's) replaces nothing;
         a file that moved away leaves its messages to the file that took its place."""
+        if set(ours) != {str(n) for n in range(1, len(ours) + 1)}:
+            return  # a file of its own ids: an id it shares is the same message, edited
         theirs: dict[str, tuple[int, str]] = {}
         if elsewhere:
             hashes = self.store.message_hashes([conversation])
@@ -786,8 +808,10 @@ class Ingestor:
         that this version does not have (a deleted chat message, another ChatGPT branch)."""
         existing = self.store.message_hashes(c.id for c in source.conversations)
         left: dict[tuple[str, str], int] = {}
+        moved: dict[tuple[str, str], int] = {}
+        held: set[str] = set()  # conversations of a moved file that still has one of them
         if gone is not None and existing:
-            left = self._written_from(source, existing)
+            left, moved = self._written_from(source, existing)
         max_ordinal: dict[str, int] = {}
         for (conv, _), (_, _, ordinal) in existing.items():
             max_ordinal[conv] = max(ordinal, max_ordinal.get(conv, -1))
@@ -795,7 +819,10 @@ class Ingestor:
         numbered = True  # every id is the message's place (1, 2, ...): no ids of the file's
         for message in source.iter_messages():
             found = existing.get((message.conversation, message.id))
-            left.pop((message.conversation, message.id), None)
+            key = (message.conversation, message.id)
+            left.pop(key, None)
+            if moved.pop(key, None) is not None and found and found[1] == message.content_hash():
+                held.add(message.conversation)
             numbered = numbered and message.id == str(message.ordinal + 1)
             if found is None:
                 if message.conversation in max_ordinal:
@@ -818,6 +845,7 @@ class Ingestor:
                 todo = []
         if todo:
             yield self._numbered(todo)
+        left.update((k, v) for k, v in moved.items() if k[0] in held)
         if gone is not None and left:
             if numbered or source.format in WHOLE_FORMATS:
                 gone.extend(sorted(left.values()))
@@ -830,29 +858,29 @@ class Ingestor:
 
     def _written_from(
         self, source: Source, existing: dict[tuple[str, str], tuple[int, int, int]]
-    ) -> dict[tuple[str, str], int]:
-        """The messages (key -> mkey) an earlier version of ``source``'s file wrote into
-        its conversations: from its path or, for a file that moved (a conversation named
-        after it, whose only writers are paths gone from disk), from where it was. Another
-        file's messages in a conversation they share stay, its file gone or not."""
+    ) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], int]]:
+        """What an earlier version of ``source``'s file wrote into its conversations (key
+        -> mkey): the messages from its path, and those from paths gone from disk of a
+        conversation named after it (the file moved: they are its own only if it still
+        holds one of them, see :meth:`_pending`). A conversation another file on disk
+        also writes to gives none: a message may be in both files."""
         path = Path(source.path)
         here = str(path.resolve())
         owners = self.store.message_inputs({c for c, _ in existing})
         paths: dict[str, set[str]] = {}
         for (conversation, _), owner in owners.items():
             paths.setdefault(conversation, set()).add(owner)
-        moved = {
-            c
-            for c, found in paths.items()
-            if here not in found
-            and _named_after(c, path)
-            and not any(Path(p).exists() for p in found)
-        }
-        return {
-            key: existing[key][0]
-            for key, owner in owners.items()
-            if key in existing and (owner == here or key[0] in moved)
-        }
+        shared = {c for c, found in paths.items() if any(Path(p).exists() for p in found - {here})}
+        mine: dict[tuple[str, str], int] = {}
+        moved: dict[tuple[str, str], int] = {}
+        for key, owner in owners.items():
+            if key not in existing or key[0] in shared:
+                continue
+            if owner == here:
+                mine[key] = existing[key][0]
+            elif _named_after(key[0], path):
+                moved[key] = existing[key][0]
+        return mine, moved
 
     def _numbered(self, todo: list[Pending]) -> list[Pending]:
         """``todo`` with its new messages numbered (and made memories, for a memory)."""
@@ -1056,8 +1084,9 @@ def _message_ids(read: Callable[[], Iterable[Message]]) -> Callable[[str], dict[
 #: Formats whose files hold their conversations whole (a chat export, a transcript): a
 #: message an earlier version had and this one has not was deleted, or its ids moved
 #: (WhatsApp numbers messages by place), so it is removed. Files of their own message ids
-#: in other formats may hold part of a history: what they leave out is kept.
-WHOLE_FORMATS = frozenset({"whatsapp", "transcript", "webvtt", "chatgpt", "locomo", "email"})
+#: in other formats may hold part of a history (a mailbox holds part of its threads, a
+#: Slack export a date range): what they leave out is kept.
+WHOLE_FORMATS = frozenset({"whatsapp", "transcript", "webvtt", "chatgpt", "locomo"})
 
 
 def _named_after(conversation: str, path: Path) -> bool:

@@ -149,10 +149,19 @@ def test_two_files_of_one_name_never_replace_each_others_messages(
     assert [m.message.speaker for m in index.messages("meeting")] == ["Ana", "Ben"]
     index.ingest([b], conversation="budget")  # its own conversation
     assert {c.id for c in index.conversations()} == {"meeting", "budget"}
-    # A file that moved is the same conversation: it updates it.
+    # Once a is gone, b (none of a's messages) is still another meeting, not a moved a.
     a.unlink()
-    index.ingest([b])
-    assert [m.message.speaker for m in index.messages("meeting")] == ["Carl", "Dora"]
+    with pytest.raises(InputError, match="holds none of its messages"):
+        index.ingest([b])
+    # A file that moved, holding its messages still, is the same conversation: it updates it.
+    moved = tmp_path / "c" / "meeting.txt"
+    moved.parent.mkdir()
+    moved.write_text("ANA: We met in Lisbon on Monday.\nBEN: Great trip, and the food.\n")
+    index.ingest([moved])
+    assert [m.message.text for m in index.messages("meeting")] == [
+        "We met in Lisbon on Monday.",
+        "Great trip, and the food.",
+    ]
 
 
 def test_two_files_of_one_conversation_never_replace_each_others_messages(
@@ -190,16 +199,13 @@ def test_messages_no_longer_in_a_file_are_removed_and_nothing_else(
     index: Index, tmp_path: Path
 ) -> None:
     """A file numbered by place (no ids of its own): what left it is removed, the ids
-    after it shift; another file's messages in the conversation stay."""
+    after it shift. In a conversation another file on disk writes to as well, nothing
+    is removed: a message may be in both files."""
     chat, other = tmp_path / "chat.jsonl", tmp_path / "other.jsonl"
     words = ["walrus", "pelican", "heron"]
     line = '{{"conversation": "log", "speaker": "Ana", "text": "note about {}"}}\n'
     chat.write_text("".join(line.format(w) for w in words))
-    other.write_text(
-        json.dumps({"id": "o1", "conversation": "log", "speaker": "Bo", "text": "walrus too"})
-        + "\n"
-    )
-    index.ingest([chat, other])
+    index.ingest([chat])
     assert [m.id for m in index.query("walrus AND note").messages] == ["1"]
     chat.write_text("".join(line.format(w) for w in words[1:]))  # the walrus note left
     (planned,) = index.estimate([chat])["sources"]
@@ -207,11 +213,18 @@ def test_messages_no_longer_in_a_file_are_removed_and_nothing_else(
     (report,) = index.ingest([chat])
     assert report.messages_removed == 1 and report.messages_updated == 2
     found = [(m.message.id, m.message.text) for m in index.messages("log")]
-    assert found == [("1", "note about pelican"), ("2", "note about heron"), ("o1", "walrus too")]
-    # gone from the text index too; the other file's message stays
-    assert index.query("walrus AND note").messages == []
-    assert [m.id for m in index.query("walrus AND too").messages] == ["o1"]
-    assert index.stats()["messages"] == 3
+    assert found == [("1", "note about pelican"), ("2", "note about heron")]
+    assert index.query("walrus AND note").messages == []  # gone from the text index too
+    # another file of the conversation on disk: the shorter chat removes nothing
+    other.write_text(
+        json.dumps({"id": "o1", "conversation": "log", "speaker": "Bo", "text": "walrus too"})
+        + "\n"
+    )
+    index.ingest([other])
+    chat.write_text(line.format("pelican"))
+    (report,) = index.ingest([chat])
+    assert report.messages_removed == 0
+    assert [m.message.id for m in index.messages("log")] == ["1", "2", "o1"]
 
 
 def test_a_file_of_its_own_ids_may_be_part_of_a_history_and_loses_nothing(
@@ -228,6 +241,16 @@ def test_a_file_of_its_own_ids_may_be_part_of_a_history_and_loses_nothing(
     assert report.messages_removed == 0
     assert any("2 message(s) an earlier version" in w for w in report.warnings)
     assert [m.message.id for m in index.messages("export")] == ["x0", "x1", "x2", "x3"]
+    # a later export of the same conversation (its own ids) that edits a message of the
+    # first (a reply count, a reaction): an edit, not a clash
+    later = tmp_path / "later.jsonl"
+    newer = [
+        {**rows[3], "text": "day 3 notes, edited"},
+        {"id": "x4", "speaker": "Bo", "text": "day 4"},
+    ]
+    later.write_text("".join(json.dumps({**r, "conversation": "export"}) + "\n" for r in newer))
+    (report,) = index.ingest([later])
+    assert report.messages_updated == 1 and report.messages_added == 1
 
 
 def test_a_file_of_a_shared_conversation_cannot_take_anothers_ids_later(
