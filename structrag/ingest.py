@@ -475,8 +475,9 @@ class Ingestor:
         file's (in the index, from a file still on disk, or in this ingest), whose
         messages, numbered by position, would replace the other's; or messages whose ids
         are those of another file's messages in the same conversation (two exports without
-        ids given one ``--conversation``). A file that moved (the old path gone) is the
-        same conversation, and updates it; a file of new ids adds to a conversation."""
+        ids given one ``--conversation``). A file that moved (the old path gone, and it
+        holds one of its messages still as they were) is the same conversation, and
+        updates it; a file of new ids adds to a conversation."""
         ids = [c.id for c in source.conversations]
         if not ids:
             return
