@@ -624,7 +624,8 @@ class Index:
                 progress.advance(1)
             return data
 
-        total = self.store.stats().messages
+        counts = self.store.stats()
+        total = counts.messages + sum(counts.memories.values())  # every row of messages
 
         def documents() -> Iterator[IndexedMessage]:
             batch: list[StoredMessage] = []
@@ -780,13 +781,17 @@ class Index:
 
     def stats(self) -> dict[str, Any]:
         """Counts: conversations (and of them histories, memory rooms and documents),
-        messages, semantic refs by kind, extractors, sources; and the message embeddings
-        the index was built with (None before its first ingest)."""
+        messages (of conversations: ingested, and agents' ``messages`` memories), the rows
+        of the other memory tables (facts, relationships, goals, knowledge: documents'
+        fragments and agents' notes), semantic refs by kind (of all of them), extractors,
+        sources; and the message embeddings the index was built with (None before its
+        first ingest)."""
         s = self.store.stats()
         return {
             "conversations": s.conversations,
             "conversation_kinds": s.conversation_kinds,
             "messages": s.messages,
+            "memories": s.memories,
             "semantic_refs": s.semantic_refs,
             "extractors": s.extractors,
             "sources": s.sources,

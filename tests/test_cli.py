@@ -289,12 +289,18 @@ def test_stats_tell_histories_memory_rooms_and_documents_apart(tmp_path: Path) -
         # a memory the agent files as knowledge is in its room, not a document
         index.memory("bot").add("The printer is on floor 2.", room="dm-sam", table="knowledge")
         index.knowledge.add("The studio's wifi password is teapot-42.", shared=True)
-        kinds = index.stats()["conversation_kinds"]
-        assert kinds == {"histories": 1, "memory_rooms": 1, "documents": 1}
-        assert index.stats()["conversations"] == 3
+        stats = index.stats()
+        assert stats["conversation_kinds"] == {"histories": 1, "memory_rooms": 1, "documents": 1}
+        assert stats["conversations"] == 3
+        # messages are the conversations' (46 ingested, 1 the agent's); the fact made of
+        # the agent's message, its note and the document's fragment are memories
+        assert stats["messages"] == 47
+        assert stats["memories"] == {"facts": 1, "relationships": 0, "goals": 0, "knowledge": 2}
     code, out, err = run("stats", "--db", str(db))
     assert code == 0, err
     assert "conversations:  3 (1 history, 1 memory room, 1 document)" in out
+    assert "messages:       47\n" in out
+    assert "memories:       1 fact, 2 knowledge memories\n" in out
 
 
 def test_lists_of_an_unknown_conversation_are_an_error(example_index: Path) -> None:

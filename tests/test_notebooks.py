@@ -6,8 +6,12 @@ errors, write its PNG plots, and print something the index confirms."""
 from __future__ import annotations
 
 import ast
+import json
 import os
 import re
+import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -46,7 +50,21 @@ def locomo_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return directory
 
 
-@pytest.fixture(params=["example", "locomo"])
+@pytest.fixture(scope="module")
+def memories_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The bundled example with an agent's memories and a document beside it: their
+    knowledge is in the views too (``memory_table``), and the notebooks leave it out."""
+    directory = tmp_path_factory.mktemp("memories") / "index"
+    with Index(directory) as ix:
+        ix.ingest([ROOT / "examples" / "friends_chat.jsonl"])
+        mem = ix.memory(agent="bot")
+        for text in ("I have a dog named Biscuit.", "My dog Biscuit hates the rain."):
+            mem.add(text, user="Marco", room="dm-marco")  # each also makes a fact
+        ix.knowledge.add("Biscuit is a beagle. Biscuit likes the park.", shared=True)
+    return directory
+
+
+@pytest.fixture(params=["example", "locomo", "memories"])
 def dataset(request: pytest.FixtureRequest) -> tuple[str, Path]:
     """(name, index directory): ``example_index`` comes from conftest."""
     name: str = request.param
@@ -99,10 +117,17 @@ def entity_names(index: Path, conversation: str | None = None) -> set[str]:
 def check_who_talks(text: str, index: Path, dataset: str) -> None:
     top = printed(r"^most mentioned entity: (.+) \((\d+) messages\)$", text)
     assert top[1].lower() in entity_names(index)
+    mentions = "SELECT DISTINCT conversation || '/' || message_id FROM v_entities " + (
+        "WHERE name_lower = ? AND extractor <> 'metadata'"
+    )
+    said = column(index, mentions + " AND memory_table = 'messages'", top[1].lower())
+    assert int(top[2]) == len(said)  # messages of conversations, not facts or documents
+    if dataset == "memories":
+        assert len(column(index, mentions, top[1].lower())) > len(said)
     speakers = column(index, "SELECT DISTINCT speaker FROM v_messages WHERE speaker IS NOT NULL")
     assert all(s in text for s in speakers)  # every speaker has a row in the tables
-    if dataset == "example":
-        assert (top[1], top[2]) == ("Biscuit", "7")
+    if dataset in ("example", "memories"):
+        assert (top[1], top[2]) == ("Biscuit", "7" if dataset == "example" else "9")
 
 
 def check_entity_graph(text: str, index: Path, dataset: str) -> None:
@@ -111,7 +136,7 @@ def check_entity_graph(text: str, index: Path, dataset: str) -> None:
     assert central.lower() in entity_names(index, conversation)
     communities = int(printed(r"^(\d+) communities, modularity", text)[1])
     assert communities >= 2
-    if dataset == "example":
+    if dataset in ("example", "memories"):
         assert conversation == "friends"
 
 
@@ -124,7 +149,7 @@ def check_sql_over_views(text: str, index: Path, dataset: str) -> None:
     assert answer in asked
     with Index(index, read_only=True) as ix:
         assert ix.show(message_id, conversation=conversation)["id"] == message_id
-    if dataset == "example":
+    if dataset in ("example", "memories"):
         assert (question[1], answer) == ("When did Marco adopt Biscuit?", "friends/m11")
 
 
@@ -153,6 +178,53 @@ def test_notebook_runs_on_an_index(
         data = png.read_bytes()
         assert data[:8] == PNG and len(data) > 5000, png
     check(text, index, name)
+
+
+def test_an_index_without_conversations_is_named_with_what_to_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On an index of documents only, the notebooks that read conversations say so and
+    what to do, not a pandas traceback deep inside."""
+    index = tmp_path / "docs"
+    with Index(index) as ix:
+        ix.knowledge.add("Biscuit is a beagle who likes the park.", shared=True)
+    for stem in ("who_talks_about_what", "entity_graph"):
+        with pytest.raises(nbclient.exceptions.CellExecutionError) as failed:
+            run(NOTEBOOKS / f"{stem}.ipynb", index, tmp_path / "figures", monkeypatch)
+        assert f"{index} holds no conversation messages" in str(failed.value), stem
+        assert "structrag ingest FILE --db" in str(failed.value)
+
+
+def test_a_notebook_lets_an_ingest_in(
+    example_index: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A notebook's kernel keeps the index open between cells: an ingest meanwhile goes
+    ahead (a DuckDB connection of the notebook's own would hold the file until the kernel
+    ends)."""
+    index = tmp_path / "index"
+    shutil.copytree(example_index, index)
+    monkeypatch.setenv("STRUCTRAG_INDEX", str(index))
+    monkeypatch.setenv("STRUCTRAG_FIGURES", str(tmp_path / "figures"))
+    monkeypatch.setenv("STRUCTRAG_LOCK_TIMEOUT", "5")
+    nb = nbformat.read(NOTEBOOKS / "sql_over_views.ipynb", as_version=4)
+    nb.cells = nb.cells[:2]  # the kernel opens the index and reads it, and stays
+    client = nbclient.NotebookClient(nb, timeout=300, kernel_name="python3")
+    with client.setup_kernel():
+        client.execute_cell(nb.cells[1], 1)
+        more = tmp_path / "more.jsonl"
+        more.write_text(
+            json.dumps({"id": "x1", "speaker": "Zed", "text": "I bought a red kayak."}) + "\n"
+        )
+        done = subprocess.run(
+            [sys.executable, "-m", "structrag", "ingest", str(more), "--db", str(index), "-q"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        nb.cells.append(nbformat.v4.new_code_cell('print(len(sql("SELECT * FROM v_messages")))'))
+        client.execute_cell(nb.cells[2], 2)
+    assert nb.cells[2].outputs[0]["text"].strip() == "47"  # and it reads the new message
 
 
 def test_every_notebook_is_tested() -> None:

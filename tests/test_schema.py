@@ -275,3 +275,68 @@ def test_an_index_with_schema_5_loses_the_keys_of_its_knowledge_tables(
         "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'entities' AND comment <> ''"
     ).fetchall()
     assert comments == [(1,)]
+
+
+def test_knowledge_views_say_what_the_knowledge_was_extracted_from(tmp_path: Path) -> None:
+    """The knowledge views hold the knowledge of agents' memories and of documents too;
+    ``memory_table`` tells them apart, and ``memory_table = 'messages'`` keeps the rows
+    of ``v_messages``' messages (the notebooks' counts)."""
+    with Index(tmp_path / "ix") as index:
+        index.ingest([EXAMPLES / "friends_chat.jsonl"])
+        mem = index.memory(agent="bot")
+        mem.add("I moved to Lisbon last month. My sister Ana has a dog named Rex.", user="priya")
+        index.knowledge.add("Sofia adopted a cat named Miso in Porto.", shared=True)
+        for view in ("v_entities", "v_actions", "v_topics", "v_facets"):
+            tables = {t for (t,) in index.sql(f"SELECT DISTINCT memory_table FROM {view}")}
+            assert "messages" in tables, view
+            outside = index.sql(
+                f"SELECT count(*) FROM {view} x WHERE memory_table = 'messages' AND NOT EXISTS "
+                "(SELECT 1 FROM v_messages m WHERE m.conversation = x.conversation "
+                "AND m.message_id = x.message_id)"
+            )
+            assert outside == [(0,)], view
+        names = dict(index.sql("SELECT name_lower, memory_table FROM v_entities"))
+        assert names["miso"] == "knowledge"
+        assert names["biscuit"] == "messages"
+        assert {t for (t,) in index.sql("SELECT memory_table FROM v_entities")} >= {
+            "messages",
+            "knowledge",
+            "relationships",
+        }
+
+
+def test_facets_carry_the_entity_span(con: duckdb.DuckDBPyConnection) -> None:
+    rows = con.execute(
+        "SELECT f.span_start, f.span_end, f.span_text, e.span_text FROM v_facets f "
+        "JOIN v_entities e USING (ref_id)"
+    ).fetchall()
+    assert rows
+    assert all(s < e and text == entity for s, e, text, entity in rows)
+
+
+def test_an_index_with_schema_6_gains_the_new_view_columns(
+    tmp_path: Path, example_index: Path
+) -> None:
+    old = tmp_path / "v6"
+    shutil.copytree(example_index, old)
+    con = duckdb.connect(str(old / "structrag.duckdb"))
+    con.execute(  # v_facets as schema 6 had it
+        "CREATE OR REPLACE VIEW v_facets AS SELECT r.conversation, r.message_id, m.ts, "
+        "m.speaker, e.name AS entity, f.name AS facet, f.value, f.number, f.units, "
+        "r.extractor, r.ref_id FROM entity_facets f JOIN entities e USING (ref_id) "
+        "JOIN semantic_refs r USING (ref_id) JOIN messages m ON m.mkey = r.mkey"
+    )
+    facets = con.execute("SELECT entity, facet, value FROM v_facets ORDER BY ALL").fetchall()
+    con.execute("UPDATE meta SET value = '6' WHERE key = 'schema_version'")
+    con.close()
+    with Index(old, read_only=True) as upgraded:
+        assert upgraded.store.get_setting("schema_version") == str(SCHEMA_VERSION) == "7"
+        assert upgraded.sql("SELECT entity, facet, value FROM v_facets ORDER BY ALL") == facets
+        columns, _ = upgraded.sql_table("SELECT * FROM v_facets LIMIT 0")
+        assert {"span_text", "memory_table"} <= set(columns)
+    con = duckdb.connect(str(old / "structrag.duckdb"), read_only=True)
+    comments = con.execute(
+        "SELECT comment FROM duckdb_columns() WHERE table_name = 'v_facets' "
+        "AND column_name = 'memory_table'"
+    ).fetchall()
+    assert comments and comments[0][0]

@@ -37,6 +37,18 @@ def stats(db: str, as_json: bool, via: Via) -> None:
     of_kinds = f" ({', '.join(parts)})" if len(parts) > 1 else ""
     click.echo(f"conversations:  {data['conversations']}{of_kinds}")
     click.echo(f"messages:       {data['messages']}")
+    memories = [
+        counted(n, noun, plural)
+        for key, noun, plural in (
+            ("facts", "fact", None),
+            ("relationships", "relationship", None),
+            ("goals", "goal", None),
+            ("knowledge", "knowledge memory", "knowledge memories"),
+        )
+        if (n := (data.get("memories") or {}).get(key))
+    ]
+    if memories:
+        click.echo(f"memories:       {', '.join(memories)}")
     click.echo(
         "semantic refs:  "
         + ", ".join(f"{n} {kind}" for kind, n in refs.items())

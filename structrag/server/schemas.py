@@ -66,7 +66,11 @@ class HealthOut(Response):
 
 class StatsOut(Response):
     conversations: int
+    #: histories, memory_rooms, documents (see ``Index.stats``).
+    conversation_kinds: dict[str, int] = {}
     messages: int
+    #: facts, relationships, goals, knowledge.
+    memories: dict[str, int] = {}
     semantic_refs: dict[str, int]
     extractors: dict[str, dict[str, int]]
     sources: int

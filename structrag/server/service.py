@@ -350,7 +350,8 @@ class Service:
         from structrag.nlp.pipeline import parse
 
         parse("Warm the pipeline up before the first request.")
-        if not self.writer.stats()["messages"]:
+        counts = self.writer.stats()
+        if not counts["messages"] and not any(counts["memories"].values()):
             return
         if not self._all_readers:
             self._on_writer(lambda index: index.ask("What happened?", budget=200))

@@ -196,6 +196,10 @@ class StoreStats:
     #: conversation history), ``memory_rooms`` (an agent's memories) and ``documents``
     #: (a document's fragments).
     conversation_kinds: dict[str, int] = field(default_factory=dict)
+    #: The rows of the other memory tables, which ``messages`` does not count: agents'
+    #: ``facts``, ``relationships`` and ``goals``, and ``knowledge`` (documents' fragments
+    #: and what agents file as knowledge).
+    memories: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

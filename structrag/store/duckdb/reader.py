@@ -302,9 +302,14 @@ class DuckDBReader:
             "GROUP BY c.conversation) GROUP BY kind"
         ):
             conversation_kinds[str(kind)] = int(n)
+        tables = {"messages": 0, "facts": 0, "relationships": 0, "goals": 0, "knowledge": 0}
+        for table, n in self.sql("SELECT memory_table, count(*) FROM messages GROUP BY 1"):
+            tables[str(table)] = int(n)
+        messages = tables.pop("messages")
         return StoreStats(
             conversations=sum(conversation_kinds.values()),
-            messages=self._scalar("SELECT count(*) FROM messages"),
+            messages=messages,
+            memories=tables,
             semantic_refs=kinds,
             extractors=extractors,
             sources=self._scalar("SELECT count(*) FROM sources"),

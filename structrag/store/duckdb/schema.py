@@ -15,7 +15,7 @@ from importlib import resources
 
 import duckdb
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 
 @lru_cache(maxsize=1)
@@ -47,6 +47,7 @@ def upgrade(con: duckdb.DuckDBPyConnection, found: int) -> None:
     con.execute("BEGIN TRANSACTION")
     try:
         MIGRATIONS[found](con)
+        _views(con)
         con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
         con.execute("COMMIT")
     except BaseException:
@@ -249,6 +250,14 @@ def keyed_tables(con: duckdb.DuckDBPyConnection) -> set[str]:
     }
 
 
+def _views(con: duckdb.DuckDBPyConnection) -> None:
+    """Schema 6 -> 7, and the last step of every upgrade: the views made again as the
+    schema script defines them (schema 7: the knowledge views gain ``memory_table``, and
+    ``v_facets`` the span columns)."""
+    _drop_views(con)
+    con.execute(schema_sql())
+
+
 def _drop_views(con: duckdb.DuckDBPyConnection) -> None:
     """Drop the views (the schema script makes them again) before their tables change."""
     for (view,) in con.execute(
@@ -263,5 +272,6 @@ MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {
     3: _from_v3,
     4: _from_v4,
     5: _unkeyed,
+    6: _drop_views,  # and then the views, as after every step (:func:`_views`)
 }
 OLDEST_UPGRADABLE = min(MIGRATIONS)

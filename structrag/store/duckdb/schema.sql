@@ -559,11 +559,11 @@ CREATE OR REPLACE VIEW v_entities AS
 SELECT r.conversation, r.message_id, m.ts, m.speaker,
        e.name, e.name_lower, e.types,
        r.span_start, r.span_end, substr(m.text, r.span_start + 1, r.span_end - r.span_start) AS span_text,
-       r.extractor, r.ref_id
+       r.extractor, r.ref_id, m.memory_table
 FROM entities e
 JOIN semantic_refs r USING (ref_id)
 JOIN messages m ON m.mkey = r.mkey;
-COMMENT ON VIEW v_entities IS 'Every entity mention with its provenance: the message, its time and speaker, and the span.';
+COMMENT ON VIEW v_entities IS 'Every entity mention with its provenance: the message, its time and speaker, and the span. Knowledge of agents'' memories and of documents too: memory_table = ''messages'' keeps a conversation''s messages only.';
 COMMENT ON COLUMN v_entities.conversation IS 'Conversation id.';
 COMMENT ON COLUMN v_entities.message_id IS 'The message that mentions it.';
 COMMENT ON COLUMN v_entities.ts IS 'When the message was written.';
@@ -576,16 +576,17 @@ COMMENT ON COLUMN v_entities.span_end IS 'End of the span, exclusive.';
 COMMENT ON COLUMN v_entities.span_text IS 'The text of the span.';
 COMMENT ON COLUMN v_entities.extractor IS 'spacy, llm, metadata (the speaker and recipients) or the importer.';
 COMMENT ON COLUMN v_entities.ref_id IS 'Id of the semantic ref (for joins with entity_facets).';
+COMMENT ON COLUMN v_entities.memory_table IS 'What it was extracted from: messages (a conversation''s messages, the rows of v_messages), facts, relationships or goals (an agent''s memories, v_memories), or knowledge (a document''s fragments, v_fragments).';
 
 CREATE OR REPLACE VIEW v_actions AS
 SELECT r.conversation, r.message_id, m.ts, m.speaker,
        a.subject, a.verb, a.object, a.indirect_object, a.tense, a.negated,
        r.span_start, r.span_end, substr(m.text, r.span_start + 1, r.span_end - r.span_start) AS span_text,
-       r.extractor, r.ref_id
+       r.extractor, r.ref_id, m.memory_table
 FROM actions a
 JOIN semantic_refs r USING (ref_id)
 JOIN messages m ON m.mkey = r.mkey;
-COMMENT ON VIEW v_actions IS 'Every action (subject - verb - object - indirect object) with its provenance.';
+COMMENT ON VIEW v_actions IS 'Every action (subject - verb - object - indirect object) with its provenance. Knowledge of agents'' memories and of documents too: memory_table = ''messages'' keeps a conversation''s messages only.';
 COMMENT ON COLUMN v_actions.conversation IS 'Conversation id.';
 COMMENT ON COLUMN v_actions.message_id IS 'The message that says it.';
 COMMENT ON COLUMN v_actions.ts IS 'When the message was written.';
@@ -601,16 +602,17 @@ COMMENT ON COLUMN v_actions.span_end IS 'End of the span, exclusive.';
 COMMENT ON COLUMN v_actions.span_text IS 'The text of the span.';
 COMMENT ON COLUMN v_actions.extractor IS 'spacy, llm, metadata (speaker say to recipient) or the importer.';
 COMMENT ON COLUMN v_actions.ref_id IS 'Id of the semantic ref (for joins with action_params).';
+COMMENT ON COLUMN v_actions.memory_table IS 'What it was extracted from: messages (a conversation''s messages, the rows of v_messages), facts, relationships or goals (an agent''s memories, v_memories), or knowledge (a document''s fragments, v_fragments).';
 
 CREATE OR REPLACE VIEW v_topics AS
 SELECT r.conversation, r.message_id, m.ts, m.speaker,
        t.text AS topic, lower(t.text) AS topic_lower,
        r.span_start, r.span_end, substr(m.text, r.span_start + 1, r.span_end - r.span_start) AS span_text,
-       r.extractor, r.ref_id
+       r.extractor, r.ref_id, m.memory_table
 FROM topics t
 JOIN semantic_refs r USING (ref_id)
 JOIN messages m ON m.mkey = r.mkey;
-COMMENT ON VIEW v_topics IS 'Every topic (key phrase) with its provenance.';
+COMMENT ON VIEW v_topics IS 'Every topic (key phrase) with its provenance. Knowledge of agents'' memories and of documents too: memory_table = ''messages'' keeps a conversation''s messages only.';
 COMMENT ON COLUMN v_topics.conversation IS 'Conversation id.';
 COMMENT ON COLUMN v_topics.message_id IS 'The message it comes from.';
 COMMENT ON COLUMN v_topics.ts IS 'When the message was written.';
@@ -622,16 +624,18 @@ COMMENT ON COLUMN v_topics.span_end IS 'End of the span, exclusive.';
 COMMENT ON COLUMN v_topics.span_text IS 'The text of the span.';
 COMMENT ON COLUMN v_topics.extractor IS 'spacy, llm or the importer.';
 COMMENT ON COLUMN v_topics.ref_id IS 'Id of the semantic ref.';
+COMMENT ON COLUMN v_topics.memory_table IS 'What it was extracted from: messages (a conversation''s messages, the rows of v_messages), facts, relationships or goals (an agent''s memories, v_memories), or knowledge (a document''s fragments, v_fragments).';
 
 CREATE OR REPLACE VIEW v_facets AS
 SELECT r.conversation, r.message_id, m.ts, m.speaker,
        e.name AS entity, f.name AS facet, f.value, f.number, f.units,
-       r.extractor, r.ref_id
+       r.span_start, r.span_end, substr(m.text, r.span_start + 1, r.span_end - r.span_start) AS span_text,
+       r.extractor, r.ref_id, m.memory_table
 FROM entity_facets f
 JOIN entities e USING (ref_id)
 JOIN semantic_refs r USING (ref_id)
 JOIN messages m ON m.mkey = r.mkey;
-COMMENT ON VIEW v_facets IS 'Every entity facet (owner, count, quality, job ...) with the entity and its provenance.';
+COMMENT ON VIEW v_facets IS 'Every entity facet (owner, count, quality, job ...) with the entity and its provenance. Knowledge of agents'' memories and of documents too: memory_table = ''messages'' keeps a conversation''s messages only.';
 COMMENT ON COLUMN v_facets.conversation IS 'Conversation id.';
 COMMENT ON COLUMN v_facets.message_id IS 'The message it comes from.';
 COMMENT ON COLUMN v_facets.ts IS 'When the message was written.';
@@ -641,5 +645,9 @@ COMMENT ON COLUMN v_facets.facet IS 'Facet name.';
 COMMENT ON COLUMN v_facets.value IS 'Facet value as text.';
 COMMENT ON COLUMN v_facets.number IS 'The value when it is a number.';
 COMMENT ON COLUMN v_facets.units IS 'Units of a numeric value.';
+COMMENT ON COLUMN v_facets.span_start IS 'Start of the entity''s span in the message text (code points, from 0).';
+COMMENT ON COLUMN v_facets.span_end IS 'End of the span, exclusive.';
+COMMENT ON COLUMN v_facets.span_text IS 'The text of the span.';
 COMMENT ON COLUMN v_facets.extractor IS 'spacy, llm or the importer.';
 COMMENT ON COLUMN v_facets.ref_id IS 'Id of the entity''s semantic ref.';
+COMMENT ON COLUMN v_facets.memory_table IS 'What it was extracted from: messages (a conversation''s messages, the rows of v_messages), facts, relationships or goals (an agent''s memories, v_memories), or knowledge (a document''s fragments, v_fragments).';
