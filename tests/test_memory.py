@@ -315,6 +315,40 @@ def test_compaction_summarises_and_keeps_messages_searchable(tmp_path: Path) -> 
         assert mem.compact("g") is None  # nothing new to summarise
 
 
+def test_history_after_several_compactions_is_the_summary_then_the_rest(
+    tmp_path: Path,
+) -> None:
+    """Three compactions: history shows the latest summary first, then the messages
+    after it, oldest first, with no summarised message and no gap; at a budget that
+    holds a few messages the summary still shows."""
+    with Index(tmp_path / "ix") as index:
+        mem = index.memory("bot", settings=MemorySettings(compact_after=20, keep_recent=5))
+        added = [
+            mem.add(f"Note number {i} about the garden.", user="priya", room="team")
+            for i in range(60)
+        ]
+        summaries = mem.summaries("team")
+        assert len(summaries) == 3
+        covered = {source for summary in summaries for source in summary.sources}
+        after = [m.id for m in added if m.id not in covered]
+        assert after == [m.id for m in added[48:]]
+        latest = f"summary-{summaries[-1].summary_id}"
+        wide = mem.context("hello", room="team", budget=20000)
+        (history,) = [s for s in wide.sections if s.name == "history"]
+        assert history.ids == [latest, *after]
+        assert history.lines[0].startswith(f"[{latest}, {len(summaries[-1].sources)} messages] ")
+        narrow = mem.context("hello", room="team", budget=300)
+        (history,) = [s for s in narrow.sections if s.name == "history"]
+        assert history.ids[0] == latest and history.ids[-1] == added[-1].id
+        assert history.ids[1:] == after[len(after) - len(history.ids) + 1 :]  # unbroken
+        assert narrow.tokens <= 300
+        # compacted whole: the summary alone, not the messages it covers
+        mem.compact("team", keep_recent=0)
+        whole = mem.context("hello", room="team", budget=20000)
+        (history,) = [s for s in whole.sections if s.name == "history"]
+        assert history.ids == [f"summary-{mem.summaries('team')[-1].summary_id}"]
+
+
 def test_a_room_compacted_whole_still_knows_its_user(index: Index) -> None:
     mem = index.memory("bot")
     mem.add("My sister Ana sails every weekend.", user="priya", room="dm-priya")
@@ -406,6 +440,43 @@ def test_the_context_keeps_to_the_user_it_answers(index: Index) -> None:
     # Search can keep to a user, or to rooms, too.
     assert {h.memory.user for h in mem.search("dog", user="lena")} == {"lena"}
     assert {h.memory.room for h in mem.search("dog", rooms=["club"])} == {"club"}
+
+
+def test_with_no_user_known_the_context_reads_its_own_room_only(index: Index) -> None:
+    """A new user's first message (no history, no user given): another user's private
+    room is not searched, over the Python API and over HTTP alike (the same call)."""
+    mem = index.memory("bot")
+    pin = mem.add("My bank PIN is 4321 and my salary is 90k.", user="priya", room="dm-priya")
+    mem.add("What is my salary again?", user="mallory", room="dm-mallory")
+    for room in ("dm-stranger", None, "dm-mallory"):
+        window = mem.context("what is the salary and PIN?", room=room, budget=500)
+        assert pin.id not in window.ids and "4321" not in window.text, room
+    # The user's own rooms are theirs to read.
+    window = mem.context("what is my PIN?", room="dm-new", user="priya", budget=500)
+    assert pin.id in window.ids
+
+
+def test_an_id_two_rooms_have_is_reached_with_its_room(index: Index) -> None:
+    mem = index.memory("bot")
+    mem.add("hello one", room="r1", id="fixed-1")
+    mem.add("hello two", room="r2", id="fixed-1")
+    with pytest.raises(MemoryInputError, match=r"several rooms \(r1, r2\)") as failed:
+        mem.get("fixed-1")
+    assert "room=" in (failed.value.hint or "")
+    assert mem.get("fixed-1", room="r2").text == "hello two"
+    with pytest.raises(NotFoundError, match="in room 'r3'"):
+        mem.get("fixed-1", room="r3")
+    mem.remove("fixed-1", room="r1")
+    assert mem.get("fixed-1").room == "r2"
+    db = str(index.directory)
+    index.close()
+    runner = CliRunner()
+    shown = runner.invoke(cli, ["memory", "get", "fixed-1", "--db", db, "--agent", "bot", "--json"])
+    assert shown.exit_code == 0, shown.output
+    gone = runner.invoke(
+        cli, ["memory", "remove", "fixed-1", "--room", "r2", "--db", db, "--agent", "bot"]
+    )
+    assert gone.exit_code == 0, gone.output
 
 
 def test_unused_shares_pass_on(index: Index) -> None:
@@ -588,8 +659,29 @@ def test_a_line_too_long_is_cut_first_and_passed_over_after() -> None:
     assert spread.sections[1].ids == ["a", "b", "c"]
 
 
-def test_every_superseded_memory_set_after_its_replacement_scores_no_higher() -> None:
-    """Two superseded memories after one replacement: both take no higher score."""
+def test_a_superseded_message_keeps_its_place_and_what_replaced_it_comes_before(
+    index: Index,
+) -> None:
+    """The older statement is not pushed below what does not answer at all: "Porto"
+    finds "I live in Porto", with "I moved to Lisbon" right before it."""
+    mem = index.memory("bot")
+    porto = mem.add("I live in Porto and work at Acme.", user="priya", room="dm")
+    for text in ("My sister Ana loves sailing.", "I'm allergic to peanuts.", "Keep it short."):
+        mem.add(text, user="priya", room="dm")
+    lisbon = mem.add("I moved to Lisbon last month.", user="priya", room="dm")
+    for mode in ("structured", "text", "hybrid"):
+        hits = mem.search("Porto", mode=mode, count=2)
+        assert [h.memory.id for h in hits] == [lisbon.id, porto.id], mode
+        assert hits[1].memory.status == "superseded"
+        kept = mem.search("Porto", mode=mode, threshold=hits[1].score)
+        assert [h.memory.id for h in kept][:2] == [lisbon.id, porto.id], mode
+    asked = mem.search("where does Priya live?", count=2)
+    assert [h.memory.id for h in asked] == [lisbon.id, porto.id]
+
+
+def test_a_replacement_raised_before_what_it_replaced_takes_its_score() -> None:
+    """A message raised to stand before the one it superseded scores as high as that
+    one, and the scores stay in order."""
     import numpy as np
 
     from structrag.memory.api import Memory
@@ -598,10 +690,9 @@ def test_every_superseded_memory_set_after_its_replacement_scores_no_higher() ->
 
     class Moves(Supersession):
         def reorder(self, size: int, named: dict[int, str]) -> np.ndarray | None:
-            return np.array([2, 3, 4, 5, 0, 1, 6])
+            return np.array([0, 5, 4, 1, 2, 3, 6])
 
     ranked = Hits(np.arange(7), np.array([0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3]))
-    moved = Memory._replaced_last(ranked, Moves.none(), {0: "a", 1: "b", 5: "c"})
-    assert moved.mkeys.tolist() == [2, 3, 4, 5, 0, 1, 6]
-    scores = moved.scores.tolist()
-    assert scores == sorted(scores, reverse=True)
+    moved = Memory._replacements_raised(ranked, Moves.none(), {1: "a", 4: "b", 5: "c"})
+    assert moved.mkeys.tolist() == [0, 5, 4, 1, 2, 3, 6]
+    assert moved.scores.tolist() == [0.9, 0.8, 0.8, 0.8, 0.7, 0.6, 0.3]

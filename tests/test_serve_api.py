@@ -661,3 +661,19 @@ def test_an_internal_error_is_a_500_with_its_request_id_and_is_logged(
     ]
     assert access and access[0]["status"] == 500
     assert access[0]["bytes"] == len(answer.content)
+
+
+def test_an_id_two_rooms_have_is_reached_with_its_room(client: TestClient) -> None:
+    base = "/v1/agents/id-bot"
+    for room, text in (("r1", "hello one"), ("r2", "hello two")):
+        added = client.post(f"{base}/memories", json={"text": text, "room": room, "id": "fixed-1"})
+        assert added.status_code == 201, added.text
+    either = client.get(f"{base}/memories/fixed-1")
+    assert either.status_code == 400
+    assert "several rooms (r1, r2)" in either.json()["error"]["message"]
+    assert client.get(f"{base}/memories/fixed-1", params={"room": "r2"}).json()["text"] == (
+        "hello two"
+    )
+    gone = client.delete(f"{base}/memories/fixed-1", params={"room": "r1"})
+    assert gone.json() == {"removed": 1}
+    assert client.get(f"{base}/memories/fixed-1").json()["room"] == "r2"

@@ -839,7 +839,7 @@ def _entry(entry_id: int, obj: str, sources: tuple[str, ...], by: int | None) ->
     )
 
 
-def test_superseded_messages_rank_after_what_replaced_them() -> None:
+def test_what_replaced_a_superseded_message_is_raised_to_right_before_it() -> None:
     # Porto (m1) was replaced by Lisbon (m2), Lisbon by Berlin (m3).
     replaced = Supersession.of(
         [
@@ -855,9 +855,11 @@ def test_superseded_messages_rank_after_what_replaced_them() -> None:
         moved = by.reorder(len(keys), named)
         return keys if moved is None else [keys[i] for i in moved]
 
-    assert order(["m1", "x", "m2", "m3"]) == ["x", "m3", "m2", "m1"]
+    assert order(["m1", "x", "m2", "m3"]) == ["m3", "m2", "m1", "x"]
+    assert order(["x", "m1", "m2"]) == ["x", "m2", "m1"]
     assert order(["m3", "m1", "m2"]) == ["m3", "m2", "m1"]
-    assert order(["m1", "x", "x", "m2", "x"]) == ["x", "x", "m2", "m1", "x"]
+    assert order(["x", "m1", "x", "x", "m2", "x"]) == ["x", "m2", "m1", "x", "x", "x"]
     assert order(["m1", "x"]) == ["m1", "x"]  # nothing below replaced it: it stays
-    assert order(["x", "m2", "m1"]) == ["x", "m2", "m1"]
+    assert order(["x", "m2", "m1"]) == ["x", "m2", "m1"]  # already before it
+    assert order(["m2", "x", "m1", "m3"]) == ["m3", "m2", "x", "m1"]
     assert Supersession.none().reorder(2, {0: "m1", 1: "m2"}) is None

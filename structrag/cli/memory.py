@@ -163,16 +163,17 @@ def add(
 @click.argument("memory_id")
 @db_option
 @agent_option
+@click.option("--room", help="The room, where two rooms have the id.")
 @json_option
 @via_options
-def get(memory_id: str, db: str, agent: str, as_json: bool, via: Via) -> None:
+def get(memory_id: str, db: str, agent: str, room: str | None, as_json: bool, via: Via) -> None:
     """Show one memory by its id (its text, room, user, table, reads)."""
     record = on_memory(
         db,
         agent,
         via,
-        remote=lambda r, path: r.get(f"{path}/memories/{quoted(memory_id)}"),
-        local=lambda mem: mem.get(memory_id).as_dict(),
+        remote=lambda r, path: r.get(f"{path}/memories/{quoted(memory_id)}", room=room),
+        local=lambda mem: mem.get(memory_id, room).as_dict(),
         write=True,
     )
     if as_json:
@@ -329,7 +330,7 @@ def count(
 @db_option
 @agent_option
 @click.option("--all", "everything", is_flag=True, help="Every memory (of --room, of --table).")
-@click.option("--room", help="With --all: only this room.")
+@click.option("--room", help="With --all: only this room; with an id: the room that has it.")
 @click.option("--table", type=click.Choice(TABLES), help="With --all: only this table.")
 @json_option
 @via_options
@@ -349,13 +350,13 @@ def remove(
 
     def local(mem: Memory) -> int:
         if memory_id is not None:
-            mem.remove(memory_id)
+            mem.remove(memory_id, room)
             return 1
         return mem.remove_all(room, table)
 
     def remote(server: Remote, path: str) -> int:
         if memory_id is not None:
-            answer = server.delete(f"{path}/memories/{quoted(memory_id)}")
+            answer = server.delete(f"{path}/memories/{quoted(memory_id)}", room=room)
         else:
             answer = server.delete(f"{path}/memories", all=True, room=room, table=table)
         return int(answer["removed"])

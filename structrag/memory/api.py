@@ -484,21 +484,25 @@ class Memory:
             raise NotFoundError(f"agent {self.agent!r} has no memory {memory_id!r}")
         return found[0]
 
-    def _find(self, memory_id: str, *, include_shared: bool = False) -> MemoryRecord:
+    def _find(
+        self, memory_id: str, *, room: str | None = None, include_shared: bool = False
+    ) -> MemoryRecord:
         found = self.parts.memory.memories(
-            MemoryQuery(self.agent, ids=(memory_id,), include_shared=include_shared)
+            MemoryQuery(self.agent, ids=(memory_id,), room=room, include_shared=include_shared)
         )
         if not found:
+            where = f" in room {room!r}" if room is not None else ""
             raise NotFoundError(
-                f"agent {self.agent!r} has no memory {memory_id!r}",
+                f"agent {self.agent!r} has no memory {memory_id!r}{where}",
                 hint="memory ids come from adding, listing (recent) and searching memories; "
                 "another agent's memories are not visible",
             )
         if len(found) > 1:
             rooms = ", ".join(sorted(m.room for m in found))
-            raise NotFoundError(
+            raise MemoryInputError(
                 f"memory id {memory_id!r} is in several rooms ({rooms})",
-                hint="pass the room",
+                hint="say which room: room=... in Python, --room on the command line, "
+                "?room= over HTTP",
             )
         return found[0]
 
@@ -511,9 +515,10 @@ class Memory:
         return [replace(r, access_count=r.access_count + 1, last_access=now) for r in records]
 
     @consistent_reads
-    def get(self, memory_id: str) -> MemoryRecord:
-        """One memory by id (counts as a read)."""
-        return self._touch([self._find(memory_id, include_shared=True)])[0]
+    def get(self, memory_id: str, room: str | None = None) -> MemoryRecord:
+        """One memory by id (counts as a read); ``room`` where two rooms have the id
+        (ids given when adding are unique within a room)."""
+        return self._touch([self._find(memory_id, room=room, include_shared=True)])[0]
 
     @consistent_reads
     def recent(
@@ -608,7 +613,7 @@ class Memory:
         ranked = rank(self.parts.engine, query, scope, mode)
         replaced = self._supersession() if table != "knowledge" else Supersession.none()
         if replaced.replaced_by and table == "messages":
-            ranked = self._replaced_last(ranked, replaced, self.parts.replaced[self.agent][2])
+            ranked = self._replacements_raised(ranked, replaced, self.parts.replaced[self.agent][2])
         hits: list[MemoryHit] = []
         # Records are read a batch of the ranking at a time, not all of it: vector and
         # hybrid rank every memory in scope, and reading them all costs time in
@@ -638,13 +643,13 @@ class Memory:
 
     # -- removing -------------------------------------------------------------------------
 
-    def remove(self, memory_id: str) -> None:
+    def remove(self, memory_id: str, room: str | None = None) -> None:
         """Delete a memory and everything derived from it: its semantic refs, index terms,
         embedding, reads, and the facts, profile entries, observations and summaries that
-        rest on it alone. A fragment of a document is removed with its document
-        (``index.knowledge.remove``)."""
+        rest on it alone (``room`` as for :meth:`get`). A fragment of a document is
+        removed with its document (``index.knowledge.remove``)."""
         with self.parts.writing("memory remove"):
-            found = self._find(memory_id)
+            found = self._find(memory_id, room=room)
             document = found.metadata.get("document")
             if found.table == "knowledge" and document:
                 raise MemoryInputError(
@@ -753,21 +758,18 @@ class Memory:
         return current
 
     @staticmethod
-    def _replaced_last(ranked: Hits, replaced: Supersession, ids: dict[int, str]) -> Hits:
-        """The ranking with superseded messages after those that replaced them (``ids``:
-        the store keys of the messages the supersession names)."""
+    def _replacements_raised(ranked: Hits, replaced: Supersession, ids: dict[int, str]) -> Hits:
+        """The ranking with the messages that replaced a superseded one right before it
+        (``ids``: the store keys of the messages the supersession names)."""
         positions = np.flatnonzero(np.isin(ranked.mkeys, list(ids)))
         named = {int(p): ids[int(ranked.mkeys[p])] for p in positions}
         order = replaced.reorder(len(ranked), named)
         if order is None:
             return ranked
-        scores = ranked.scores[order].astype(float)
-        # the superseded, set after a later one: their place is below one already passed
-        moved = np.flatnonzero(order[1:] < np.maximum.accumulate(order)[:-1]) + 1
-        for i in moved.tolist():
-            # scores keep to the order: a threshold never keeps the superseded message
-            # and drops the one that replaced it
-            scores[i] = min(scores[i], scores[i - 1])
+        # Scores keep to the order (a raised message takes the score of the one it now
+        # stands before): a threshold never keeps the superseded message and drops the
+        # one that replaced it.
+        scores = np.maximum.accumulate(ranked.scores[order].astype(float)[::-1])[::-1]
         return Hits(ranked.mkeys[order], scores)
 
     def _supersession(self) -> Supersession:
@@ -906,38 +908,46 @@ class Memory:
             "retrieval": self._retrieval(message, seen, room, user) if message.strip() else [],
             "profile": self._about(message, user, room),
         }
-        window = assemble(message, room, budget, candidates, shares, counter)
+        window = assemble(
+            message, room, budget, candidates, shares, counter, first={"history": history[2]}
+        )
         window.seconds = time.perf_counter() - started
         return window
 
-    def _history(self, room: str) -> tuple[Lines, list[MemoryRecord]]:
-        """History lines, best (newest) first: the messages after the latest summary, then
-        that summary; and the room's newest messages, summarised or not (who speaks in
-        it, after a compaction that kept none)."""
+    def _history(self, room: str) -> tuple[Lines, list[MemoryRecord], str | None]:
+        """History lines, best first: the newest message after the summaries, the latest
+        summary, then the older messages after the summaries (the window shows the
+        summary first, then the messages oldest first); the room's newest messages,
+        summarised or not (who speaks in it, after a compaction that kept none); and the
+        summary's line id."""
         summaries = self.summaries(room)
         newest = self.parts.memory.memories(
             MemoryQuery(self.agent, room=room, tables=("messages",)), limit=200
         )
-        covered = set(summaries[-1].sources) if summaries else set()
+        covered = {source for summary in summaries for source in summary.sources}
         replaced = self._supersession()
         recent = [replaced.mark(m) for m in newest if m.id not in covered]
         lines: Lines = [(_line(m), m.id) for m in recent]
-        if summaries:
-            latest = summaries[-1]
-            lines.append(
-                (
-                    f"[summary {latest.summary_id}, {len(latest.sources)} messages] {latest.text}",
-                    f"summary-{latest.summary_id}",
-                )
-            )
-        return lines, newest
+        if not summaries:
+            return lines, newest, None
+        latest = summaries[-1]
+        line_id = f"summary-{latest.summary_id}"
+        summary = (
+            f"[{line_id}, {len(latest.sources)} messages] {latest.text}",
+            line_id,
+        )
+        # The newest message first (what the reply answers), then the summary: it shows
+        # at a budget that holds only a few of the messages after it.
+        lines.insert(min(1, len(lines)), summary)
+        return lines, newest, line_id
 
     def _retrieval(self, message: str, seen: set[str], room: str, user: str | None) -> Lines:
         """Memories that answer the message: of this room and, when the user is known,
-        of the rooms they speak in (another user's private room is not theirs to read)."""
+        of the rooms they speak in (another user's private room is not theirs to read;
+        with no user known, this room's alone)."""
         settings = self.parts.settings
         lines: Lines = []
-        rooms = None if user is None else sorted({room, *self._rooms_of(user)})
+        rooms = [room] if user is None else sorted({room, *self._rooms_of(user)})
         hits = self.search(
             message, table="messages", count=settings.retrieve_memories + len(seen), rooms=rooms
         )

@@ -8,9 +8,11 @@ what was made from the older statement:
 * a fact or relationship stating it is *superseded*: :meth:`Memory.facts` leaves it out
   unless asked for the history, a search returns it marked, and the context window's
   section about the user leaves it out;
-* a message with a superseded statement ranks right after the message that replaced it
-  when a search finds both (the older one is not dropped: "where did Priya live
-  before?" still finds it); one whose every statement was superseded is marked so.
+* when a search finds a message with a superseded statement and, below it, the message
+  that replaced it, the newer one is raised to right before it (the older one is not
+  dropped, nor pushed down: "Porto" still finds "I live in Porto" where it ranked, with
+  "I moved to Lisbon" just before it); one whose every statement was superseded is
+  marked so.
 
 It is worked out when read, from the profile entries, never stored: removing the newer
 message restores the older entry (:meth:`MemoryStore.forget_profile_sources`), and with
@@ -109,35 +111,40 @@ class Supersession:
         return record if self.holds(record) else replace(record, status=SUPERSEDED)
 
     def reorder(self, size: int, named: dict[int, str]) -> np.ndarray | None:
-        """A ranking's new order (its positions, as an array), each superseded message
-        moved to right after the first message below it that replaced it; one with no
-        replacement below stays where it is. ``named`` gives the ranking's positions of
-        the messages of note (:meth:`messages`) and their ids. None when nothing moves."""
+        """A ranking's new order (its positions, as an array): a message that replaced a
+        superseded one and ranks below it is raised to right before it (the superseded
+        message keeps its place, so a search for its own words still finds it there, and
+        the newer statement with it); a chain (Porto, then Lisbon, then Berlin) stands
+        newest first. ``named`` gives the ranking's positions of the messages of note
+        (:meth:`messages`) and their ids. None when nothing moves."""
         if not self.replaced_by:
             return None
         where = {mid: position for position, mid in named.items()}
-        after: dict[int, list[int]] = {}
-        for position, mid in sorted(named.items()):
-            below = [where[m] for m in self.replaced_by.get(mid, ()) if where.get(m, -1) > position]
-            if below:
-                after.setdefault(min(below), []).append(position)
-        if not after:
+        seq = sorted(named)  # the named messages, in ranking order
+        moved: set[int] = set()
+        for _ in range(len(seq)):  # each round raises; a cycle cannot go on for ever
+            changed = False
+            for position in list(seq):
+                for newer in sorted(
+                    where[m] for m in self.replaced_by.get(named[position], ()) if m in where
+                ):
+                    if seq.index(newer) > seq.index(position):
+                        seq.remove(newer)
+                        seq.insert(seq.index(position), newer)
+                        moved.add(newer)
+                        changed = True
+            if not changed:
+                break
+        if not moved:
             return None
-        moved = {p for positions in after.values() for p in positions}
-
-        def chain(position: int) -> list[int]:
-            found = []
-            for later in after.get(position, ()):
-                found += [later, *chain(later)]
-            return found
-
         kept = np.ones(size, dtype=bool)
         kept[sorted(moved)] = False
         order = np.flatnonzero(kept)
         slots: list[int] = []
         values: list[int] = []
-        for anchor in sorted(set(after) - moved):
-            following = chain(anchor)
-            slots += [int(np.searchsorted(order, anchor)) + 1] * len(following)
-            values += following
+        for i, position in enumerate(seq):
+            if position in moved:  # before the next message of note that stayed
+                anchor = next(p for p in seq[i:] if p not in moved)
+                slots.append(int(np.searchsorted(order, anchor)))
+                values.append(position)
         return np.insert(order, slots, values)

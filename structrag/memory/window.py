@@ -126,11 +126,14 @@ def assemble(
     counter: TokenCounter,
     *,
     chronological: Sequence[str] = ("history",),
+    first: dict[str, str | None] | None = None,
 ) -> ContextWindow:
     """Fill each section from its candidates within its share, pass unused budget on in
     :data:`ORDER`, and render the window. Sections named in ``chronological`` are filled
-    from their first candidate on (the best) but shown in reverse order (oldest first).
+    from their first candidate on (the best) but shown in reverse order (oldest first),
+    save the line of id ``first[section]`` (a room's summary), shown at their top.
     A memory shows once: a candidate another section already shows is passed over."""
+    first = first or {}
     shares = check_shares(shares)
     headers = {name: f"## {TITLES[name]}" for name in ORDER}
     cost: Callable[[str], int] = lambda line: counter.count(line + "\n")  # noqa: E731
@@ -185,8 +188,14 @@ def assemble(
         section.tokens += used
         spare -= used
     for name in chronological:
-        sections[name].lines.reverse()
-        sections[name].ids.reverse()
+        section = sections[name]
+        section.lines.reverse()
+        section.ids.reverse()
+        lead = first.get(name)
+        if lead in section.ids:
+            at = section.ids.index(lead)
+            section.ids.insert(0, section.ids.pop(at))
+            section.lines.insert(0, section.lines.pop(at))
     blocks = [
         "\n".join([headers[name], *sections[name].lines]) for name in ORDER if sections[name].lines
     ]
@@ -196,7 +205,9 @@ def assemble(
     while tokens > budget:
         last = next(name for name in reversed(ORDER) if sections[name].lines)
         section = sections[last]
-        index = -1 if last not in chronological else 0
+        index = -1
+        if last in chronological:  # the oldest message, before the line shown first
+            index = 1 if len(section.ids) > 1 and section.ids[0] == first.get(last) else 0
         section.lines.pop(index)
         section.ids.pop(index)
         blocks = ["\n".join([headers[n], *sections[n].lines]) for n in ORDER if sections[n].lines]

@@ -491,16 +491,17 @@ def _routes(app: FastAPI, service: Service) -> None:
         return service.count_memories(agent, room, table)
 
     @app.get(f"{memory}/memories/{{memory_id:path}}", response_model=s.MemoryOut, tags=["memory"])
-    def get_memory(agent: Agent, memory_id: str) -> dict[str, Any]:
-        """One memory by id (counts as a read)."""
-        return service.get_memory(agent, memory_id)
+    def get_memory(agent: Agent, memory_id: str, room: str | None = None) -> dict[str, Any]:
+        """One memory by id (counts as a read); ``room`` where two rooms have the id."""
+        return service.get_memory(agent, memory_id, room)
 
     @app.delete(
         f"{memory}/memories/{{memory_id:path}}", response_model=s.RemovedOut, tags=["memory"]
     )
-    def remove(agent: Agent, memory_id: str) -> dict[str, Any]:
-        """Delete a memory and everything derived from it alone."""
-        return service.remove_memory(agent, memory_id)
+    def remove(agent: Agent, memory_id: str, room: str | None = None) -> dict[str, Any]:
+        """Delete a memory and everything derived from it alone (``room`` where two rooms
+        have the id)."""
+        return service.remove_memory(agent, memory_id, room)
 
     @app.delete(f"{memory}/memories", response_model=s.RemovedOut, tags=["memory"])
     def remove_all(

@@ -223,10 +223,15 @@ def build_mcp(service: Service, tokens: Tokens | None = None) -> MCPServer:
         return await run(ctx, agent_scope(agent), work)
 
     @server.tool()
-    async def forget_memory(agent: str, memory_id: str, ctx: Context) -> dict[str, Any]:
+    async def forget_memory(
+        agent: str, memory_id: str, ctx: Context, room: str | None = None
+    ) -> dict[str, Any]:
         """Remove one of the agent's memories ("forget that") and what derives from it
-        alone: its facts, profile entries, observations and summaries."""
-        return await run(ctx, agent_scope(agent), lambda: service.remove_memory(agent, memory_id))
+        alone: its facts, profile entries, observations and summaries. `room` where two
+        rooms have the id."""
+        return await run(
+            ctx, agent_scope(agent), lambda: service.remove_memory(agent, memory_id, room)
+        )
 
     parameters: dict[str, set[str]] = {}
 

@@ -456,8 +456,8 @@ class Service:
         """``fields``: those of :meth:`Memory.add`."""
         return self.memory_write(agent, lambda mem: mem.add(text, **fields).as_dict())
 
-    def get_memory(self, agent: str, memory_id: str) -> dict[str, Any]:
-        record = self.memory_read(agent, lambda mem: mem.get(memory_id))
+    def get_memory(self, agent: str, memory_id: str, room: str | None = None) -> dict[str, Any]:
+        record = self.memory_read(agent, lambda mem: mem.get(memory_id, room))
         return self.counted(agent, [record])[0].as_dict()
 
     def recent_memories(self, agent: str, **options: Any) -> list[dict[str, Any]]:
@@ -477,8 +477,8 @@ class Service:
         count = self.memory_read(agent, lambda mem: mem.count(room, table))
         return shapes.count_json(agent, room, table, count)
 
-    def remove_memory(self, agent: str, memory_id: str) -> dict[str, Any]:
-        self.memory_write(agent, lambda mem: mem.remove(memory_id))
+    def remove_memory(self, agent: str, memory_id: str, room: str | None = None) -> dict[str, Any]:
+        self.memory_write(agent, lambda mem: mem.remove(memory_id, room))
         return {"removed": 1}
 
     def remove_memories(
