@@ -479,6 +479,55 @@ def test_an_id_two_rooms_have_is_reached_with_its_room(index: Index) -> None:
     assert gone.exit_code == 0, gone.output
 
 
+def test_a_goal_is_marked_done_and_importance_changes(index: Index) -> None:
+    mem = index.memory("bot")
+    goal = mem.add("Ship v2 by June", table="goals", user="kim", room="team")
+    assert goal.status == "open"
+    done = mem.update(goal.id, status="done")
+    assert (done.status, done.text, done.importance) == ("done", goal.text, "normal")
+    assert mem.get(goal.id).status == "done"
+    raised = mem.update(goal.id, importance="high", metadata={"ticket": 42})
+    assert (raised.status, raised.importance, raised.metadata) == ("done", "high", {"ticket": 42})
+    assert mem.search("Ship v2", table="goals")[0].memory.status == "done"
+    note = mem.add("The printer is on floor 2.", room="team")
+    for bad, match in (
+        ({"status": "banana"}, "unknown goal status 'banana'"),
+        ({"importance": "urgent"}, "unknown importance"),
+        ({}, "nothing to change"),
+    ):
+        with pytest.raises(MemoryInputError, match=match):
+            mem.update(goal.id, **bad)  # type: ignore[arg-type]
+    with pytest.raises(MemoryInputError, match="a status is for goals, not messages"):
+        mem.update(note.id, status="done")
+    with pytest.raises(MemoryInputError, match="a status is for goals"):
+        mem.add("hello", status="done")
+    with pytest.raises(MemoryInputError, match="unknown goal status"):
+        mem.add("Learn Go", table="goals", status="banana")
+    with pytest.raises(NotFoundError):
+        index.memory("other-bot").update(goal.id, status="open")  # not another agent's
+    db = str(index.directory)
+    index.close()
+    runner = CliRunner()
+    base = ["--db", db, "--agent", "bot"]
+    reopened = runner.invoke(
+        cli, ["memory", "update", goal.id, "--status", "in_progress", *base, "--json"]
+    )
+    assert reopened.exit_code == 0, reopened.output
+    assert json.loads(reopened.output)["status"] == "in_progress"
+    nothing = runner.invoke(cli, ["memory", "update", goal.id, *base])
+    assert nothing.exit_code == 2 and "give --status" in nothing.output
+    with Index(db) as again:
+        assert again.memory("bot").get(goal.id).status == "in_progress"
+
+
+def test_recent_marks_superseded_messages_as_search_does(index: Index) -> None:
+    mem = index.memory("bot")
+    porto = mem.add("I live in Porto.", user="priya", room="dm")
+    mem.add("I moved to Lisbon last month.", user="priya", room="dm")
+    listed = {r.id: r.status for r in mem.recent("dm")}
+    assert listed[porto.id] == "superseded"
+
+
 def test_unused_shares_pass_on(index: Index) -> None:
     mem = index.memory("bot")
     for i in range(40):

@@ -677,3 +677,19 @@ def test_an_id_two_rooms_have_is_reached_with_its_room(client: TestClient) -> No
     gone = client.delete(f"{base}/memories/fixed-1", params={"room": "r1"})
     assert gone.json() == {"removed": 1}
     assert client.get(f"{base}/memories/fixed-1").json()["room"] == "r2"
+
+
+def test_a_goal_is_marked_done_over_http(client: TestClient) -> None:
+    base = "/v1/agents/goal-bot"
+    goal = client.post(f"{base}/memories", json={"text": "Ship v2", "table": "goals"}).json()
+    assert goal["status"] == "open"
+    done = client.patch(f"{base}/memories/{goal['id']}", json={"status": "done"})
+    assert done.status_code == 200, done.text
+    assert done.json()["status"] == "done" and done.json()["text"] == "Ship v2"
+    assert client.get(f"{base}/memories/{goal['id']}").json()["status"] == "done"
+    bad = client.patch(f"{base}/memories/{goal['id']}", json={"status": "banana"})
+    assert bad.status_code == 422
+    empty = client.patch(f"{base}/memories/{goal['id']}", json={})
+    assert empty.status_code == 400 and "nothing to change" in empty.text
+    unknown = client.patch(f"{base}/memories/mem-000000000000", json={"importance": "high"})
+    assert unknown.status_code == 404

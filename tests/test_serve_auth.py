@@ -113,6 +113,7 @@ def _bodies(ids: list[str]) -> dict[str, dict[str, Any]]:
         "/v1/agents/{agent}/memories/prune": {"older_than": "0d", "room": ROOM_A},
         "/v1/agents/{agent}/context": {"message": "What is my locker code?", "room": ROOM_A},
         "/v1/agents/{agent}/compact": {"room": ROOM_A, "keep_recent": 0},
+        "/v1/agents/{agent}/memories/{memory_id:path}": {"importance": "high"},
     }
 
 
@@ -168,7 +169,8 @@ def test_agent_b_never_reads_agent_a_through_any_route(
     a = {"Authorization": f"Bearer {TOKEN_A}"}
     kept = client.get("/v1/agents/agent-a/memories?table=knowledge", headers=a).json()
     assert [m["id"] for m in kept] == [ids[1]]
-    assert client.get(f"/v1/agents/agent-a/memories/{ids[0]}", headers=a).status_code == 200
+    mine = client.get(f"/v1/agents/agent-a/memories/{ids[0]}", headers=a)
+    assert mine.status_code == 200 and mine.json()["importance"] == "normal"
 
 
 def _rpc(client: TestClient, token: str, method: str, params: dict[str, Any]) -> str:
@@ -200,6 +202,7 @@ def test_agent_b_never_reads_agent_a_through_mcp(
         "add_memory",
         "get_context",
         "get_facts",
+        "update_memory",
         "forget_memory",
     }
     probes: list[tuple[str, dict[str, Any]]] = [
@@ -225,6 +228,10 @@ def test_agent_b_never_reads_agent_a_through_mcp(
         probes.append(("add_memory", {"agent": agent, "text": "probe", "room": ROOM_A}))
         probes.append(("get_facts", {"agent": agent, "user": "ana", "history": True}))
     probes.append(("forget_memory", {"agent": "agent-a", "memory_id": ids[0]}))
+    for agent in ("agent-a", "agent-b"):  # B changing A's memory, or B's with A's id
+        probes.append(
+            ("update_memory", {"agent": agent, "memory_id": ids[0], "importance": "high"})
+        )
     assert {name for name, _ in probes} == tools
     for name, arguments in probes:
         text = _rpc(client, TOKEN_B, "tools/call", {"name": name, "arguments": arguments})

@@ -22,6 +22,7 @@ TOOLS = {
     "show_message",
     "list_entities",
     "get_facts",
+    "update_memory",
     "forget_memory",
 }
 
@@ -121,6 +122,14 @@ def test_an_agent_adds_a_memory_and_gets_it_back_through_ask(
             again = await client.call_tool("get_facts", {"agent": "travel-bot", "user": "ines"})
             assert "Porto" in str((again.structured_content or {})["facts"])
             assert lives.structured_content is not None
+            goal = await client.call_tool(
+                "add_memory", {"agent": "travel-bot", "text": "Visit Kyoto", "table": "goals"}
+            )
+            goal_id = (goal.structured_content or {})["id"]
+            done = await client.call_tool(
+                "update_memory", {"agent": "travel-bot", "memory_id": goal_id, "status": "done"}
+            )
+            assert not done.is_error and (done.structured_content or {})["status"] == "done"
             negative = await client.call_tool("list_entities", {"top": -1})
             assert negative.is_error and "top must be at least 1" in str(negative.content)
             missing = await client.call_tool("show_message", {"message_id": "no-such-message"})

@@ -103,7 +103,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "structrag.cli.serve",
         "mcp_command",
         "An MCP server on stdio for an agent: tools ask, query, search_memories, add_memory, "
-        "get_context, get_facts, forget_memory, show_message and list_entities; resources "
+        "get_context, get_facts, update_memory, forget_memory, show_message and list_entities; "
+        "resources "
         "for conversations and messages.",
     ),
     "bench": (

@@ -183,6 +183,62 @@ def get(memory_id: str, db: str, agent: str, room: str | None, as_json: bool, vi
         click.echo(f"  read {record['access_count']} time(s); importance {record['importance']}")
 
 
+@memory.command("update")
+@click.argument("memory_id")
+@db_option
+@agent_option
+@click.option("--room", help="The room, where two rooms have the id.")
+@click.option(
+    "--status",
+    type=click.Choice(["open", "in_progress", "done", "abandoned"]),
+    help="A goal's status.",
+)
+@click.option("--importance", type=click.Choice(["low", "normal", "high"]))
+@click.option("--metadata", help='Replaces the metadata whole: a JSON object, e.g. \'{"k": "v"}\'.')
+@json_option
+@via_options
+def update(
+    memory_id: str,
+    db: str,
+    agent: str,
+    room: str | None,
+    status: str | None,
+    importance: str | None,
+    metadata: str | None,
+    as_json: bool,
+    via: Via,
+) -> None:
+    """Change a memory's status (mark a goal done), importance or metadata. The text
+    stays: to change it, remove the memory and add the new text."""
+    import json
+
+    fields: dict[str, Any] = {"status": status, "importance": importance}
+    if metadata is not None:
+        try:
+            fields["metadata"] = json.loads(metadata)
+        except ValueError as exc:
+            raise click.BadParameter(f"not JSON: {exc}", param_hint="--metadata") from None
+        if not isinstance(fields["metadata"], dict):
+            raise click.BadParameter("give a JSON object", param_hint="--metadata")
+    given = {k: v for k, v in fields.items() if v is not None}
+    if not given:
+        raise click.UsageError("give --status, --importance or --metadata")
+    record = on_memory(
+        db,
+        agent,
+        via,
+        remote=lambda r, path: r.patch(f"{path}/memories/{quoted(memory_id)}", given, room=room),
+        local=lambda mem: mem.update(memory_id, room=room, **given).as_dict(),
+        write=True,
+    )
+    if as_json:
+        emit_json(record)
+    else:
+        _print_record(record)
+        status_note = f", status {record['status']}" if record["status"] else ""
+        click.echo(f"  importance {record['importance']}{status_note}")
+
+
 def _time(value: str | None) -> datetime | None:
     if value is None:
         return None

@@ -60,6 +60,9 @@ class Remote:
     def post(self, path: str, body: dict[str, Any]) -> Any:
         return self.call("POST", path, body=body)
 
+    def patch(self, path: str, body: dict[str, Any], **params: Any) -> Any:
+        return self.call("PATCH", path, body=body, params=params)
+
     def delete(self, path: str, **params: Any) -> Any:
         return self.call("DELETE", path, params=params)
 

@@ -160,8 +160,8 @@ def serve(
 @create_option
 def mcp_command(db: str, create: bool) -> None:
     """An MCP server on stdio for an agent: tools ask, query, search_memories, add_memory,
-    get_context, get_facts, forget_memory, show_message and list_entities; resources
-    for conversations and messages.
+    get_context, get_facts, update_memory, forget_memory, show_message and list_entities;
+    resources for conversations and messages.
 
     \b
     An MCP client starts it, e.g. in its configuration:

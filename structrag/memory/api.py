@@ -33,6 +33,7 @@ from structrag.ingest import Ingestor, Pending
 from structrag.memory.compaction import digest
 from structrag.memory.records import (
     DEFAULT_ROOM,
+    GOAL_STATUSES,
     IMPORTANCE_LEVELS,
     MEMORY_TABLES,
     MemoryHit,
@@ -198,10 +199,8 @@ class Memory:
         if not text or not text.strip():
             raise MemoryInputError("a memory needs text", hint="pass the message or fact text")
         _check_table(table)
-        if importance not in IMPORTANCE_LEVELS:
-            raise MemoryInputError(
-                f"unknown importance {importance!r}", hint="choose low, normal or high"
-            )
+        _check_importance(importance)
+        _check_status(status, table)
         room = _room(room)
         with self.parts.writing("memory add"):
             return self._add(
@@ -294,6 +293,50 @@ class Memory:
             last_access=None,
             mkey=mkey,
         )
+
+    def update(
+        self,
+        memory_id: str,
+        *,
+        room: str | None = None,
+        status: str | None = None,
+        importance: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> MemoryRecord:
+        """Change a memory's ``status`` (a goal's: open, in_progress, done, abandoned),
+        ``importance`` or ``metadata`` (replaced whole); what is not given stays. The text
+        does not change (its knowledge is extracted from it): remove the memory and add the
+        new text. ``room`` as for :meth:`get`."""
+        if status is None and importance is None and metadata is None:
+            raise MemoryInputError(
+                "nothing to change", hint="give a status, an importance or metadata"
+            )
+        if importance is not None:
+            _check_importance(importance)
+        if metadata is not None and not isinstance(metadata, dict):
+            raise MemoryInputError(
+                f"metadata must be a mapping, not {type(metadata).__name__}",
+                hint='e.g. {"channel": "email"}',
+            )
+        with self.parts.writing("memory update"):
+            found = self._find(memory_id, room=room)
+            if status is not None:
+                _check_status(status, found.table)
+            changed = replace(
+                found,
+                status=found.status if status is None else status,
+                importance=found.importance if importance is None else importance,
+                metadata=found.metadata if metadata is None else dict(metadata),
+            )
+            memory = self.parts.memory
+
+            def record(transaction: StoreTransaction) -> None:
+                memory.update_memory(
+                    found.mkey, changed.status, changed.importance, changed.metadata
+                )
+
+            self.parts.ingestor.write([], [], [], before_commit=record)
+            return self._find(memory_id, room=found.room)
 
     def _source(self, source: str, text: str) -> SourceRow:
         """The source of a stated fact: a memory of this agent's (or shared knowledge),
@@ -546,6 +589,9 @@ class Memory:
             ),
             limit=count,
         )
+        if table != "knowledge":  # marked as search, context and facts mark them
+            replaced = self._supersession()
+            found = [replaced.mark(r) for r in found]
         return self._touch(found)
 
     @consistent_reads
@@ -1010,6 +1056,28 @@ _STATEMENT_TABLES = {
     "relationship": "relationships",
     "goal": "goals",
 }
+
+
+def _check_importance(importance: str) -> None:
+    if importance not in IMPORTANCE_LEVELS:
+        raise MemoryInputError(
+            f"unknown importance {importance!r}", hint="choose low, normal or high"
+        )
+
+
+def _check_status(status: str | None, table: str) -> None:
+    """A status is a goal's, one of :data:`GOAL_STATUSES`."""
+    if status is None:
+        return
+    if table != "goals":
+        raise MemoryInputError(
+            f"a status is for goals, not {table}",
+            hint="leave the status out, or add the memory to the goals table",
+        )
+    if status not in GOAL_STATUSES:
+        raise MemoryInputError(
+            f"unknown goal status {status!r}", hint=f"choose one of: {', '.join(GOAL_STATUSES)}"
+        )
 
 
 def _room(room: str | None) -> str:

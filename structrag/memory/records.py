@@ -22,6 +22,9 @@ MEMORY_TABLES: tuple[MemoryTable, ...] = (
     "knowledge",
 )
 IMPORTANCE_LEVELS: tuple[Importance, ...] = ("low", "normal", "high")
+GoalStatus = Literal["open", "in_progress", "done", "abandoned"]
+#: A goal's status (``open`` when added); other memories have none.
+GOAL_STATUSES: tuple[GoalStatus, ...] = ("open", "in_progress", "done", "abandoned")
 #: A memory in a room no one named lives here (a fact stated to the agent directly).
 DEFAULT_ROOM = "default"
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from structrag.memory.records import MemoryRecord, Observation, ProfileEntry, RoomSummary
 
@@ -100,6 +100,12 @@ class MemoryStore(Protocol):
 
     def duplicate(self, agent: str, room: str, table: str, text: str) -> MemoryRecord | None:
         """An identical memory already in that room and table, if any."""
+        ...
+
+    def update_memory(
+        self, mkey: int, status: str | None, importance: str, metadata: dict[str, Any]
+    ) -> None:
+        """Set a memory's status, importance and metadata (inside the caller's write)."""
         ...
 
     def touch(self, mkeys: Sequence[int], at: datetime) -> None:

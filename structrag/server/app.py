@@ -495,6 +495,13 @@ def _routes(app: FastAPI, service: Service) -> None:
         """One memory by id (counts as a read); ``room`` where two rooms have the id."""
         return service.get_memory(agent, memory_id, room)
 
+    @app.patch(f"{memory}/memories/{{memory_id:path}}", response_model=s.MemoryOut, tags=["memory"])
+    def update(
+        agent: Agent, memory_id: str, body: s.MemoryUpdate, room: str | None = None
+    ) -> dict[str, Any]:
+        """Change a memory's status (a goal's), importance or metadata; the text stays."""
+        return service.update_memory(agent, memory_id, room, **body.model_dump())
+
     @app.delete(
         f"{memory}/memories/{{memory_id:path}}", response_model=s.RemovedOut, tags=["memory"]
     )

@@ -7,8 +7,8 @@ HTTP API does. Tools on memories take the agent; tools on the whole index need a
 granted the whole index.
 
 Tools: ``ask``, ``query``, ``show_message``, ``list_entities`` (the index);
-``search_memories``, ``add_memory``, ``get_context``, ``get_facts``, ``forget_memory`` (an
-agent's memory). Resources:
+``search_memories``, ``add_memory``, ``get_context``, ``get_facts``, ``update_memory``,
+``forget_memory`` (an agent's memory). Resources:
 ``structrag://conversations`` (the list), ``structrag://conversations/{conversation}``
 (its first messages) and ``structrag://conversations/{conversation}/messages/{message_id}``.
 """
@@ -44,7 +44,8 @@ shows one with its entities, actions and topics). Agent memory: `add_memory` sto
 happens (extracted and searchable at once), `search_memories` finds it, and
 `get_context` returns what to put in the prompt before replying (history, retrieved
 memories, what is known about the user), within a budget; `get_facts` lists what is known
-about a user and `forget_memory` removes a memory and what rests on it."""
+about a user, `update_memory` marks a goal done (or changes a memory's importance) and
+`forget_memory` removes a memory and what rests on it."""
 
 
 def build_mcp(service: Service, tokens: Tokens | None = None) -> MCPServer:
@@ -221,6 +222,25 @@ def build_mcp(service: Service, tokens: Tokens | None = None) -> MCPServer:
             return {"profile": profile, "facts": facts}
 
         return await run(ctx, agent_scope(agent), work)
+
+    @server.tool()
+    async def update_memory(
+        agent: str,
+        memory_id: str,
+        ctx: Context,
+        status: Literal["open", "in_progress", "done", "abandoned"] | None = None,
+        importance: Literal["low", "normal", "high"] | None = None,
+        room: str | None = None,
+    ) -> dict[str, Any]:
+        """Change one of the agent's memories: a goal's `status` (mark it done), or its
+        `importance`. `room` where two rooms have the id."""
+        return await run(
+            ctx,
+            agent_scope(agent),
+            lambda: service.update_memory(
+                agent, memory_id, room, status=status, importance=importance
+            ),
+        )
 
     @server.tool()
     async def forget_memory(

@@ -312,6 +312,16 @@ class MemoryIn(Request):
     status: str | None = None
 
 
+class MemoryUpdate(Request):
+    status: Literal["open", "in_progress", "done", "abandoned"] | None = Field(
+        default=None, description="A goal's status."
+    )
+    importance: Importance | None = None
+    metadata: dict[str, Any] | None = Field(
+        default=None, description="Replaces the memory's metadata whole."
+    )
+
+
 class MemoryOut(Response):
     id: str
     table: str

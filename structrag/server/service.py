@@ -477,6 +477,14 @@ class Service:
         count = self.memory_read(agent, lambda mem: mem.count(room, table))
         return shapes.count_json(agent, room, table, count)
 
+    def update_memory(
+        self, agent: str, memory_id: str, room: str | None = None, **fields: Any
+    ) -> dict[str, Any]:
+        """``fields``: those of :meth:`Memory.update`."""
+        return self.memory_write(
+            agent, lambda mem: mem.update(memory_id, room=room, **fields).as_dict()
+        )
+
     def remove_memory(self, agent: str, memory_id: str, room: str | None = None) -> dict[str, Any]:
         self.memory_write(agent, lambda mem: mem.remove(memory_id, room))
         return {"removed": 1}

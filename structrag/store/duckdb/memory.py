@@ -15,6 +15,7 @@ from structrag.memory.records import MemoryRecord, Observation, ProfileEntry, Ro
 from structrag.memory.store import MemoryQuery, NewProfileEntry, SourceRow
 from structrag.naming import DOCUMENT_ROOM
 from structrag.store.duckdb.reader import DuckDBReader
+from structrag.store.duckdb.writer import to_json
 
 _MEMORY_SELECT = """
 SELECT m.mkey, m.message_id, m.memory_table, m.agent, m.speaker, m.conversation, m.world,
@@ -141,6 +142,14 @@ class DuckDBMemory:
             [agent, room, table, text],
         )
         return _record(rows[0]) if rows else None
+
+    def update_memory(
+        self, mkey: int, status: str | None, importance: str, metadata: dict[str, Any]
+    ) -> None:
+        self._run(
+            "UPDATE messages SET status = ?, importance = ?, metadata = ? WHERE mkey = ?",
+            [status, importance, to_json(metadata), mkey],
+        )
 
     def touch(self, mkeys: Sequence[int], at: datetime) -> None:
         keys = sorted({int(k) for k in mkeys})
