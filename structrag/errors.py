@@ -193,5 +193,5 @@ class LLMError(StructragError, RuntimeError):
 def check_count(name: str, value: int | None, error: type[StructragError] = ConfigError) -> None:
     """Raise ``error`` unless ``value`` (a count of results asked for; None: no limit, where
     the caller allows it) is at least 1."""
-    if value is not None and (isinstance(value, bool) or value < 1):
-        raise error(f"{name} must be at least 1, not {value}")
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise error(f"{name} must be at least 1 (a whole number), not {value!r}")

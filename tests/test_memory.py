@@ -5,7 +5,7 @@ agents that never see each other's memories."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -520,6 +520,54 @@ def test_a_goal_is_marked_done_and_importance_changes(index: Index) -> None:
         assert again.memory("bot").get(goal.id).status == "in_progress"
 
 
+def test_text_search_finds_the_messages_that_say_the_words(index: Index) -> None:
+    """``text`` is BM25 over the query's words: a memory that says none of them is no hit
+    (it was one when it stood next to one that does), and scores are above 0."""
+    mem = index.memory("bot")
+    for text in ("I live in Porto.", "My sister loves sailing.", "What's for dinner?"):
+        mem.add(text, user="priya", room="dm")
+    hits = mem.search("Porto", mode="text")
+    assert [h.memory.text for h in hits] == ["I live in Porto."]
+    assert hits[0].score > 0
+    assert mem.search("xyzzy", mode="text") == []
+    assert {h.memory.text for h in mem.search("sailing dinner", mode="text")} == {
+        "My sister loves sailing.",
+        "What's for dinner?",
+    }
+
+
+def test_values_of_the_wrong_type_are_named(index: Index) -> None:
+    """An agent's code passing a number for text or an id, bytes, or a string count gets
+    a MemoryInputError naming the argument, not an AttributeError from inside."""
+    mem = index.memory("bot")
+    calls: list[tuple[Callable[[], object], str]] = [
+        (lambda: mem.add(123), "text must be text"),  # type: ignore[arg-type]
+        (lambda: mem.add(b"hello"), "text must be text"),  # type: ignore[arg-type]
+        (lambda: mem.add("x", room=5), "room must be text"),  # type: ignore[arg-type]
+        (lambda: mem.add("x", user=7), "user must be text"),  # type: ignore[arg-type]
+        (lambda: mem.add("x", unique="no"), "unique must be True or False"),  # type: ignore[arg-type]
+        (lambda: mem.add("x", metadata=[1]), "metadata must be a dict"),  # type: ignore[arg-type]
+        (lambda: mem.search("x", count="5"), "count must be at least 1 \\(a whole number\\)"),  # type: ignore[arg-type]
+        (lambda: mem.search("x", rooms="dm"), "rooms must be a list"),
+        (lambda: mem.context("x", budget="500"), "budget must be from 1"),  # type: ignore[arg-type]
+        (lambda: index.memory(5), "agent must be text"),  # type: ignore[arg-type]
+    ]
+    for call, message in calls:
+        with pytest.raises(MemoryInputError, match=message):
+            call()
+    assert mem.count() == 0  # nothing half-written
+
+
+def test_a_time_with_a_zone_is_returned_as_it_is_stored(index: Index) -> None:
+    from datetime import datetime, timedelta, timezone
+
+    mem = index.memory("bot")
+    added = mem.add(
+        "hi", timestamp=datetime(2024, 5, 1, 12, 0, tzinfo=timezone(timedelta(hours=2)))
+    )
+    assert added.ts == datetime(2024, 5, 1, 10, 0) == mem.get(added.id).ts
+
+
 def test_recent_marks_superseded_messages_as_search_does(index: Index) -> None:
     mem = index.memory("bot")
     porto = mem.add("I live in Porto.", user="priya", room="dm")
@@ -718,12 +766,15 @@ def test_a_superseded_message_keeps_its_place_and_what_replaced_it_comes_before(
     for text in ("My sister Ana loves sailing.", "I'm allergic to peanuts.", "Keep it short."):
         mem.add(text, user="priya", room="dm")
     lisbon = mem.add("I moved to Lisbon last month.", user="priya", room="dm")
-    for mode in ("structured", "text", "hybrid"):
+    for mode in ("structured", "hybrid"):
         hits = mem.search("Porto", mode=mode, count=2)
         assert [h.memory.id for h in hits] == [lisbon.id, porto.id], mode
         assert hits[1].memory.status == "superseded"
         kept = mem.search("Porto", mode=mode, threshold=hits[1].score)
         assert [h.memory.id for h in kept][:2] == [lisbon.id, porto.id], mode
+    # text is the word itself: the newer message does not say it, the older is marked
+    (hit,) = mem.search("Porto", mode="text")
+    assert (hit.memory.id, hit.memory.status) == (porto.id, "superseded")
     asked = mem.search("where does Priya live?", count=2)
     assert [h.memory.id for h in asked] == [lisbon.id, porto.id]
 

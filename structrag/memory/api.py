@@ -161,7 +161,8 @@ class Memory:
     """One agent's memory (see the module docstring)."""
 
     def __init__(self, parts: MemoryParts, agent: str) -> None:
-        if not agent or not agent.strip():
+        _expect("agent", agent, str, optional=False)
+        if not agent.strip():
             raise MemoryInputError(
                 "an agent name is needed", hint='e.g. index.memory("support-bot")'
             )
@@ -196,8 +197,18 @@ class Memory:
         of stored again. ``source`` (facts and relationships): the id of the memory (a
         message or a document fragment) the fact comes from; the fact is checked against
         its text (``grounded``)."""
-        if not text or not text.strip():
+        _expect("text", text, str, optional=False)
+        for name, value in (("user", user), ("room", room), ("world", world), ("id", id)):
+            _expect(name, value, str)
+        _expect("source", source, str)
+        _expect("status", status, str)
+        _expect("metadata", metadata, dict)
+        _expect("unique", unique, bool, optional=False)
+        _expect("timestamp", timestamp, datetime)
+        if not text.strip():
             raise MemoryInputError("a memory needs text", hint="pass the message or fact text")
+        if timestamp is not None and timestamp.tzinfo is not None:
+            timestamp = timestamp.astimezone(UTC).replace(tzinfo=None)  # stored as naive UTC
         _check_table(table)
         _check_importance(importance)
         _check_status(status, table)
@@ -636,6 +647,15 @@ class Memory:
             raise MemoryInputError(
                 f"unknown search mode {mode!r}", hint=f"choose one of: {', '.join(SEARCH_MODES)}"
             )
+        _expect("query", query, str, optional=False)
+        for name, value in (("room", room), ("user", user)):
+            _expect(name, value, str)
+        if rooms is not None and (
+            isinstance(rooms, str) or not all(isinstance(r, str) for r in rooms)
+        ):
+            raise MemoryInputError(
+                f"rooms must be a list of room names, not {rooms!r:.40}", hint='e.g. ["dm-priya"]'
+            )
         if not query.strip():
             raise MemoryInputError(
                 "the search query is empty", hint='search for something, e.g. "where does Sam live"'
@@ -935,6 +955,9 @@ class Memory:
         """The sections an agent puts in its prompt before answering ``message`` in
         ``room``, never over ``budget`` tokens (see :mod:`structrag.memory.window`)."""
         started = time.perf_counter()
+        _expect("message", message, str, optional=False)
+        for name, value in (("room", room), ("user", user)):
+            _expect(name, value, str)
         problem = budget_problem(budget)
         if problem:
             raise MemoryInputError(problem)
@@ -1056,6 +1079,21 @@ _STATEMENT_TABLES = {
     "relationship": "relationships",
     "goal": "goals",
 }
+
+
+def _expect(name: str, value: Any, kind: type, *, optional: bool = True) -> None:
+    """A clear error for a value of the wrong type (an agent's code passing an id as a
+    number, bytes for text), not an AttributeError deep inside."""
+    if value is None and optional:
+        return
+    if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
+        wanted = {str: "text (a str)", dict: "a dict", bool: "True or False"}.get(
+            kind, kind.__name__
+        )
+        raise MemoryInputError(
+            f"{name} must be {wanted}{' or None' if optional else ''}, "
+            f"not {type(value).__name__} {value!r:.40}"
+        )
 
 
 def _check_importance(importance: str) -> None:

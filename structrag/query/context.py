@@ -29,8 +29,8 @@ MAX_BUDGET = 1_000_000
 
 def budget_problem(budget: int) -> str | None:
     """What is wrong with a token budget, or None when it is one."""
-    if isinstance(budget, bool) or budget < 1 or budget > MAX_BUDGET:
-        return f"budget must be from 1 to {MAX_BUDGET:,} tokens, not {budget}"
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1 or budget > MAX_BUDGET:
+        return f"budget must be from 1 to {MAX_BUDGET:,} tokens, not {budget!r}"
     return None
 
 

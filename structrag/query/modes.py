@@ -10,8 +10,8 @@ from typing import Literal, overload
 
 import numpy as np
 
-from structrag.query import ast
-from structrag.query.engine import QueryEngine, Ranking
+from structrag.analysis import stems
+from structrag.query.engine import QueryEngine
 from structrag.query.question import content_terms
 from structrag.store.protocols import Scope
 
@@ -77,12 +77,21 @@ def rank(engine: QueryEngine, query: str, scope: Scope, mode: str) -> Hits:
 
 
 def text_ranking(engine: QueryEngine, query: str, scope: Scope) -> Hits:
-    terms = content_terms(query, set())
-    if not terms:
+    """BM25 of the query's content words (stems, weighted by how often the query says
+    them), for the messages whose own text holds one of them: a message next to one that
+    does is no hit of its own (the structured mode ranks windows)."""
+    weights: dict[str, float] = {}
+    for term in content_terms(query, set()):
+        for stem in stems(term.text):
+            weights[stem] = weights.get(stem, 0.0) + term.weight
+    if not weights:
         return _NONE
-    ranked = engine.query(ast.Or(tuple(terms)), scope=scope, limit=None).messages
-    assert isinstance(ranked, Ranking)  # unlimited: the lazy ranking
-    return Hits(ranked.mkeys, ranked.scores)
+    view = engine.view(scope=scope)
+    data, reader = view.scope, view.owner.text
+    scores = np.where(data.holding(weights, reader), data.bm25(weights, reader), 0.0)
+    found = np.flatnonzero(scores > 0)
+    order = found[np.argsort(-scores[found], kind="stable")]
+    return Hits(data.frame.mkeys[order], scores[order].astype(float))
 
 
 def vector_ranking(engine: QueryEngine, query: str, scope: Scope) -> Hits:
