@@ -537,6 +537,12 @@ class Index:
             translator=chosen,
             scope=scope,
         )
+        if conversation is not None and scope is not None and "knowledge" in scope.tables:
+            result.notes.append(
+                f"the conversation {conversation!r} narrows conversations' messages only: "
+                'knowledge comes from every document (narrow it with document:"..." in '
+                "`structrag query`)"
+            )
         if not result.context.messages and scope is None and self._documents_only():
             result.notes.append(
                 "the index holds documents and no conversations: ask them with "

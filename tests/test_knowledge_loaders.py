@@ -147,9 +147,13 @@ def test_image_only_pdf_says_so_and_suggests_ocr() -> None:
 def test_a_file_that_is_not_a_pdf(tmp_path: Path) -> None:
     path = tmp_path / "report.pdf"
     path.write_bytes(b"<html>this was saved from a browser</html>")
-    with pytest.raises(InputError, match="not a readable PDF") as caught:
+    with pytest.raises(InputError, match="this is a text file, not a PDF") as caught:
         load_document(path)
     assert caught.value.path == str(path)
+    assert caught.value.hint == "rename it to .html and add it again"
+    path.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00 an image, not text")
+    with pytest.raises(InputError, match="not a readable PDF"):
+        load_document(path)
 
 
 def test_a_truncated_pdf(tmp_path: Path) -> None:
@@ -374,7 +378,13 @@ def test_json_strings_with_their_paths() -> None:
     offset = at(document, "Place the sensor unit")
     assert json_path(document.section_path(offset)) == "install.steps[2]"
     assert "48 seconds" in document.text
-    assert "\n\n" in document.text and "max_sensors" not in document.text
+    # Each value is written with its key path, numbers and booleans included.
+    assert "install.steps[2]: Place the sensor unit" in document.text
+    assert "limits.max_sensors: 7" in document.text
+    assert "limits.operating_range_celsius[0]: -40" in document.text
+    assert json_path(document.section_path(at(document, "max_sensors: 7"))) == (
+        "limits.max_sensors"
+    )
     for section in document.sections:
         assert "\n\n" not in document.text[section.start : section.end]
 
@@ -383,15 +393,26 @@ def test_json_paths_for_arrays_and_odd_keys() -> None:
     result = json_strings(["a", {"k": [["b"], {"x.y": "c"}]}])
     assert [(json_path(s.path), result.text[s.start : s.end]) for s in result.sections] == [
         ("[0]", "a"),
-        ("[1].k[0][0]", "b"),
-        ('[1].k[1]["x.y"]', "c"),
+        ("[1].k[0][0]", "[1].k[0][0]: b"),
+        ('[1].k[1]["x.y"]', '[1].k[1]["x.y"]: c'),
     ]
 
 
+def test_json_values_keep_their_keys(tmp_path: Path) -> None:
+    result = json_strings({"service": {"owner": "Team Falcon"}})
+    assert result.text == "service.owner: Team Falcon"
+    assert [json_path(s.path) for s in result.sections] == ["service.owner"]
+    path = tmp_path / "config.json"
+    path.write_text('{"port": 8080, "debug": true, "ratio": 0.5, "proxy": null}')
+    document = load_document(path)
+    assert document.text == "port: 8080\n\ndebug: true\n\nratio: 0.5"
+    assert [json_path(s.path) for s in document.sections] == ["port", "debug", "ratio"]
+
+
 def test_json_without_text(tmp_path: Path) -> None:
-    path = tmp_path / "numbers.json"
-    path.write_text('{"a": 1, "b": [true, null, ""]}')
-    with pytest.raises(InputError, match="no text"):
+    path = tmp_path / "empty.json"
+    path.write_text('{"a": null, "b": [null, "", "  "], "c": {}}')
+    with pytest.raises(InputError, match="holds no values"):
         load_document(path)
 
 

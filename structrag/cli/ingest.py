@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable
+import shlex
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import click
@@ -186,10 +188,6 @@ def ingest(
     When a server owns the index, the files are ingested by it, as a job (it reads them
     from this machine's paths); the progress bar follows the job, and Ctrl-C cancels it.
     """
-    from dataclasses import replace
-
-    from structrag.index import estimate_ingest, ingest_into
-
     if not paths and not retry_failed:
         raise click.UsageError(
             "Missing argument 'PATHS...': give files to ingest, or --retry-failed"
@@ -200,6 +198,92 @@ def ingest(
         raise click.UsageError("--address names a Ray cluster: pass it with --engine ray")
     if options.engine == "ray":
         need_full_teardown()  # ray.shutdown() runs at exit
+    _refuse_documents(paths, db, options.format)
+    with _document_hint(db):
+        _ingest(paths, db, options, llm_settings, dry_run, retry_failed, quiet, as_json, via)
+
+
+#: Files that are documents, never conversations, by their extension.
+_DOCUMENT_SUFFIXES = {".pdf": "PDF", ".docx": "Word", ".html": "HTML", ".htm": "HTML"}
+#: Text files that may be documents (prose) rather than transcripts.
+_PROSE_SUFFIXES = (".md", ".markdown", ".txt", ".text")
+
+
+def _refuse_documents(paths: tuple[str, ...], db: str, fmt: str | None) -> None:
+    """A PDF, Word or HTML file given to ``ingest`` is a document: say to add it with
+    ``structrag knowledge add`` (what its bytes are counts, whatever its name)."""
+    from pathlib import Path
+
+    from structrag.errors import InputError
+    from structrag.importers.base import sniff_document
+
+    for given in paths:
+        path = Path(given)
+        if not path.is_file():
+            continue
+        sniffed = sniff_document(path)
+        kind = {"pdf": "PDF", "docx": "Word"}.get(sniffed or "")
+        if kind is None and fmt is None:
+            kind = _DOCUMENT_SUFFIXES.get(path.suffix.lower())
+        if kind is None:
+            continue
+        suffix = {"PDF": ".pdf", "Word": ".docx"}.get(kind)
+        rename = (
+            f" (rename it to {suffix} first)" if suffix and path.suffix.lower() != suffix else ""
+        )
+        raise InputError(
+            path,
+            f"is a {kind} document, not a conversation: `structrag ingest` reads "
+            "conversations (chats, transcripts, mail)",
+            hint="add documents as knowledge with "
+            f"`structrag knowledge add {shlex.quote(given)} --db {shlex.quote(db)}`" + rename,
+        )
+
+
+@contextmanager
+def _document_hint(db: str) -> Iterator[None]:
+    """A Markdown or text file with no conversation in it is likely a document: its
+    error also says to add it with ``structrag knowledge add``."""
+    from pathlib import Path
+
+    from structrag.errors import InputError, InputErrors
+
+    try:
+        yield
+    except InputError as exc:
+        errors = exc.errors if isinstance(exc, InputErrors) else [exc]
+        prose = [
+            e.path
+            for e in errors
+            if e.detail.startswith("no 'SPEAKER: text' turns found")
+            and Path(e.path).suffix.lower() in _PROSE_SUFFIXES
+        ]
+        if prose:
+            names = " ".join(shlex.quote(p) for p in prose[:3]) + (" ..." if len(prose) > 3 else "")
+            advice = (
+                f"if {'it is a document' if len(prose) == 1 else 'they are documents'} "
+                f"(prose, not a conversation), add {'it' if len(prose) == 1 else 'them'} "
+                f"with `structrag knowledge add {names} --db {shlex.quote(db)}`"
+            )
+            exc.hint = f"{exc.hint}; {advice}" if exc.hint else advice
+        raise
+
+
+def _ingest(
+    paths: tuple[str, ...],
+    db: str,
+    options: Any,
+    llm_settings: dict[str, Any],
+    dry_run: bool,
+    retry_failed: bool,
+    quiet: bool,
+    as_json: bool,
+    via: Via,
+) -> None:
+    from dataclasses import replace
+
+    from structrag.index import estimate_ingest, ingest_into
+
     server = via.server(db) if is_dir(db) else None
     if server is not None:
         if options.engine != "local":

@@ -10,6 +10,7 @@ import click
 
 from structrag.cli.common import clip, counted, db_option, emit_json, json_option, on_index
 from structrag.cli.remote import Via, quoted, via_options
+from structrag.naming import DOCUMENT_ROOM
 
 
 @click.command()
@@ -68,7 +69,12 @@ def stats(db: str, as_json: bool, via: Via) -> None:
 @json_option
 @via_options
 def conversations(db: str, as_json: bool, via: Via) -> None:
-    """The conversations in the index: ids, message counts, dates and speakers."""
+    """The conversations in the index: ids, message counts, dates and speakers.
+
+    Documents added as knowledge are conversations of their fragments (``doc:<id>``):
+    the listing counts them on a line of their own (`structrag knowledge list` shows
+    them); --json lists them too, with ``kind`` "document", their path, title and
+    fragment count."""
     rows = on_index(
         db,
         via,
@@ -78,11 +84,27 @@ def conversations(db: str, as_json: bool, via: Via) -> None:
     if as_json:
         emit_json(rows)
         return
+    documents = [
+        row
+        for row in rows
+        if row.get("kind") == "document"
+        or (row.get("kind") is None and str(row["id"]).startswith(DOCUMENT_ROOM))
+    ]
+    shown_apart = {row["id"] for row in documents}
     for row in rows:
+        if row["id"] in shown_apart:
+            continue
         dates = f"{(row['first'] or '')[:10]} .. {(row['last'] or '')[:10]}" if row["first"] else ""
         click.echo(
             f"{row['id']:<24} {counted(row['messages'], 'message'):>15}  {dates:<24} "
             f"{', '.join(row['speakers'][:6])}"
+        )
+    if documents:
+        fragments = sum(int(row.get("fragments") or 0) for row in documents)
+        click.echo(
+            f"and {counted(len(documents), 'document')} added as knowledge"
+            + (f" ({counted(fragments, 'fragment')})" if fragments else "")
+            + f": list them with `structrag knowledge list --db {db}`"
         )
 
 
@@ -105,7 +127,10 @@ def show(message_id: str, db: str, conversation: str | None, as_json: bool, via:
         return
     when = f" [{data['timestamp']}]" if data["timestamp"] else ""
     to = f" -> {', '.join(data['recipients'])}" if data["recipients"] else ""
-    click.echo(f"{data['conversation']} / {data['id']}{when} {data['speaker'] or '?'}{to}")
+    # A document's fragment has no speaker: its place in the document says where it is from.
+    label = (data.get("metadata") or {}).get("label")
+    who = data["speaker"] or (f"[{label}]" if label else "?")
+    click.echo(f"{data['conversation']} / {data['id']}{when} {who}{to}")
     click.echo(clip(data["text"]))
     click.echo("")
     for item in data["knowledge"]:

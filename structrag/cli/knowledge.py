@@ -109,7 +109,13 @@ def _print_report(report: AddReport) -> None:
         note(f"skipped {skipped['path']}: {skipped['reason']}")
     for warning in report.warnings:
         note(f"warning: {warning}")
-    planned = {"added": "new", "updated": "changed"}  # a dry run added nothing
+    for gone in report.gone:
+        note(
+            f"warning: {gone['path']} ({gone['document_id']}): its file {gone['file']} is gone; "
+            f"the document is kept: `structrag knowledge remove {gone['document_id']}` "
+            "deletes it"
+        )
+    planned = {"added": "new", "updated": "changed", "moved": "to move"}  # nothing added yet
     for doc in report.documents:
         owner = "shared" if doc["shared"] else f"agent {doc['agent']}"
         status = planned.get(doc["status"], doc["status"]) if report.dry_run else doc["status"]

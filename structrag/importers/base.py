@@ -305,27 +305,77 @@ def decode_text(path: Path, data: bytes, encoding: str = "utf-8") -> str:
             f"byte 0x{data[exc.start]:02x} is not valid {encoding}",
             line=line,
             column=column,
-            hint="the file starts with a UTF-16 byte order mark: pass --encoding utf-16"
-            if utf16
-            else "re-save the file as UTF-8, or pass --encoding with the file's real "
-            "encoding (for example --encoding cp1252 or --encoding latin-1)",
+            hint=binary_document_hint(path, data)
+            or (
+                "the file starts with a UTF-16 byte order mark: pass --encoding utf-16"
+                if utf16
+                else "re-save the file as UTF-8, or pass --encoding with the file's real "
+                "encoding (for example --encoding cp1252 or --encoding latin-1)"
+            ),
         ) from None
     except LookupError:
         raise InputError(path, f"unknown encoding {encoding!r}", hint="use e.g. utf-8") from None
     except UnicodeError as exc:
         raise undecodable(path, encoding, exc) from None
     if "\x00" in text:
-        raise _nul_bytes(path, text.count("\n", 0, text.index("\x00")) + 1)
+        raise _nul_bytes(path, text.count("\n", 0, text.index("\x00")) + 1, data)
     return text
 
 
-def _nul_bytes(path: Path, line: int) -> InputError:
+def _nul_bytes(path: Path, line: int, data: bytes | None = None) -> InputError:
     return InputError(
         path,
         "file contains NUL bytes; it looks binary or UTF-16 encoded",
         line=line,
-        hint="convert it to UTF-8 text, or pass --encoding utf-16 (utf-16le for a file "
+        hint=binary_document_hint(path, data)
+        or "convert it to UTF-8 text, or pass --encoding utf-16 (utf-16le for a file "
         "without a byte order mark)",
+    )
+
+
+#: What a file's first bytes say it is: a PDF, or a zip archive (a Word file holds
+#: ``word/document.xml``).
+PDF_MAGIC = b"%PDF-"
+ZIP_MAGIC = b"PK\x03\x04"
+
+
+def sniff_document(path: Path, data: bytes | None = None) -> str | None:
+    """``"pdf"`` or ``"docx"`` when the bytes (``data``, else the file's) are a PDF or a
+    Word document whatever the file is named, ``"zip"`` for another zip archive, else
+    None. Only for error hints and loaders: it never raises."""
+    import zipfile
+
+    try:
+        if data is None:
+            with path.open("rb") as handle:
+                head = handle.read(8)
+        else:
+            head = data[:8]
+        if head.startswith(PDF_MAGIC):
+            return "pdf"
+        if not head.startswith(ZIP_MAGIC):
+            return None
+        with zipfile.ZipFile(io.BytesIO(data) if data is not None else path) as archive:
+            names = set(archive.namelist())
+    except (OSError, zipfile.BadZipFile, ValueError, RuntimeError):
+        return None
+    return "docx" if "word/document.xml" in names else "zip"
+
+
+def binary_document_hint(path: Path, data: bytes | None = None) -> str | None:
+    """What to do with a PDF, a Word file or a zip archive read as text (a PDF renamed
+    ``.md``, a ``.docx`` renamed ``.txt``, or a document given to ``structrag ingest``):
+    no ``--encoding`` reads those. None for other bytes."""
+    kind = sniff_document(path, data)
+    if kind is None:
+        return None
+    if kind == "zip":
+        return "this is a zip archive, not text: unzip it and pass the files inside it"
+    name, suffix = ("PDF", ".pdf") if kind == "pdf" else ("Word", ".docx")
+    rename = "" if path.suffix.lower() == suffix else f"rename it to {suffix}; "
+    return (
+        f"this is a {name} file, not text: {rename}documents are added with "
+        "`structrag knowledge add` (`structrag ingest` reads conversations)"
     )
 
 

@@ -20,7 +20,10 @@ and in the vectors. So questions draw on documents and conversations in one budg
 * **Changes.** Adding an unchanged document changes nothing. A changed one replaces its
   fragments in the same transaction as the rest of its owner's documents: fragments whose
   text is unchanged keep their knowledge, edited ones are extracted again, fragments that
-  are gone are deleted with everything derived from them.
+  are gone are deleted with everything derived from them. A file renamed with the same
+  bytes (its old file gone) is moved: the document under its old path is replaced by one
+  under the new. A folder's other documents whose files are gone are reported
+  (``AddReport.gone``) and kept.
 * **Scope.** Search reads shared knowledge and the asking agent's own, never another
   agent's.
 """
@@ -139,8 +142,10 @@ class _Planned:
     item: _Item
     document: Document
     fragments: list[Fragment]
-    status: str  # added, updated, unchanged
+    status: str  # added, updated, unchanged, moved
     stored: dict[str, int] = field(default_factory=dict)  # fragment id -> mkey
+    #: The stored document this one's file was before it moved (renamed, same bytes).
+    moved_from: DocumentInfo | None = None
 
 
 class KnowledgeBase:
@@ -186,7 +191,10 @@ class KnowledgeBase:
         if agent is not None and not agent.strip():
             raise MemoryInputError("the agent name is empty")
         report = AddReport(dry_run=dry_run)
-        planned = self._plan(self._items(items, agent, shared, report), report, encoding)
+        folders: list[tuple[Owner, Path]] = []
+        planned = self._plan(
+            self._items(items, agent, shared, report, folders), report, encoding, folders
+        )
         report.tokens = sum(f.tokens for p in planned for f in p.fragments)
         report.pages = sum(len(p.document.pages) for p in planned)
         for p in planned:
@@ -199,10 +207,20 @@ class KnowledgeBase:
                     "status": p.status,
                     "fragments": len(p.fragments),
                     "tokens": sum(f.tokens for f in p.fragments),
+                    **(
+                        {
+                            "moved_from": {
+                                "document_id": p.moved_from.document_id,
+                                "path": p.moved_from.path,
+                            }
+                        }
+                        if p.moved_from is not None
+                        else {}
+                    ),
                 }
             )
         report.documents_added = sum(p.status == "added" for p in planned)
-        report.documents_updated = sum(p.status == "updated" for p in planned)
+        report.documents_updated = sum(p.status in ("updated", "moved") for p in planned)
         report.documents_unchanged = sum(p.status == "unchanged" for p in planned)
         if not dry_run:
             with self.parts.writing("knowledge add"):
@@ -210,6 +228,11 @@ class KnowledgeBase:
                     todo = [p for p in planned if p.item.owner == owner and p.status != "unchanged"]
                     if todo:
                         self._write(owner, todo, metadata, report, progress)
+                # A moved file's document under its old path goes, now that the new one
+                # holds its text.
+                moved = [p.moved_from.document_id for p in planned if p.moved_from is not None]
+                if moved:
+                    report.fragments_removed += self._forget(moved)
         report.seconds = time.perf_counter() - started
         return report
 
@@ -219,6 +242,7 @@ class KnowledgeBase:
         agent: str | None,
         shared: bool,
         report: AddReport,
+        folders: list[tuple[Owner, Path]],
     ) -> list[_Item]:
         given: Sequence[str | Path] = [items] if isinstance(items, str | Path) else items
         if not given:
@@ -234,13 +258,19 @@ class KnowledgeBase:
                 out.append(_Item(chosen or Owner(None), INLINE_FORMAT, text=text))
                 continue
             if path.is_dir():
-                out.extend(self._folder(path, chosen, report))
+                out.extend(self._folder(path, chosen, report, folders))
             else:
                 label = os.path.normpath(str(entry)).replace(os.sep, "/")
                 out.append(_Item(chosen or Owner(None), label, file=path))
         return out
 
-    def _folder(self, root: Path, chosen: Owner | None, report: AddReport) -> list[_Item]:
+    def _folder(
+        self,
+        root: Path,
+        chosen: Owner | None,
+        report: AddReport,
+        folders: list[tuple[Owner, Path]],
+    ) -> list[_Item]:
         """The documents in a folder; a knowledge root's owners come from its layout."""
         if chosen is None and _is_knowledge_root(root):
             out: list[_Item] = []
@@ -257,11 +287,14 @@ class KnowledgeBase:
                     )
                     continue
                 owner = Owner(None if child.name == SHARED_FOLDER else child.name)
-                out.extend(self._walked(child, owner, report))
+                out.extend(self._walked(child, owner, report, folders))
             return out
-        return self._walked(root, chosen or Owner(None), report)
+        return self._walked(root, chosen or Owner(None), report, folders)
 
-    def _walked(self, root: Path, owner: Owner, report: AddReport) -> list[_Item]:
+    def _walked(
+        self, root: Path, owner: Owner, report: AddReport, folders: list[tuple[Owner, Path]]
+    ) -> list[_Item]:
+        folders.append((owner, root.resolve()))
         files, skipped = self.parts.walk([root])
         for path, reason in skipped:
             report.skipped.append({"path": str(path), "reason": reason})
@@ -271,7 +304,13 @@ class KnowledgeBase:
             if path.is_relative_to(root)
         ]
 
-    def _plan(self, items: list[_Item], report: AddReport, encoding: str) -> list[_Planned]:
+    def _plan(
+        self,
+        items: list[_Item],
+        report: AddReport,
+        encoding: str,
+        folders: Sequence[tuple[Owner, Path]] = (),
+    ) -> list[_Planned]:
         by_id: dict[str, _Item] = {}
         files: set[tuple[str, str]] = set()  # (owner, resolved file) given so far
         added_before = {
@@ -293,12 +332,32 @@ class KnowledgeBase:
             if file is not None:
                 files.add(file)
         stored = self.parts.rows.stored_fragments(list(by_id))
+        # The owners' stored documents whose files are gone: a file of this add with the
+        # same bytes is one of them moved; the others, inside a folder of this add, are
+        # reported.
+        owners = {item.owner for item in by_id.values() if item.file is not None}
+        owners.update(owner for owner, _ in folders)
+        orphans = {
+            owner: [
+                d
+                for d in self._owned(owner)
+                if d.document_id not in by_id
+                and d.metadata.get(SOURCE_FILE)
+                and not Path(str(d.metadata[SOURCE_FILE])).exists()
+            ]
+            for owner in owners
+        }
         planned: list[_Planned] = []
         for document_id, item in by_id.items():
             try:
                 document = self._load(item, encoding)
             except InputError as exc:
-                reason = exc.detail + (f" ({exc.hint})" if exc.hint else "")
+                reason = _reason(exc)
+                if self.parts.rows.document(document_id) is not None:
+                    reason += (
+                        f"; the indexed copy ({document_id}) is kept: fix the file and add "
+                        f"it again, or `structrag knowledge remove {document_id}`"
+                    )
                 where = str(item.file) if item.file is not None else item.label
                 report.skipped.append({"path": where, "reason": reason})
                 continue
@@ -316,8 +375,17 @@ class KnowledgeBase:
             # Unchanged: the same bytes from the same file, and every fragment stored (a
             # fragment deleted some other way is written again; a moved file's new place
             # is recorded, so another file can no longer take it for its own).
+            moved_from = None
             if known is None:
                 status = "added"
+                moved_from = _moved(item, document.sha256, orphans.get(item.owner, []))
+                if moved_from is not None:
+                    status = "moved"
+                    orphans[item.owner].remove(moved_from)
+                    report.warnings.append(
+                        f"{item.label}: moved from {moved_from.path} (the same bytes): "
+                        f"document {moved_from.document_id} is replaced by {document_id}"
+                    )
             elif (
                 known.sha256 == document.sha256
                 and known.metadata.get(SOURCE_FILE) == item.source_file
@@ -326,8 +394,24 @@ class KnowledgeBase:
                 status = "unchanged"
             else:
                 status = "updated"
-            planned.append(_Planned(item, document, fragments, status, stored[document_id]))
+            planned.append(
+                _Planned(item, document, fragments, status, stored[document_id], moved_from)
+            )
+        for owner, root in folders:
+            for d in orphans.get(owner, []):
+                was = Path(str(d.metadata[SOURCE_FILE]))
+                if was.is_relative_to(root) and not any(
+                    g["document_id"] == d.document_id for g in report.gone
+                ):
+                    report.gone.append(
+                        {"document_id": d.document_id, "path": d.path, "file": str(was)}
+                    )
         return planned
+
+    def _owned(self, owner: Owner) -> list[DocumentInfo]:
+        """``owner``'s own documents (the shared ones, or the agent's)."""
+        found = self.parts.rows.documents(agent=owner.agent, shared=owner.shared)
+        return [d for d in found if d.shared == owner.shared and d.agent == owner.agent]
 
     def _load(self, item: _Item, encoding: str) -> Document:
         if item.file is not None:
@@ -629,6 +713,34 @@ def _taken(item: _Item, by_id: dict[str, _Item], held: dict[str, str]) -> bool:
         return earlier.source_file != item.source_file
     stored = held.get(item.label)
     return stored is not None and stored != item.source_file and Path(stored).exists()
+
+
+def _reason(exc: InputError) -> str:
+    """Why a file was skipped: the error with its line and column (the path is said
+    apart), and what to do."""
+    where = ""
+    if exc.line is not None:
+        where = f"line {exc.line}" + (f", column {exc.column}" if exc.column is not None else "")
+        where += ": "
+    return where + exc.detail + (f" ({exc.hint})" if exc.hint else "")
+
+
+def _moved(item: _Item, sha256: str, orphans: list[DocumentInfo]) -> DocumentInfo | None:
+    """The stored document ``item``'s file was before it moved: one of the owner's whose
+    file is gone (``orphans``) with the very same bytes; None if there is none."""
+    if item.file is None:
+        return None
+    same = [d for d in orphans if d.sha256 == sha256]
+    # Of several, the one in the same folder, else the one with the same name.
+    folder = str(Path(item.source_file or "").parent)
+    same.sort(
+        key=lambda d: (
+            str(Path(str(d.metadata[SOURCE_FILE])).parent) != folder,
+            Path(d.path).name != item.file.name if item.file else True,
+            d.path,
+        )
+    )
+    return same[0] if same else None
 
 
 def _fragment_id(document_id: str, fragment: Fragment) -> str:

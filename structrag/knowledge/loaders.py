@@ -14,12 +14,19 @@ adapters, which is why it is an adapter module itself (see ``tests/test_architec
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from structrag.errors import InputError, UnknownFormatError
-from structrag.importers.base import decode_text, parse_json, read_bytes, sha256_hex
+from structrag.importers.base import (
+    decode_text,
+    parse_json,
+    read_bytes,
+    sha256_hex,
+    sniff_document,
+)
 from structrag.knowledge.document import (
     Document,
     DocumentFormat,
@@ -95,7 +102,7 @@ def document_format(path: str | Path) -> DocumentFormat:
         raise UnknownFormatError(
             path,
             f"{what}: documents are read from {_supported_list()}",
-            hint=_CONVERT_HINTS.get(suffix, "convert it to one of those (PDF, Markdown or text)"),
+            hint=_CONVERT_HINTS.get(suffix, "convert it to PDF, Markdown or text"),
         )
     return found
 
@@ -116,6 +123,14 @@ def load_document(path: str | Path, *, encoding: str = "utf-8") -> Document:
         raise InputError(path, "the file is empty", hint="check that it was saved completely")
     digest = sha256_hex(data)
     stem = path.stem
+    # The bytes say what a file is when its name does not: a PDF named .md, a Word file
+    # named .txt, is read as what it is (a text file named .pdf or .docx is refused below,
+    # with a hint to rename it).
+    sniffed = sniff_document(path, data)
+    if sniffed in ("pdf", "docx") and sniffed != fmt:
+        fmt = "pdf" if sniffed == "pdf" else "docx"
+    elif fmt in ("pdf", "docx") and sniffed is None:
+        _refuse_text(path, data, fmt)
     if fmt == "pdf":
         pdf = read_pdf(path, data)
         return Document(
@@ -174,11 +189,41 @@ def load_document(path: str | Path, *, encoding: str = "utf-8") -> Document:
         except RecursionError:
             raise InputError(path, "the JSON is nested too deeply to read") from None
         strings = json_strings(parsed)
-        _require_text(path, strings.text, "the JSON holds no text (no non-blank string values)")
+        _require_text(
+            path,
+            strings.text,
+            "the JSON holds no values (only nulls, blank strings, empty arrays and objects)",
+        )
         return Document(
             str(path), fmt, strings.text, strings.title or stem, digest, sections=strings.sections
         )
     return Document(str(path), fmt, text, stem, digest)
+
+
+def _refuse_text(path: Path, data: bytes, fmt: DocumentFormat) -> None:
+    """Refuse a text file named ``.pdf`` or ``.docx`` (saying to rename it); any other
+    bytes are left to the PDF or Word reader to judge."""
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return
+    if "\x00" in text or not text.strip():
+        return
+    name = "a PDF" if fmt == "pdf" else "a Word document"
+    head = text.lstrip("\ufeff \t\r\n")
+    if head[:1] == "<" and re.search(r"<(html|body|p|div|h[1-6])\b", head[:4096], re.I):
+        suffix = ".html"
+    elif head[:1] in ("{", "["):
+        suffix = ".json"
+    elif any(line.lstrip().startswith("#") for line in text.splitlines()[:50]):
+        suffix = ".md"
+    else:
+        suffix = ".txt"
+    raise InputError(
+        path,
+        f"this is a text file, not {name}",
+        hint=f"rename it to {suffix} and add it again",
+    )
 
 
 def _first_heading(headings: Iterable[Heading]) -> str | None:
@@ -207,7 +252,7 @@ def walk(paths: Iterable[str | Path]) -> WalkResult:
         try:
             document_format(path)
         except UnknownFormatError as exc:
-            skipped.append(Skipped(path, exc.detail))
+            skipped.append(Skipped(path, exc.detail + (f" ({exc.hint})" if exc.hint else "")))
             return
         key = path.resolve()
         if key not in seen:

@@ -160,6 +160,9 @@ class AddReport:
     documents: list[dict[str, Any]] = field(default_factory=list)
     skipped: list[dict[str, str]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    #: Stored documents of a folder added whose files are gone (kept): document_id,
+    #: path and file.
+    gone: list[dict[str, str]] = field(default_factory=list)
     dry_run: bool = False
     seconds: float = 0.0
 
@@ -179,6 +182,7 @@ class AddReport:
             "documents": self.documents,
             "skipped": self.skipped,
             "warnings": self.warnings,
+            "gone": self.gone,
             "seconds": round(self.seconds, 3),
         }
 

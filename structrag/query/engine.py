@@ -62,12 +62,19 @@ class QueryResult:
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
     tree: str = ""
+    #: A document fragment's citation fields, by mkey (see :func:`fragment_citations`).
+    citations: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     def as_dict(self, *, explain: bool = False) -> dict[str, Any]:
         data: dict[str, Any] = {
             "query": self.query,
             "messages": [
-                {"id": m.id, "conversation": m.conversation, "score": m.score}
+                {
+                    "id": m.id,
+                    "conversation": m.conversation,
+                    "score": m.score,
+                    **self.citations.get(m.mkey, {}),
+                }
                 for m in self.messages
             ],
             "semantic_refs": [{"ref_id": r, "score": round(s, 4)} for r, s in self.refs],
@@ -97,6 +104,8 @@ class Answer:
     tree: str = ""
     #: An answer written by an LLM from the context (``ask --answer``), or why there is none.
     written: dict[str, Any] | None = None
+    #: A document fragment's citation fields, by mkey (see :func:`fragment_citations`).
+    citations: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def message_ids(self) -> list[str]:
@@ -116,6 +125,7 @@ class Answer:
                     "score": m.score,
                     "source": m.source,
                     "tokens": m.tokens,
+                    **self.citations.get(m.mkey, {}),
                 }
                 for m in self.context.messages
             ],
@@ -148,6 +158,35 @@ class RankedQuestion:
     #: The conversations whose messages come first (those of the people it names), when
     #: the scope holds others too.
     among: frozenset[str] | None = None
+
+
+def fragment_citations(
+    store: KnowledgeStore, messages: Sequence[tuple[int, str]]
+) -> dict[int, dict[str, Any]]:
+    """Where each document fragment among ``messages`` (mkey, conversation) is: its
+    ``document_id``, the document's ``path``, ``page`` and ``page_end`` (PDF) and
+    ``section`` (its heading path), as ``knowledge search --json`` gives them, so that
+    ``ask --json`` and ``query --json`` cite fragments without parsing their labels. A
+    conversation's messages read nothing."""
+    keys = sorted({mkey for mkey, room in messages if room.startswith(DOCUMENT_ROOM)})
+    if not keys:
+        return {}
+    rows = store.sql(
+        "SELECT f.mkey, f.document_id, d.path, f.page_start, f.page_end, f.section "
+        "FROM fragments f JOIN documents d USING (document_id) "
+        "WHERE f.mkey IN (SELECT unnest(?::BIGINT[]))",
+        [keys],
+    )
+    return {
+        int(mkey): {
+            "document_id": str(document_id),
+            "path": str(path),
+            "page": None if page is None else int(page),
+            "page_end": None if page_end is None else int(page_end),
+            "section": list(section or ()),
+        }
+        for mkey, document_id, path, page, page_end, section in rows
+    }
 
 
 class QueryEngine:
@@ -219,6 +258,9 @@ class QueryEngine:
             notes=notes,
             seconds=time.perf_counter() - started,
             tree=ast.dump(node),
+            citations=fragment_citations(
+                self.store, [] if limit is None else [(m.mkey, m.conversation) for m in ranked]
+            ),
         )
 
     @consistent_reads
@@ -388,6 +430,9 @@ class QueryEngine:
             notes=notes,
             seconds=time.perf_counter() - started,
             tree=ast.dump(found.node),
+            citations=fragment_citations(
+                self.store, [(m.mkey, m.conversation) for m in context.messages]
+            ),
         )
 
     def _demote_questions(
@@ -723,6 +768,15 @@ def _why_nothing(node: ast.Node, view: ConversationView) -> list[str]:
                     f"no message in scope has the metadata key {item.key!r}"
                     + (f" (keys: {shown})" if keys else " (its messages have no metadata)")
                 )
+        elif (
+            isinstance(item, ast.DocumentScope)
+            and item.keyword == "document"
+            and not view.owner.store.documents_named(item.value)
+        ):
+            notes.append(
+                f"no document {item.value!r} in the index (by id, path, file name or title): "
+                "list them with `structrag knowledge list`"
+            )
         elif isinstance(item, ast.ConversationScope) and not view.has_conversation(
             item.conversation
         ):

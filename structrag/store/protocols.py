@@ -420,6 +420,10 @@ class KnowledgeStore(Protocol):
         ``facts`` ...)."""
         ...
 
+    def documents_named(self, document: str) -> int:
+        """How many documents ``document:"..."`` names (see its scope)."""
+        ...
+
     def metadata_keys(self, conversation: str | None) -> list[str]:
         """The top-level keys of the messages' metadata (of a conversation, or all),
         sorted."""

@@ -10,12 +10,14 @@ import json
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
+from pathlib import Path
 from typing import Any
 
 import duckdb
 import numpy as np
 
 from structrag.errors import ConfigError, QueryError, StructragError
+from structrag.knowledge.records import SOURCE_FILE
 from structrag.models import (
     Action,
     Conversation,
@@ -60,6 +62,27 @@ def first_row(result: duckdb.DuckDBPyConnection) -> tuple[Any, ...] | None:
     """The first row of a result, reading it to the end."""
     rows = result.fetchall()
     return rows[0] if rows else None
+
+
+def _document_clause(document: str) -> tuple[str, list[Any]]:
+    """The fragments of the documents ``document:"..."`` names: by id, by path (as stored,
+    relative to the folder added, or as given on the command line: ``docs/handbook.md``
+    for ``handbook.md`` added from ``docs/``), by the path's end (``handbook.md`` for
+    ``guide/handbook.md``), by the file it was read from, or by title. Compared as
+    strings, never as a LIKE pattern (``%`` and ``_`` are themselves)."""
+    given = document.strip()
+    name = given.replace("\\", "/").removeprefix("./").lower()
+    try:
+        resolved = str(Path(given).expanduser().resolve()) if given else ""
+    except (OSError, RuntimeError, ValueError):
+        resolved = ""
+    clause = (
+        "mkey IN (SELECT f.mkey FROM fragments f JOIN documents d USING (document_id) "
+        "WHERE d.document_id = ? OR lower(d.path) = ? OR ends_with(lower(d.path), '/' || ?) "
+        "OR ends_with(?, '/' || lower(d.path)) OR lower(d.title) = lower(?) "
+        f"OR json_extract_string(d.metadata, '$.{SOURCE_FILE}') = ?)"
+    )
+    return clause, [given, name, name, name, given, resolved]
 
 
 def _meta_clause(key: str, op: str, value: str) -> tuple[str, list[Any]]:
@@ -326,24 +349,38 @@ class DuckDBReader:
     def conversation_summaries(self) -> list[dict[str, Any]]:
         # The conversation's own messages: an agent's facts, relationships and goals,
         # and a document's fragments, are rows of the same table that no page shows.
+        # A document's conversation says which document it is (kind "document": its
+        # id, path, title and fragment count), as `knowledge list` shows it.
         rows = self.sql(
-            "SELECT c.conversation, c.name, count(m.mkey), min(m.ts), max(m.ts), "
-            "list_sort(list_distinct(list(m.speaker) FILTER (WHERE m.speaker IS NOT NULL))) "
+            "WITH docs AS (SELECT d.document_id, d.path, d.title, "
+            "(SELECT count(*) FROM fragments f WHERE f.document_id = d.document_id) AS n "
+            "FROM documents d) SELECT c.conversation, c.name, count(m.mkey), min(m.ts), "
+            "max(m.ts), "
+            "list_sort(list_distinct(list(m.speaker) FILTER (WHERE m.speaker IS NOT NULL))), "
+            "any_value(docs.document_id), any_value(docs.path), any_value(docs.title), "
+            "any_value(docs.n) "
             "FROM conversations c LEFT JOIN messages m "
             "ON m.conversation = c.conversation AND m.memory_table = 'messages' "
+            f"LEFT JOIN docs ON c.conversation = '{DOCUMENT_ROOM}' || docs.document_id "
             "GROUP BY c.conversation, c.name ORDER BY c.conversation"
         )
-        return [
-            {
+        out: list[dict[str, Any]] = []
+        for r in rows:
+            row: dict[str, Any] = {
                 "id": r[0],
                 "name": r[1],
                 "messages": int(r[2]),
                 "first": r[3].isoformat() if r[3] else None,
                 "last": r[4].isoformat() if r[4] else None,
                 "speakers": list(r[5] or []),
+                "kind": "conversation" if r[6] is None else "document",
             }
-            for r in rows
-        ]
+            if r[6] is not None:
+                row.update(
+                    {"document_id": r[6], "path": r[7], "title": r[8], "fragments": int(r[9])}
+                )
+            out.append(row)
+        return out
 
     # -- messages -------------------------------------------------------------------------
 
@@ -503,6 +540,12 @@ class DuckDBReader:
             timestamps=_timestamp_column(found["ts"]),
         )
 
+    def documents_named(self, document: str) -> int:
+        clause, params = _document_clause(document)
+        return self._scalar(
+            f"SELECT count(DISTINCT f.document_id) FROM fragments f WHERE f.{clause}", params
+        )
+
     def metadata_keys(self, conversation: str | None) -> list[str]:
         rows = self.sql(
             "SELECT DISTINCT unnest(json_keys(metadata)) FROM messages "
@@ -619,12 +662,9 @@ class DuckDBReader:
             clauses.append("memory_table NOT IN (SELECT unnest(?::VARCHAR[]))")
             params.append(list(condition.not_tables))
         for document in condition.documents:
-            clauses.append(
-                "mkey IN (SELECT f.mkey FROM fragments f JOIN documents d USING (document_id) "
-                "WHERE d.document_id = ? OR lower(d.path) = lower(?) "
-                "OR lower(d.path) LIKE '%/' || lower(?) OR lower(d.title) = lower(?))"
-            )
-            params.extend([document] * 4)
+            clause, bound = _document_clause(document)
+            clauses.append(clause)
+            params.extend(bound)
         for section in condition.sections:
             # under the heading, or holding it: a small document is one fragment, holding
             # several sections (a heading is a line of its own in the text)
