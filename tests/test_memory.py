@@ -349,6 +349,25 @@ def test_history_after_several_compactions_is_the_summary_then_the_rest(
         assert history.ids == [f"summary-{mem.summaries('team')[-1].summary_id}"]
 
 
+def test_the_context_takes_observations_of_every_kind_in_turn() -> None:
+    """Topics of interest scored above every decision do not crowd decisions and open
+    questions out of the window's five observations."""
+    from datetime import datetime
+
+    from structrag.memory.api import _by_kind
+    from structrag.memory.records import Observation
+
+    def made(i: int, kind: str, importance: float) -> Observation:
+        return Observation(i, "r", datetime(2024, 5, 1), kind, "t", f"{kind} {i}", importance, ())
+
+    found = [made(i, "interest", 1.0 - i / 100) for i in range(6)]
+    found += [made(10 + i, "decision", 0.8) for i in range(3)]
+    found += [made(20, "open_question", 0.5)]
+    chosen = [o.observation_id for o in _by_kind(found, 5)]
+    assert chosen == [10, 20, 0, 11, 1]
+    assert [o.observation_id for o in _by_kind(found[:6], 5)] == [0, 1, 2, 3, 4]
+
+
 def test_a_room_compacted_whole_still_knows_its_user(index: Index) -> None:
     mem = index.memory("bot")
     mem.add("My sister Ana sails every weekend.", user="priya", room="dm-priya")

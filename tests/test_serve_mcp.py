@@ -130,6 +130,19 @@ def test_an_agent_adds_a_memory_and_gets_it_back_through_ask(
                 "update_memory", {"agent": "travel-bot", "memory_id": goal_id, "status": "done"}
             )
             assert not done.is_error and (done.structured_content or {})["status"] == "done"
+            pasted = "Our dog handbook. " * 2000  # 36,000 characters
+            big = await client.call_tool(
+                "add_memory", {"agent": "travel-bot", "text": pasted, "room": "docs"}
+            )
+            shown = big.structured_content or {}
+            assert shown["clipped"] == len(pasted)
+            assert len(shown["text"]) < 4100 and "more characters)" in shown["text"]
+            hits = await client.call_tool(
+                "search_memories",
+                {"agent": "travel-bot", "query": "dog handbook", "room": "docs", "count": 1},
+            )
+            (hit,) = (hits.structured_content or {})["hits"]
+            assert hit["id"] == shown["id"] and len(hit["text"]) < 4100 and hit["clipped"]
             negative = await client.call_tool("list_entities", {"top": -1})
             assert negative.is_error and "top must be at least 1" in str(negative.content)
             missing = await client.call_tool("show_message", {"message_id": "no-such-message"})

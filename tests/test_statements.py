@@ -455,6 +455,11 @@ def keys(text: str, **options: Any) -> set[Key]:
 
 FOUND: list[tuple[str, set[Key]]] = [
     ("I live in Lisbon.", {("Priya", "lives_in", "Lisbon", False)}),
+    (  # the tagger takes "work" after "and" for a noun
+        "I live in Porto and work at Acme.",
+        {("Priya", "lives_in", "Porto", False), ("Priya", "works_at", "Acme", False)},
+    ),
+    ("We had lunch and work at the office was fun.", set()),
     (
         "I'm living in Lisbon with my wife.",
         {("Priya", "lives_in", "Lisbon", False), ("Priya", "married_to", "wife", False)},

@@ -1060,7 +1060,7 @@ class Memory:
                         continue
                     said.add(text)
                     lines.append((f"[{hit.memory.id}] {hit.memory.text}", hit.memory.id))
-        for observation in self.observations(room)[:5]:
+        for observation in _by_kind(self.observations(room), 5):
             lines.append(
                 (
                     f"[observation-{observation.observation_id}] {observation.kind}: "
@@ -1094,6 +1094,22 @@ def _expect(name: str, value: Any, kind: type, *, optional: bool = True) -> None
             f"{name} must be {wanted}{' or None' if optional else ''}, "
             f"not {type(value).__name__} {value!r:.40}"
         )
+
+
+def _by_kind(observations: Sequence[Observation], count: int) -> list[Observation]:
+    """At most ``count`` observations, the kinds taking turns (a decision, an open
+    question, a topic of interest, ...), each kind's most important first: a room's many
+    topics of interest must not crowd out what was decided."""
+    kinds: dict[str, list[Observation]] = {}
+    for observation in observations:  # most important first
+        kinds.setdefault(observation.kind, []).append(observation)
+    order = sorted(kinds, key=lambda k: (k != "decision", k != "open_question", k))
+    chosen: list[Observation] = []
+    turn = 0
+    while len(chosen) < count and any(turn < len(kinds[k]) for k in order):
+        chosen += [kinds[k][turn] for k in order if turn < len(kinds[k])]
+        turn += 1
+    return chosen[:count]
 
 
 def _check_importance(importance: str) -> None:

@@ -392,7 +392,20 @@ def _is_verb(token: Token) -> bool:
             and any(c.dep_ == "nsubj" for c in token.children)
             and any(c.dep_ == "dobj" for c in token.children)
         )
+    if token.tag_ in ("NN", "NNP") and token.dep_ == "conj":
+        # "I live in Porto and work at Acme": the small model tags the second verb a noun
+        head = token.head
+        return (
+            token.lower_ in _NOUN_TAGGED_VERBS
+            and head.tag_.startswith("VB")
+            and any(c.dep_ == "prep" for c in token.children)
+            and not any(c.dep_ in ("det", "poss", "amod", "compound") for c in token.children)
+        )
     return token.tag_.startswith("VB") and token.dep_ not in ("aux", "auxpass")
+
+
+#: Verbs of statements the tagger may take for nouns when they follow "and".
+_NOUN_TAGGED_VERBS = frozenset({"work", "live", "study", "teach", "stay"})
 
 
 def _auxes(verb: Token) -> list[Token]:

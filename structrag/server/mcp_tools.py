@@ -36,6 +36,9 @@ Mode = Literal["structured", "text", "vector", "hybrid"]
 Source = Literal["conversations", "knowledge"]
 #: How many messages the conversation resource lists.
 RESOURCE_MESSAGES = 200
+#: A memory's text in a tool's result is cut after this many characters (a pasted
+#: document must not flood the model's context; `show_message` gives it whole).
+TOOL_TEXT_CHARS = 4000
 
 INSTRUCTIONS = """\
 structrag: structured memory over conversations. `ask` answers a question from the
@@ -156,7 +159,7 @@ def build_mcp(service: Service, tokens: Tokens | None = None) -> MCPServer:
                 agent, query, room=room, table=table, count=count, mode=mode, user=user
             ),
         )
-        return {"hits": hits}
+        return {"hits": [_clipped(hit) for hit in hits]}
 
     @server.tool()
     async def add_memory(
@@ -172,7 +175,7 @@ def build_mcp(service: Service, tokens: Tokens | None = None) -> MCPServer:
         """Store a memory for the agent (who said it: `user`; where: `room`). It is
         extracted and searchable when this returns; a user's statements about themselves
         also become facts and profile entries."""
-        return await run(
+        added = await run(
             ctx,
             agent_scope(agent),
             lambda: service.add_memory(
@@ -185,6 +188,7 @@ def build_mcp(service: Service, tokens: Tokens | None = None) -> MCPServer:
                 unique=unique,
             ),
         )
+        return _clipped(added)
 
     @server.tool()
     async def get_context(
@@ -324,6 +328,20 @@ def build_mcp(service: Service, tokens: Tokens | None = None) -> MCPServer:
         return await resource(lambda: service.show(message_id, conversation))
 
     return server
+
+
+def _clipped(record: dict[str, Any]) -> dict[str, Any]:
+    """A memory for a tool's result: its text cut after :data:`TOOL_TEXT_CHARS`, saying
+    how much was left out (``clipped``: the text's whole length)."""
+    text = record.get("text")
+    if not isinstance(text, str) or len(text) <= TOOL_TEXT_CHARS:
+        return record
+    more = len(text) - TOOL_TEXT_CHARS
+    return {
+        **record,
+        "text": f"{text[:TOOL_TEXT_CHARS]} … ({more:,} more characters)",
+        "clipped": len(text),
+    }
 
 
 def _described(exc: StructragError) -> str:

@@ -122,6 +122,15 @@ def connect(path: Path, *, read_only: bool) -> duckdb.DuckDBPyConnection:
                 if time.monotonic() >= deadline:
                     holder = re.search(r"PID (\d+)", text)
                     who = f" (process {holder.group(1)})" if holder else ""
+                    server = _server_url(path.parent, holder.group(1) if holder else None)
+                    if server is not None:
+                        raise IndexStateError(
+                            f"the index at {path.parent} is owned by the structrag server "
+                            f"at {server}{who}; waited {lock_timeout():g} s",
+                            hint=f"send requests to the server ({server}/openapi.json "
+                            "describes its API; `structrag` commands with --db go through "
+                            "it), or stop it to open the index files here",
+                        ) from exc
                     raise IndexStateError(
                         f"the index at {path.parent} is in use by another process{who}; "
                         f"waited {lock_timeout():g} s",
@@ -316,3 +325,18 @@ def _watch(ref: weakref.ReferenceType[Lease], directory: Path) -> None:
         if waited is not None and lease._give_way(waited):
             return
         del lease
+
+
+def _server_url(directory: Path, pid: str | None) -> str | None:
+    """The URL of the structrag server that owns the index (its ``server.json``, written
+    by ``structrag serve``), when the process holding the file is that server."""
+    import json
+
+    try:
+        data = json.loads((directory / "server.json").read_text(encoding="utf-8"))
+        url, owner = str(data["url"]), int(data["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if (pid is not None and int(pid) != owner) or not process_alive(owner):
+        return None
+    return url
