@@ -31,10 +31,12 @@ INDEX_STOPWORDS = wordset(
 
 @lru_cache(maxsize=1)
 def query_stopwords() -> frozenset[str]:
-    """Dropped from questions: spaCy's English stoplist (a word list; no model is loaded)."""
+    """Dropped from questions: spaCy's English stoplist (a word list; no model is loaded),
+    with the forms of "say" it lacks ("What has Chen said?" asks for what Chen says, not
+    for the word)."""
     from spacy.lang.en.stop_words import STOP_WORDS
 
-    return frozenset(STOP_WORDS) | INDEX_STOPWORDS | {"n't", "'s", "nt"}
+    return frozenset(STOP_WORDS) | INDEX_STOPWORDS | {"n't", "'s", "nt", "said", "says", "saying"}
 
 
 #: Words that carry no content on their own: acknowledgements, fillers and stage

@@ -76,6 +76,51 @@ def test_time_phrases_become_scopes(ix: Index) -> None:
     assert structured and set(structured) <= july
 
 
+@pytest.mark.parametrize(
+    ("question", "phrase"),
+    [
+        ("What did Eli say after March 2024?", "after March 2024"),
+        ("What did Alice say before March 2024?", "before March 2024"),
+        ("What has Bob said since May 2024?", "since May 2024"),
+        ("What did Dana say until February 2024?", "until February 2024"),
+        ("What did Chen say from January to March 2024?", "from January to March 2024"),
+        ("What did Alice say on April 15?", "on April 15"),
+        ("What happened between February 1 and March 15?", "between February 1 and March 15"),
+        ("What did Bob say on 2024-01-22?", "on 2024-01-22"),
+        ("What happened in the last two weeks?", "in the last two weeks"),
+    ],
+)
+def test_time_phrases_with_a_direction_or_without_a_year(question: str, phrase: str) -> None:
+    found = SpacyTranslator().translate(question, ["Alice", "Bob", "Chen", "Dana", "Eli"])
+    assert found.time_phrases == [phrase]
+    assert f'when:"{phrase}"' in found.query.to_query()
+    assert not {"march", "april", "february", "may"} & {
+        w.lower() for w in found.query.to_query().replace('"', " ").split() if "when:" not in w
+    } - set(phrase.lower().split())
+
+
+def test_the_verb_may_is_no_month() -> None:
+    found = SpacyTranslator().translate("Who said this may be too expensive?", ["Bob"])
+    assert found.time_phrases == []
+    assert "may" not in found.query.to_query().lower().replace("when", "")
+    assert SpacyTranslator().translate("What did Bob do in May 2024?", ["Bob"]).time_phrases
+
+
+def test_a_month_or_day_before_and_after_a_date(ix: Index) -> None:
+    """On the bundled chat (3 May to 20 July 2024): the directed scopes keep what they
+    say, and a day without a year is the latest such day."""
+    dated = {s.message.id: s.message.timestamp for s in ix.messages() if s.message.timestamp}
+    for question, keep in (
+        ("What did Marco say after June 2024?", lambda t: t.month >= 7),
+        ("What did Marco say before June 2024?", lambda t: t.month <= 5),
+        ("What did Priya say on May 3?", lambda t: (t.month, t.day) == (5, 3)),
+    ):
+        answer = ix.ask(question, budget=400)
+        structured = [m.id for m in answer.context.messages if m.source == "structured"]
+        assert structured, question
+        assert all(keep(dated[i]) for i in structured), (question, structured)
+
+
 def test_widening_when_the_scope_finds_nothing(ix: Index) -> None:
     answer = ix.ask("What did Marco buy in March 2021?", budget=300)
     assert any("widened" in note for note in answer.notes)
@@ -97,6 +142,18 @@ def test_a_group_of_scopes_alone_is_not_widened() -> None:
     words = ast.Or((ast.Term("cook"), ast.TimeScope(None, None, "last weekend", "when")))
     widened = widen(words, 2)
     assert widened is not None and ast.Term("weekend") in widened.items
+    # a year stays as a word (transcripts say "published in 2008"), but alone ranks nothing
+    book = ast.Or((ast.Term("book"), ast.TimeScope(None, None, "in 2008", "when")))
+    widened = widen(book, 2)
+    assert widened is not None and ast.Term("2008") in widened.items
+
+
+def test_the_forms_of_say_are_no_words_to_search_for(ix: Index) -> None:
+    """ "What has Marco said?" asks for Marco's messages, not for the word "said"."""
+    said = ix.ask("What has Marco said?", budget=300)
+    say = ix.ask("What did Marco say?", budget=300)
+    assert "said" not in said.query.split()
+    assert said.query == say.query and said.message_ids == say.message_ids
 
 
 def test_leftover_budget_is_filled_from_vectors(ix: Index) -> None:

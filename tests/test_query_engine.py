@@ -361,9 +361,19 @@ def test_relational_filters_on_metadata(
         ("3 days ago", datetime(2024, 7, 17), datetime(2024, 7, 18)),
         ("last year", datetime(2023, 1, 1), datetime(2024, 1, 1)),
         ("2 months ago", datetime(2024, 5, 1), datetime(2024, 6, 1)),
+        ("last July", datetime(2024, 7, 1), datetime(2024, 8, 1)),  # on or before the anchor
+        ("after May 2024", datetime(2024, 6, 1), None),
+        ("since June", datetime(2024, 6, 1), None),
+        ("before last May", None, datetime(2024, 5, 1)),
+        ("until June 2024", None, datetime(2024, 7, 1)),
+        ("between June 1 and June 9", datetime(2024, 6, 1), datetime(2024, 6, 10)),
+        ("from January to March 2023", datetime(2023, 1, 1), datetime(2023, 4, 1)),
+        ("on July 4", datetime(2024, 7, 4), datetime(2024, 7, 5)),
+        ("25 July", datetime(2023, 7, 25), datetime(2023, 7, 26)),  # after the anchor
+        ("in the last two weeks", datetime(2024, 7, 7), datetime(2024, 7, 21)),
     ],
 )
-def test_relative_phrases(phrase: str, start: datetime, end: datetime) -> None:
+def test_relative_phrases(phrase: str, start: datetime | None, end: datetime | None) -> None:
     found = relative_range(phrase, datetime(2024, 7, 20, 12, 0))
     assert found is not None
     assert (found.start, found.end) == (start, end)
@@ -373,6 +383,9 @@ def test_absolute_dates_need_no_anchor() -> None:
     found = resolve("8 May 2023", None)
     assert found is not None and found.start == datetime(2023, 5, 8)
     assert resolve("last May", None) is None
+    after = resolve("after March 2024", None)
+    assert after is not None and (after.start, after.end) == (datetime(2024, 4, 1), None)
+    assert resolve("between June 9 and June 1 2024", None) is None  # ends before it starts
 
 
 def test_derived_forms_come_from_the_index(ix: Index) -> None:

@@ -194,11 +194,13 @@ def widen(node: ast.Or, step: int) -> ast.Or | None:
                 items.extend(
                     ast.Term(w)
                     for w in words(item.text, query_stopwords())
-                    if w not in known and not w.isdigit()
+                    if w not in known and (not w.isdigit() or len(w) == 4)  # a year stays
                 )
             continue
         items.append(item)
     signals = [i for i in items if not ast.restricts(i.item if isinstance(i, ast.Boost) else i)]
+    if all(isinstance(i, ast.Term) and i.text.isdigit() for i in signals):
+        signals = []  # a year alone ranks nothing the question asked about
     if not changed or not signals:
         return None  # nothing left to rank by (a boosted speaker alone, say)
     return ast.Or(tuple(items))

@@ -5,8 +5,13 @@ Absolute: ``2023``, ``2023-05``, ``2023-05-08``, ``May 2023``, ``8 May 2023``,
 ``May 8, 2023``, ``A..B`` (inclusive). Relative to an *anchor* (the latest message of the
 conversation, not today's date): ``today``, ``yesterday``, ``this/last week``,
 ``this/last month``, ``this/last year``, ``last May`` / ``in May`` (the latest May on or
-before the anchor), ``3 days ago``, ``2 weeks ago``, ``recently`` (the last 30 days),
-``the day before yesterday``. Ranges are half-open ``[start, end)``.
+before the anchor), ``on April 15`` / ``15 April`` (the latest such day on or before the
+anchor), ``3 days ago``, ``2 weeks ago``, ``in the last 2 weeks``, ``recently`` (the last
+30 days), ``the day before yesterday``. Either kind with a direction: ``before``,
+``prior to``, ``after``, ``since``, ``until`` / ``till`` / ``through`` (open at one end:
+``after March 2024`` starts when March ends, ``since March 2024`` when it starts), and
+``from A to B`` / ``between A and B`` (B's year is A's when only B has one: ``from
+January to March 2024``). Ranges are half-open ``[start, end)``.
 """
 
 from __future__ import annotations
@@ -155,9 +160,55 @@ def _absolute_range(text: str) -> TimeRange | None:
     return _one_date(text)
 
 
-def _relative_range(text: str, anchor: datetime) -> TimeRange | None:
+_DIRECTION = re.compile(r"(before|prior to|after|since|until|till|through|up to)\s+(?:the\s+)?(.+)")
+_BETWEEN = re.compile(
+    r"(?:from|between)\s+(?:the\s+)?(.+?)\s+(?:to|and|until|till|through)\s+(?:the\s+)?(.+)"
+)
+_YEAR = re.compile(r"\b(\d{4})$")
+
+
+def _point(text: str, anchor: datetime | None) -> TimeRange | None:
+    """One end of a directed phrase or a range: a date, month or year, a relative phrase,
+    or a month on its own (``since April``: the latest April on or before the anchor)."""
+    found = absolute_range(text) or absolute_range(re.sub(r"^(in|on|during)\s+", "", text))
+    if found is None and anchor is not None:
+        found = _relative_range(text, anchor, directed=False)
+        if found is None and re.fullmatch(rf"(?:{_MONTH_RE})\.?", text):
+            found = _relative_range(f"in {text.rstrip('.')}", anchor, directed=False)
+    return found
+
+
+def _directed(phrase: str, anchor: datetime | None) -> TimeRange | None:
+    """``before/after/since/until X`` and ``from/between A to/and B``; None if neither."""
+    if m := _BETWEEN.fullmatch(phrase):
+        left, right = m.group(1), m.group(2)
+        year = _YEAR.search(right)
+        if year and not _YEAR.search(left) and not re.search(r"\d{4}-", left):
+            left = f"{left} {year.group(1)}"
+        start, end = _point(left, anchor), _point(right, anchor)
+        if start is None or end is None or (start.start and end.end and end.end <= start.start):
+            return None
+        return TimeRange(start.start, end.end)
+    if m := _DIRECTION.fullmatch(phrase):
+        found = _point(m.group(2), anchor)
+        if found is None:
+            return None
+        word = m.group(1)
+        if word in ("before", "prior to"):
+            return TimeRange(None, found.start)
+        if word == "after":
+            return TimeRange(found.end, None)
+        if word == "since":
+            return TimeRange(found.start, None)
+        return TimeRange(None, found.end)  # until, till, through, up to: inclusive
+    return None
+
+
+def _relative_range(text: str, anchor: datetime, *, directed: bool = True) -> TimeRange | None:
     """A relative phrase resolved against ``anchor``; ``None`` if not understood."""
     phrase = re.sub(r"\s+", " ", text.strip().lower().rstrip("?.!"))
+    if directed and (found := _directed(phrase, anchor)) is not None:
+        return found
     today = datetime(anchor.year, anchor.month, anchor.day)
     if phrase in ("today", "this day"):
         return _day_range(today)
@@ -182,11 +233,42 @@ def _relative_range(text: str, anchor: datetime) -> TimeRange | None:
     if phrase in ("recently", "lately"):
         return TimeRange(today - timedelta(days=30), _day_range(today).end)
     if m := re.fullmatch(rf"(?:last|in|this past|this|during)\s+({_MONTH_RE})", phrase):
+        # the latest such month on or before the anchor ("last May" in a transcript dated
+        # in May is that May: the anchor is the conversation's last day, not today)
         month = MONTHS[m.group(1)]
         year = today.year if month <= today.month else today.year - 1
-        if phrase.startswith("last") and month == today.month:
-            year -= 1
         return _month_range(year, month)
+    day_month = re.fullmatch(
+        rf"(?:on\s+)?(?:the\s+)?(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_MONTH_RE})\.?", phrase
+    )
+    month_day = re.fullmatch(rf"(?:on\s+)?({_MONTH_RE})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?", phrase)
+    if day_month or month_day:
+        day, name = (
+            (day_month.group(1), day_month.group(2))
+            if day_month
+            else (month_day.group(2), month_day.group(1))  # type: ignore[union-attr]
+        )
+        for year in (today.year, today.year - 1):  # the latest such day on or before it
+            try:
+                candidate = datetime(year, MONTHS[name], int(day))
+            except ValueError:
+                continue  # 29 February of a year without one, 31 April
+            if candidate <= today:
+                return _day_range(candidate)
+        return None
+    numbers_re = "|".join(sorted(_NUMBERS, key=len, reverse=True))
+    if m := re.fullmatch(
+        rf"(?:in|during|over|within)?\s*the\s+(?:last|past)\s+(\d+|{numbers_re})?\s*"
+        r"(day|week|month|year)s?",
+        phrase,
+    ):
+        amount = (
+            1
+            if m.group(1) is None
+            else (int(m.group(1)) if m.group(1).isdigit() else _NUMBERS[m.group(1)])
+        )
+        days = {"day": 1, "week": 7, "month": 30, "year": 365}[m.group(2)] * amount
+        return TimeRange(today - timedelta(days=days - 1), _day_range(today).end)
     numbers = "|".join(sorted(_NUMBERS, key=len, reverse=True))
     if m := re.fullmatch(rf"(\d+|{numbers})\s+(day|week|month|year)s?\s+ago", phrase):
         amount = int(m.group(1)) if m.group(1).isdigit() else _NUMBERS[m.group(1)]
@@ -206,11 +288,17 @@ def _relative_range(text: str, anchor: datetime) -> TimeRange | None:
 
 
 def resolve(text: str, anchor: datetime | None) -> TimeRange | None:
-    """Absolute first; relative phrases need an anchor."""
+    """Absolute first; relative phrases need an anchor (a directed or ranged phrase of
+    absolute dates needs none)."""
     found = absolute_range(text)
     if found is None:
         stripped = re.sub(r"^(in|on|during)\s+", "", text.strip().lower())
         found = absolute_range(stripped)
+    if found is None:
+        try:
+            found = _directed(re.sub(r"\s+", " ", text.strip().lower().rstrip("?.!")), anchor)
+        except (ValueError, OverflowError):
+            found = None
     if found is None and anchor is not None:
         found = relative_range(text, anchor)
     return found

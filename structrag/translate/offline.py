@@ -29,7 +29,22 @@ if TYPE_CHECKING:
 
 _MONTHS = "|".join(sorted(MONTHS, key=len, reverse=True))
 _NUMBER = r"(?:\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|a few|a couple of)"
+#: One end of a directed phrase or a range ("after March 2024", "between May 1 and May 9").
+_POINT = "|".join(
+    [
+        rf"\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:{_MONTHS})\.?(?:,?\s+\d{{4}})?",
+        rf"(?:{_MONTHS})\.?\s+\d{{1,2}}(?:st|nd|rd|th)?(?:,?\s+\d{{4}})?",
+        rf"(?:{_MONTHS})\.?,?\s+(?:of\s+)?\d{{4}}",
+        r"\d{4}-\d{1,2}(?:-\d{1,2})?",
+        rf"(?:last|this)\s+(?:week|month|year|{_MONTHS})",
+        r"\d{4}",
+        rf"(?:{_MONTHS})",
+    ]
+)
 _TIME_PATTERNS = [
+    rf"\b(?:from|between)\s+(?:the\s+)?(?:{_POINT})\s+(?:to|and|until|till|through)\s+"
+    rf"(?:the\s+)?(?:{_POINT})\b",
+    rf"\b(?:before|prior to|after|since|until|till|through)\s+(?:the\s+)?(?:{_POINT})\b",
     rf"\b(?:in|during|on)?\s*(?:the\s+)?\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:{_MONTHS})\.?,?\s+\d{{4}}\b",
     rf"\b(?:in|during|on)?\s*(?:{_MONTHS})\.?\s+\d{{1,2}}(?:st|nd|rd|th)?,?\s+\d{{4}}\b",
     rf"\b(?:in|during)?\s*(?:{_MONTHS})\.?,?\s+(?:of\s+)?\d{{4}}\b",
@@ -39,6 +54,11 @@ _TIME_PATTERNS = [
     rf"\b{_NUMBER}\s+(?:days?|weeks?|months?|years?)\s+ago\b",
     r"\b(?:yesterday|today)\b",
     r"\bin\s+\d{4}\b",
+    r"\b(?:on\s+|in\s+)?\d{4}-\d{1,2}(?:-\d{1,2})?\b",
+    rf"\bon\s+(?:the\s+)?\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:{_MONTHS})\b(?![,\s]*\d)",
+    rf"\bon\s+(?:{_MONTHS})\.?\s+\d{{1,2}}(?:st|nd|rd|th)?\b(?![,\s]*\d)",
+    rf"\b(?:in|during|over|within)\s+the\s+(?:last|past)\s+(?:{_NUMBER}\s+)?"
+    r"(?:days?|weeks?|months?|years?)\b",
 ]
 _TIME_RE = re.compile("|".join(f"(?:{p})" for p in _TIME_PATTERNS), re.IGNORECASE)
 _WH = {"who", "whom", "whose", "what", "when", "where", "why", "how", "which"}
@@ -72,6 +92,36 @@ _SYMBOL_RUN = re.compile(r"[^\w\s]{4,}")
 _LONG_WORD = re.compile(r"\S{40}")
 
 
+#: "two weeks before", "the Sunday before", "the weekend after": the date places an event
+#: said in some message, not the messages to read.
+_EVENT_BEFORE = re.compile(
+    r"(?:\b(?:days?|weeks?|months?|years?|weekend|night|morning|evening|afternoon|"
+    r"monday|tuesday|wednesday|thursday|friday|saturday|sunday)|\bday)\s*$",
+    re.IGNORECASE,
+)
+_DIRECTION_WORD = re.compile(
+    r"(?:before|prior to|after|since|until|till|through)\s+(?:the\s+)?", re.IGNORECASE
+)
+
+
+def _undirected(m: re.Match[str], text: str) -> tuple[int, int]:
+    """A found phrase's span; a directed one that follows a span of time or a day ("two
+    weeks before August 11, 2023") is the date alone."""
+    start, end = m.span()
+    direction = _DIRECTION_WORD.match(text, start)
+    if direction and _EVENT_BEFORE.search(text[:start]):
+        return direction.end(), end
+    return start, end
+
+
+def _a_time(phrase: str) -> bool:
+    """Whether a phrase the patterns found is a time: understood, and not the modal verb
+    "may" ("this may be too expensive": the month is written May, or with a day)."""
+    if re.search(r"\bmay\b", phrase) and not re.search(r"\d", phrase):
+        return False
+    return understood(phrase.strip())
+
+
 def tame(question: str) -> str:
     """The question as the parser reads it: runs of four or more symbols (emoji, ``?!?!``)
     become one space and words of 40 characters or more are cut, which keeps parsing time
@@ -88,9 +138,12 @@ class SpacyTranslator:
 
     def translate(self, question: str, speakers: Sequence[str]) -> Translation:
         text = tame(question.strip())
-        time_phrases = [m.group(0).strip() for m in _TIME_RE.finditer(text)]
-        time_phrases = [p for p in time_phrases if understood(p)]
-        rest = _TIME_RE.sub(" ", text) if time_phrases else text
+        found = [_undirected(m, text) for m in _TIME_RE.finditer(text)]
+        found = [(start, end) for start, end in found if _a_time(text[start:end])]
+        time_phrases = [text[start:end].strip() for start, end in found]
+        rest = text
+        for start, end in reversed(found):  # the phrases out, the words around them kept
+            rest = f"{rest[:start]} {rest[end:]}"
         doc = parse(rest, model=self.model)
         kind = question_kind([t.text for t in doc])
         speaker_keys = _speaker_keys(speakers)
