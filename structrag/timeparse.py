@@ -270,7 +270,7 @@ class DateOrderChoice:
                 f"{path}: {self.ambiguous} date(s) can be read day-first or month-first and "
                 f"none has a day above 12 to settle it; read {self.basis}. If they are "
                 f"month/day dates, ingest it with --date-order {other} (in Python: "
-                f"LoadOptions(date_order={other!r}))"
+                f"index.ingest(paths, date_order={other!r}))"
             )
         if self.conflict is not None:
             out.append(

@@ -148,6 +148,29 @@ def test_a_group_of_scopes_alone_is_not_widened() -> None:
     assert widened is not None and ast.Term("2008") in widened.items
 
 
+def test_a_message_without_text_is_never_packed(tmp_path: Path) -> None:
+    """An empty message ranked in by its neighbours' words would cost a line that says
+    nothing ("[29 December 2023] Priya: ")."""
+    chat = tmp_path / "trip.jsonl"
+    rows = [
+        ("a1", "Priya", "Who is bringing sandwiches to Sintra?"),
+        ("a2", "Marco", "I can bring sandwiches for everyone."),
+        ("a3", "Priya", ""),
+        ("a4", "Sam", "Great, sandwiches and lemonade for Sintra then."),
+    ]
+    chat.write_text(
+        "".join(
+            json.dumps({"id": i, "speaker": who, "text": text, "conversation": "trip"}) + "\n"
+            for i, who, text in rows
+        )
+    )
+    with Index(tmp_path / "ix") as index:
+        index.ingest([chat])
+        answer = index.ask("Who is bringing sandwiches to Sintra?", budget=200)
+        assert "a2" in answer.message_ids and "a3" not in answer.message_ids
+        assert "a3" not in index.ask("sandwiches", budget=2000).message_ids
+
+
 def test_the_forms_of_say_are_no_words_to_search_for(ix: Index) -> None:
     """ "What has Marco said?" asks for Marco's messages, not for the word "said"."""
     said = ix.ask("What has Marco said?", budget=300)

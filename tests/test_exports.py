@@ -325,12 +325,27 @@ def test_whatsapp_ambiguous_dates_use_the_default_and_warn() -> None:
     source = load_source(path)
     assert source.messages[0].timestamp == datetime(2023, 4, 3, 9, 15)  # 3 April
     assert any(
-        "--date-order mdy" in w and "LoadOptions(date_order='mdy')" in w for w in source.warnings
+        "--date-order mdy" in w and "index.ingest(paths, date_order='mdy')" in w
+        for w in source.warnings
     )
     assert "default" in source.conversations[0].metadata["date_order"]
     month_first = load_source(path, options=LoadOptions(date_order="mdy"))
     assert month_first.messages[0].timestamp == datetime(2023, 3, 4, 9, 15)
     assert not month_first.warnings
+
+
+def test_a_dry_run_prints_the_warnings_of_what_it_would_ingest(tmp_path: Path) -> None:
+    """A dry run is where to check the date order: its warnings are printed, as the
+    ingest's are."""
+    from click.testing import CliRunner
+
+    from structrag.cli import cli
+
+    path = EXPORTS / "whatsapp" / "ambiguous dates.txt"
+    done = CliRunner().invoke(cli, ["ingest", str(path), "--db", str(tmp_path / "ix"), "--dry-run"])
+    assert done.exit_code == 0, done.output
+    assert "warning:" in done.stderr and "--date-order mdy" in done.stderr
+    assert "dry run: nothing was sent or written" in done.stdout
 
 
 def test_whatsapp_bad_first_line_is_an_error(tmp_path: Path) -> None:

@@ -130,6 +130,43 @@ def test_webvtt_voices_references_and_captions(tmp_path: Path) -> None:
     assert " ".join(m.text for m in messages).count("caption number") == 60
 
 
+def _cues(start: int, count: int, step: int, text: str) -> str:
+    out = []
+    for i in range(count):
+        at = start + i * step
+        out.append(
+            f"00:{at // 60:02d}:{at % 60:02d}.000 --> 00:{at // 60:02d}:{at % 60:02d}.900\n"
+            f"{text} {i}\n\n"
+        )
+    return "".join(out)
+
+
+def test_webvtt_untagged_cues_after_a_voice_keep_to_the_pause_and_a_turns_length(
+    tmp_path: Path,
+) -> None:
+    """One voice tag, then untagged cues: theirs while they follow without a pause (a
+    long turn split every 2,000 characters); after a pause, captions of no speaker."""
+    spaced = tmp_path / "spaced.vtt"
+    spaced.write_text(
+        "WEBVTT\n\n00:00:00.000 --> 00:00:02.000\n<v Host>Welcome to the show.\n\n"
+        + _cues(20, 5, 20, "a caption long after"),
+        encoding="utf-8",
+    )
+    messages = load_source(spaced).messages
+    assert [m.speaker for m in messages] == ["Host", None, None, None, None, None]
+    assert messages[0].text == "Welcome to the show."
+    turn = tmp_path / "turn.vtt"
+    turn.write_text(
+        "WEBVTT\n\n00:00:00.000 --> 00:00:00.900\n<v Host>Welcome.\n\n"
+        + _cues(1, 150, 1, "and the host keeps on talking about the garden"),
+        encoding="utf-8",
+    )
+    messages = load_source(turn).messages
+    assert len(messages) > 2 and {m.speaker for m in messages} == {"Host"}
+    assert all(len(m.text) < 2100 for m in messages)
+    assert " ".join(m.text for m in messages).count("keeps on talking") == 150
+
+
 def test_jsonl_aliases_and_parts(jsonl_file: Path) -> None:
     source = load_source(jsonl_file)
     assert source.format == "jsonl"

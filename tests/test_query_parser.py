@@ -228,6 +228,8 @@ def test_a_value_starting_with_an_operator_word_is_quoted_back(text: str) -> Non
         ("date:2024-05-01..2024-04-01", "write the earlier date first: 2024-04-01..2024-05-01"),
         ("foo^abc", "a boost is a number above 0 right after the word"),
         ("OR Biscuit", 'to search for the word, put it in quotes: "OR"'),
+        ("conversation:slack:general release", 'conversation:"slack:general"'),
+        ("speaker:ana release to:mail:ana@x.com", 'to:"mail:ana@x.com"'),
     ],
 )
 def test_the_hint_says_how_to_write_it(text: str, hint: str) -> None:

@@ -426,6 +426,8 @@ def _usage_line(u: dict[str, Any]) -> str:
 
 def _print_estimate(estimate: dict[str, Any]) -> None:
     for source in estimate["sources"]:
+        for warning in source.get("warnings", []):  # a dry run is where to check them
+            note(f"warning: {warning}")
         if source["skipped"]:
             click.echo(f"{source['path']}: would skip, {source['skipped']}")
         else:

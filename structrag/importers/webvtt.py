@@ -170,6 +170,13 @@ def _cue(
             if cue_id and cue_id not in last.metadata.setdefault("cues", []):
                 last.metadata["cues"].append(cue_id)
             continue
+        if (
+            speaker is None
+            and last is not None
+            and last.speaker is not None
+            and _gap(last, begin) < _PAUSE
+        ):
+            speaker = last.speaker  # a long turn goes on in a message of its own
         metadata: dict[str, Any] = {"start": begin, "end": end, "source_line": lineno}
         if cue_id:
             metadata["cues"] = [cue_id]
@@ -189,16 +196,23 @@ def _cue(
 #: until a pause of ``_PAUSE`` seconds: a caption file is not one message.
 _CAPTION_CHARS = 400
 _PAUSE = 5.0
+#: Untagged cues after a speaker's are theirs while they follow without a pause, joined
+#: up to this length (then the turn goes on in a message of its own).
+_TURN_CHARS = 2000
+
+
+def _gap(last: RawMessage, begin: float) -> float:
+    return begin - float(last.metadata.get("end", begin))
 
 
 def _continues(last: RawMessage, speaker: str | None, begin: float) -> bool:
-    """Whether a cue's text from ``speaker`` (None: no voice or label) adds to ``last``."""
+    """Whether a cue's text from ``speaker`` (None: no voice or label) adds to ``last``:
+    the same speaker's, or an untagged cue after a pause shorter than ``_PAUSE`` while
+    ``last`` is shorter than a caption's (no speaker) or a turn's (a speaker's) limit."""
     if speaker is not None:
         return speaker == last.speaker
-    if last.speaker is not None:
-        return True  # an untagged cue after a speaker's: theirs
-    gap = begin - float(last.metadata.get("end", begin))
-    return len(last.text) < _CAPTION_CHARS and gap < _PAUSE
+    limit = _CAPTION_CHARS if last.speaker is None else _TURN_CHARS
+    return len(last.text) < limit and _gap(last, begin) < _PAUSE
 
 
 def _voices(joined: str) -> list[tuple[str | None, str]]:

@@ -204,8 +204,8 @@ def build_context(
             rendered = lines([r.mkey for r in part])
             for item in part:
                 entry = rendered.get(item.mkey)
-                if entry is None:
-                    continue
+                if entry is None or not entry.text[_text_start(entry.text) :].strip():
+                    continue  # gone, or a message without text (its labels alone)
                 cut = False
                 if used + entry.tokens > budget and source is ranked and not chosen and not misses:
                     start_of = cut_line(entry.text, budget - used, cost)

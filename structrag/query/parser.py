@@ -368,6 +368,10 @@ def parse(text: str) -> ast.Node:
         hint = _expected_hint(exc.expected)
         if token.type == "RPAR" and text.count("(", 0, pos) <= text.count(")", 0, pos):
             hint = "this ')' closes no '(' before it"
+        elif token.type == "COLON" and (value := _SCOPE_VALUE_BEFORE.search(text, 0, pos)):
+            whole = _VALUE_AFTER.match(text, value.start(2))
+            written = whole.group(0) if whole else value.group(2)
+            hint = f"a value that holds ':' goes in double quotes: {value.group(1)}:\"{written}\""
         elif token.type == "COLON" and (field := _WORD_BEFORE.search(text, 0, pos)):
             hint = (
                 f"{field.group(1)!r} is not a field: the scopes are {scope_names()}, and "
@@ -471,6 +475,10 @@ _NAMES = {
 
 
 _WORD_BEFORE = re.compile(r"([\w.-]+)\s*$")
+#: ``conversation:slack:general``: a scope's bare value, then a ':' (ids that importers
+#: make hold one).
+_SCOPE_VALUE_BEFORE = re.compile(r"\b([a-z_]+):([^\s:()\"']+)$")
+_VALUE_AFTER = re.compile(r"[^\s()\"']+")
 
 
 @lru_cache(maxsize=1)
