@@ -30,6 +30,13 @@ INDEX_STOPWORDS = wordset(
 
 
 @lru_cache(maxsize=1)
+def fold_accents(text: str) -> str:
+    """``text`` without its accents: "Zoe" and "Jurgen" name Zoë and Jürgen."""
+    import unicodedata
+
+    return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+
+
 def query_stopwords() -> frozenset[str]:
     """Dropped from questions: spaCy's English stoplist (a word list; no model is loaded),
     with the forms of "say" it lacks ("What has Chen said?" asks for what Chen says, not

@@ -235,6 +235,37 @@ def test_question_kinds(question: str, kind: str) -> None:
     assert question_kind(question.rstrip("?").split()) == kind
 
 
+@pytest.mark.parametrize(
+    ("question", "person"),
+    [
+        ("What will Zoë bring?", "Zoë Ståhl"),  # the tagger takes Zoë for a pronoun
+        ("What will Zoe bring?", "Zoë Ståhl"),  # accents aside
+        ("What did Jurgen say about the hotel?", "Jürgen Müller"),
+        ("What did Amara talk about?", "Dr. Amara Okafor"),  # after a title
+        ("Did Dr. Okafor agree?", "Dr. Amara Okafor"),
+    ],
+)
+def test_the_people_a_question_names_whatever_their_accents_and_titles(
+    question: str, person: str
+) -> None:
+    speakers = ["Zoë Ståhl", "Dr. Amara Okafor", "Jürgen Müller", "Priya"]
+    assert SpacyTranslator().translate(question, speakers).people == [person]
+
+
+def test_a_speaker_scope_without_accents_finds_the_speaker(tmp_path: Path) -> None:
+    chat = tmp_path / "trip.jsonl"
+    chat.write_text(
+        json.dumps({"id": "1", "speaker": "Zoë Ståhl", "text": "I booked the hotel in Sintra."})
+        + "\n"
+        + json.dumps({"id": "2", "speaker": "Priya", "text": "Great, I will bring lunch."})
+        + "\n"
+    )
+    with Index(tmp_path / "ix") as index:
+        index.ingest([chat])
+        assert [m.id for m in index.query("speaker:Zoe").messages] == ["1"]
+        assert not index.query("speaker:Zoe").notes
+
+
 def test_translator_finds_people_names_and_possessions() -> None:
     found = SpacyTranslator().translate(
         "What did Mel say about Caroline's adoption agency in Boston?", ["Melanie", "Caroline"]

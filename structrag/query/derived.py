@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from structrag.analysis import stem_words, stems, term_key
+from structrag.analysis import fold_accents, stem_words, stems, term_key
 from structrag.embeddings import Embedder
 from structrag.errors import NotFoundError
 from structrag.lexicon import Lexicon, default_lexicon
@@ -181,6 +181,14 @@ class ConversationView:
         """Speakers a name refers to: exact, first name, or an alias ("Mel" -> Melanie)."""
         keys = set(self.name_keys(name))
         found = [s for s in self.speakers if term_key(s) in keys or term_key(s.split()[0]) in keys]
+        if not found:  # accents aside: speaker:Zoe is Zoë
+            folded = {fold_accents(k) for k in keys}
+            found = [
+                s
+                for s in self.speakers
+                if fold_accents(term_key(s)) in folded
+                or fold_accents(term_key(s.split()[0])) in folded
+            ]
         return found or [name]
 
     def related_terms(self, stem: str) -> list[tuple[str, float]]:

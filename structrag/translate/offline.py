@@ -16,7 +16,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from structrag.analysis import term_key
+from structrag.analysis import fold_accents, term_key
 from structrag.nlp.lemma import is_known_word, is_verb_word, lemma
 from structrag.nlp.names import is_name_token
 from structrag.nlp.pipeline import DEFAULT_MODEL, parse
@@ -177,11 +177,23 @@ class SpacyTranslator:
                 and not token.text[:1].isupper()
                 and len(token.text) > 2
             ):
-                person = speaker_keys.get(term_key(token.text))
+                person = speaker_keys.get(_key(token.text))
                 if person:
                     if person not in people:
                         people.append(person)
                     name_tokens.add(token.i)
+            elif (
+                # a speaker's capitalised name the tagger took for something else ("What
+                # will Zoë bring?": a pronoun)
+                token.i not in name_tokens
+                and token.i > 0
+                and token.is_alpha
+                and token.text[:1].isupper()
+                and (person := speaker_keys.get(_key(token.text)))
+            ):
+                if person not in people:
+                    people.append(person)
+                name_tokens.add(token.i)
         items: list[ast.Node] = []
         action, verb_token = _action(doc, people, names, name_tokens)
         if action is not None:
@@ -358,23 +370,50 @@ def _job_question(doc: object, people: list[str], name_tokens: set[int]) -> str 
     return None
 
 
+#: Titles before a speaker's first name ("Dr. Amara Okafor" is asked about as Amara).
+_TITLES = frozenset({"dr", "mr", "mrs", "ms", "miss", "prof", "sir", "dame", "rev"})
+
+
+def _key(name: str) -> str:
+    return fold_accents(term_key(name))
+
+
+def _first_name(speaker: str) -> str:
+    words = speaker.split()
+    while len(words) > 1 and words[0].lower().rstrip(".") in _TITLES:
+        words = words[1:]
+    return words[0]
+
+
 def _speaker_for(name: str, keys: dict[str, str], speakers: Sequence[str]) -> str | None:
-    """The speaker a name refers to: full name, first name, or a unique short form of a
-    first name ("Mel" for Melanie)."""
-    found = keys.get(term_key(name)) or keys.get(term_key(name.split()[0]))
+    """The speaker a name refers to: full name, first name (after a title: "Amara" for
+    "Dr. Amara Okafor"), or a unique short form of a first name ("Mel" for Melanie);
+    accents aside ("Zoe" for Zoë)."""
+    name = _first_name(name) if name.split()[0].lower().rstrip(".") in _TITLES else name
+    if " " not in name and name != _first_name(name):
+        name = _first_name(name)
+    found = keys.get(_key(name)) or keys.get(_key(name.split()[0]))
     if found or len(name) < 3 or " " in name:
         return found
-    low = name.lower()
-    matches = [s for s in speakers if s.split()[0].lower().startswith(low)]
+    low = fold_accents(name.lower())
+    matches = [s for s in speakers if fold_accents(_first_name(s).lower()).startswith(low)]
     return matches[0] if len(matches) == 1 else None
 
 
 def _speaker_keys(speakers: Sequence[str]) -> dict[str, str]:
     keys: dict[str, str] = {}
     for speaker in speakers:
-        keys[term_key(speaker)] = speaker
-        first = speaker.split()[0]
-        keys.setdefault(term_key(first), speaker)
+        keys[_key(speaker)] = speaker
+        keys.setdefault(_key(_first_name(speaker)), speaker)
+    # a title and a family name ("Dr. Okafor"): the family name, when one speaker has it
+    family: dict[str, list[str]] = {}
+    for speaker in speakers:
+        words = speaker.split()
+        if len(words) > 1 and words[0].lower().rstrip(".") in _TITLES:
+            family.setdefault(_key(words[-1]), []).append(speaker)
+    for key, owners in family.items():
+        if len(owners) == 1:
+            keys.setdefault(key, owners[0])
     return keys
 
 
@@ -390,7 +429,7 @@ def _role_text(token: object, people: list[str], name_tokens: set[int]) -> str |
         span = [t for t in token.subtree if t.i in name_tokens]
         name = " ".join(t.text for t in span) or token.text
         for person in people:
-            if term_key(person.split()[0]) == term_key(name.split()[0]):
+            if _key(_first_name(person)) == _key(name.split()[0]) or _key(person) == _key(name):
                 return person
         return name
     if token.tag_.startswith("NN"):
