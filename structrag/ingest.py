@@ -35,7 +35,6 @@ from structrag import faults
 from structrag.analysis import content_count, stems, term_key
 from structrag.errors import InputError, InputErrors, shown_path
 from structrag.extract.base import (
-    ROLE_FACET_NAMES,
     Estimates,
     Extractor,
     ReportsUsage,
@@ -52,7 +51,16 @@ from structrag.importers import (
     expand_inputs,
     scan_source,
 )
-from structrag.models import Action, Conversation, Entity, Message, SemanticRef, Tag, Topic
+from structrag.models import (
+    ROLE_FACET_NAMES,
+    Action,
+    Conversation,
+    Entity,
+    Message,
+    SemanticRef,
+    Tag,
+    Topic,
+)
 from structrag.store.protocols import (
     ExtractionRecord,
     IndexedMessage,

@@ -24,6 +24,13 @@ KNOWLEDGE_KINDS: tuple[KnowledgeKind, ...] = ("entity", "action", "topic", "tag"
 Tense = Literal["past", "present", "future"]
 
 
+#: Facet names that hold what a person does (the spaCy extractor writes the first). The
+#: index makes a ref with such a facet findable by the facet's name as well as its value,
+#: so "What is Kevin Scott's job?" finds "Kevin Scott, Chief Technology Officer for
+#: Microsoft" by "job".
+ROLE_FACET_NAMES: tuple[str, ...] = ("job", "role", "profession", "occupation", "career")
+
+
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 

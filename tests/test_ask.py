@@ -317,3 +317,47 @@ def test_cli_query_ask_and_batch(example_index: Path, tmp_path: Path) -> None:
     assert done.stdout == ""
     done = run_cli("query", "entity(", "--db", db)
     assert done.returncode == 1 and "^" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_job_stated_as_a_position_answers_a_job_question(tmp_path: Path) -> None:
+    """TypeAgent's LLM writes a person's job as a ``position`` facet: "What is Christina
+    Warren's job?" finds it as it finds the spaCy extractor's ``job``."""
+    intro = "I'm Christina Warren, Senior Developer Advocate at GitHub."
+    chatter = ["We talk about books today.", "Science fiction is great.", "Spiders too."]
+    messages = [
+        {"textChunks": [text], "metadata": {"speaker": "Christina"}, "tags": [], "timestamp": None}
+        for text in [*chatter, intro]
+    ]
+    data = {
+        "nameTag": "ep",
+        "fileHeader": {"version": "0.1"},
+        "messages": messages,
+        "semanticRefs": [
+            {
+                "semanticRefOrdinal": 0,
+                "range": {"start": {"messageOrdinal": 3, "chunkOrdinal": 0}},
+                "knowledgeType": "entity",
+                "knowledge": {
+                    "name": "Christina Warren",
+                    "type": ["person"],
+                    "facets": [{"name": "position", "value": "Senior Developer Advocate"}],
+                },
+            }
+        ],
+    }
+    path = tmp_path / "ep_index_data.json"
+    path.write_text(json.dumps(data))
+    with Index(tmp_path / "ix") as index:
+        index.ingest([path])
+        answer = index.ask("What is Christina Warren's job?", budget=60)
+        assert "facet.job" in answer.query and answer.message_ids[0] == "3"
+        found = index.query('entity(name="Christina Warren", facet.job=*)').messages
+        assert [m.id for m in found] == ["3"]
+
+
+def test_a_possessive_before_work_asks_about_the_relation() -> None:
+    """ "Where does Marco's cousin work?": the tagger makes "work" a noun with "cousin"
+    before it; the question is the cousin's job, found through the graph, not Marco's."""
+    found = SpacyTranslator().translate("Where does Marco's cousin work?", ["Marco", "Priya"])
+    assert ("Marco", "cousin") in found.relations
+    assert "facet.job" not in found.query.to_query()

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from structrag.models import ROLE_FACET_NAMES as ROLE_FACET_NAMES  # re-exported
 from structrag.models import Action, Entity, Message, SemanticRef, Span
 
 Progress = Callable[[int], None]
@@ -27,12 +28,6 @@ MAX_EXTRACT_CHARS = 100_000
 
 METADATA_EXTRACTOR = "metadata"
 METADATA_VERSION = "1"
-
-#: Facet names that hold what a person does (the spaCy extractor writes the first). The
-#: index makes a ref with such a facet findable by the facet's name as well as its value,
-#: so "What is Kevin Scott's job?" finds "Kevin Scott, Chief Technology Officer for
-#: Microsoft" by "job".
-ROLE_FACET_NAMES: tuple[str, ...] = ("job", "role", "profession", "occupation", "career")
 
 
 @runtime_checkable

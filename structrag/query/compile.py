@@ -21,6 +21,7 @@ from typing import Protocol
 
 from structrag.analysis import stems, term_key
 from structrag.errors import QueryError
+from structrag.models import ROLE_FACET_NAMES
 from structrag.query import ast
 from structrag.query.nodes import (
     AllOf,
@@ -235,7 +236,13 @@ class Compiler:
         for t in node.types:
             conditions.append(PropertyCondition("type", (term_key(t),)))
         for facet in node.facets:
-            conditions.append(PropertyCondition("facet.name", (term_key(facet.name),)))
+            names: tuple[str, ...] = (facet.name,)
+            if term_key(facet.name) == term_key(ROLE_FACET_NAMES[0]):
+                # a job by any of the names importers and extractors give it (TypeAgent's
+                # LLM writes "position")
+                names = (*ROLE_FACET_NAMES, "position")
+            keys = tuple(dict.fromkeys(term_key(n) for n in names))
+            conditions.append(PropertyCondition("facet.name", keys))
             if facet.value is not None:
                 conditions.append(
                     PropertyCondition("facet.value", (term_key(facet.value),), whole_words=True)

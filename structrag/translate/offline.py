@@ -235,7 +235,13 @@ class SpacyTranslator:
         for token in doc:
             if token.dep_ == "poss" and token.i in name_tokens and token.head.tag_ in ("NN", "NNS"):
                 owner = _role_text(token, people, name_tokens) or token.text
-                noun = lemma(token.head.text, token.head.tag_)
+                head = token.head
+                between = [c for c in head.children if c.dep_ == "compound" and c.i > token.i]
+                if between and head.dep_ == "ROOT" and any(c.tag_ == "VBZ" for c in head.lefts):
+                    # "Where does Marco's cousin work?": the tagger made "work" a noun
+                    # with "cousin" before it; the question is about the cousin
+                    head = between[0]
+                noun = lemma(head.text, head.tag_)
                 if noun in JOB_WORDS:
                     body = _with(body, _job_pattern(owner))
                 else:
