@@ -470,6 +470,42 @@ def test_duplicate_copies_in_a_mailbox_are_read_once(tmp_path: Path) -> None:
     assert any("duplicate" in w for w in source.warnings)
 
 
+def test_cli_names_bare_addresses_after_the_names_they_go_by(tmp_path: Path) -> None:
+    """Jürgen writes to a bare ana@; Ana replies to a bare jm@: each recipient is the name
+    its From header gives, so `to:"Ana Souza"` finds Jürgen's mail and the address is no
+    entity of its own."""
+    folder = tmp_path / "mail"
+    folder.mkdir()
+    (folder / "a.eml").write_text(
+        "From: =?UTF-8?B?SsO8cmdlbiBNw7xsbGVy?= <jm@example.de>\nTo: ana@example.com\n"
+        "Subject: Budget for Lisbon\nDate: Tue, 14 Mar 2023 09:00:00 +0100\n"
+        "Message-ID: <a1@example.de>\n\nCan you send me the budget for the workshop?\n"
+    )
+    (folder / "b.eml").write_text(
+        "From: Ana Souza <ana@example.com>\nTo: jm@example.de\n"
+        "Subject: Re: Budget for Lisbon\nDate: Tue, 14 Mar 2023 11:00:00 +0100\n"
+        "Message-ID: <b1@example.com>\nIn-Reply-To: <a1@example.de>\n"
+        "References: <a1@example.de>\n\nSure, I will send the budget tomorrow.\n"
+    )
+    db = tmp_path / "db"
+    result = CliRunner().invoke(cli, ["ingest", str(folder), "--db", str(db), "--quiet"])
+    assert result.exit_code == 0, result.output
+    with Index(db, read_only=True) as index:
+        thread = _messages(index, "email:a1@example.de")
+    assert [(m.id, m.speaker, m.recipients) for m in thread] == [
+        ("a1@example.de", "Jürgen Müller", ("Ana Souza",)),
+        ("b1@example.com", "Ana Souza", ("Jürgen Müller",)),
+    ]
+    assert [m.metadata["to"] for m in thread] == [["ana@example.com"], ["jm@example.de"]]
+    found = CliRunner().invoke(cli, ["query", 'to:"Ana Souza"', "--db", str(db)])
+    assert found.exit_code == 0, found.output
+    assert "Jürgen Müller: Can you send me the budget" in found.output
+    assert "1 message" in found.output
+    entities = CliRunner().invoke(cli, ["entities", "--db", str(db)])
+    assert entities.exit_code == 0, entities.output
+    assert "Ana Souza" in entities.output and "@" not in entities.output
+
+
 # -- meeting transcripts -----------------------------------------------------------------
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from structrag.extract.base import metadata_knowledge
+from structrag.extract.graphemes import is_boundary, snap
 from structrag.extract.spacy_extractor import MAX_PIECE_CHARS, SpacyExtractor
 from structrag.models import Action, Entity, Message, SemanticRef, Topic
 from structrag.nlp.lemma import lemma
@@ -122,6 +123,79 @@ def test_huge_messages_are_cut_in_pieces_with_offsets_kept(extractor: SpacyExtra
         assert ref.span.within(text)
         if isinstance(ref.knowledge, Entity) and ref.extractor == "spacy":
             assert text[ref.span.start : ref.span.end] == ref.knowledge.name
+
+
+# Messages with emoji of several code points, each emoji its own item: a flag (two
+# regional indicators), a ZWJ family, a skin tone, a variation selector, a ZWJ profession
+# with a skin tone, and a flag written against a word.
+_EMOJI_MESSAGES = [
+    ["We land in Tokyo on the 3rd ", "🇯🇵"],
+    ["We visited the big family farm ", "👨\u200d👩\u200d👧", " yesterday"],
+    ["I love the new coffee place ", "👍🏽"],
+    ["Meet the Tokyo team ", "❤\ufe0f", " today"],
+    ["My sister ", "👩🏽\u200d⚕\ufe0f", " works at the city hospital ", "🏥", " now"],
+    ["Visit Tokyo", "🇯🇵", " soon"],
+]
+
+
+@pytest.mark.parametrize("parts", _EMOJI_MESSAGES, ids=lambda parts: parts[0].split()[-1])
+def test_spans_never_split_an_emoji_and_names_end_on_a_word(
+    extractor: SpacyExtractor, parts: list[str]
+) -> None:
+    text = "".join(parts)
+    inside: set[int] = set()  # offsets strictly inside an emoji
+    at = 0
+    for part in parts:
+        if not part.isascii():
+            inside.update(range(at + 1, at + len(part)))
+        at += len(part)
+    refs = [r for r in _extract(extractor, text) if r.extractor == "spacy"]
+    assert refs
+    for ref in refs:
+        assert ref.span.within(text)
+        assert ref.span.start not in inside and ref.span.end not in inside, ref
+        knowledge = ref.knowledge
+        if isinstance(knowledge, (Entity, Topic)):
+            name = knowledge.name if isinstance(knowledge, Entity) else knowledge.text
+            assert text[ref.span.start : ref.span.end] == name
+            assert name[0].isalnum() and name[-1].isalnum(), name
+        if isinstance(knowledge, Action):
+            said = [knowledge.subject, knowledge.object, *(p.value for p in knowledge.params)]
+            assert all(str(v)[-1:].isalnum() for v in said if v), knowledge
+
+
+def test_a_trailing_flag_leaves_the_words_before_it(extractor: SpacyExtractor) -> None:
+    text = "We land in Tokyo on the 3rd 🇯🇵"
+    refs = _extract(extractor, text)
+    assert not [r for r in refs if isinstance(r.knowledge, Topic)]  # not "3rd 🇯"
+    (land,) = [r for r in refs if isinstance(r.knowledge, Action) and r.extractor == "spacy"]
+    assert text[land.span.start : land.span.end] == "We land in Tokyo on the 3rd"
+    assert isinstance(land.knowledge, Action)
+    assert [(p.name, p.value) for p in land.knowledge.params] == [("in", "Tokyo"), ("on", "3rd")]
+    text = "We visited the big family farm 👨\u200d👩\u200d👧 yesterday"
+    refs = _extract(extractor, text)
+    topics = [r.knowledge.text for r in refs if isinstance(r.knowledge, Topic)]
+    assert topics == ["big family farm"]
+    (visit,) = [r for r in refs if isinstance(r.knowledge, Action) and r.extractor == "spacy"]
+    assert isinstance(visit.knowledge, Action) and visit.knowledge.object == "big family farm"
+    assert text[visit.span.start : visit.span.end] == "We visited the big family farm"
+
+
+@pytest.mark.parametrize(
+    ("text", "clusters"),
+    [
+        ("🇯🇵🇺🇸x", ["🇯🇵", "🇺🇸", "x"]),
+        ("👨\u200d👩\u200d👧 ok", ["👨\u200d👩\u200d👧", " ", "o", "k"]),
+        ("👍🏽❤\ufe0f1\ufe0f\u20e3", ["👍🏽", "❤\ufe0f", "1\ufe0f\u20e3"]),
+        ("cafe\u0301\r\n한국", ["c", "a", "f", "e\u0301", "\r\n", "한", "국"]),
+    ],
+)
+def test_grapheme_boundaries(text: str, clusters: list[str]) -> None:
+    cuts = [0]
+    for cluster in clusters:
+        cuts.append(cuts[-1] + len(cluster))
+    assert [i for i in range(len(text) + 1) if is_boundary(text, i)] == cuts
+    assert snap(text, 1, 1) == (cuts[1], cuts[1]) and snap(text, 0, 1) == (0, cuts[1])
 
 
 def test_metadata_knowledge() -> None:

@@ -1027,6 +1027,81 @@ def test_a_mailbox_is_streamed_and_reads_as_when_loaded_whole(
         list(streamed.iter_messages())
 
 
+def _eml(sender: str, to: str, msg_id: str | None, date: str, extra: str = "") -> str:
+    ident = f"Message-ID: <{msg_id}>\n" if msg_id else ""
+    return (
+        f"From: {sender}\nTo: {to}\n{extra}Subject: Plot 12\n"
+        f"Date: Tue, 14 Mar 2023 {date} +0100\n{ident}\nAbout plot 12.\n"
+    )
+
+
+_NAMED_MAILS = {
+    # Jürgen writes to a bare ana@ and copies cy@, whom nobody names
+    "1.eml": _eml(
+        "=?UTF-8?B?SsO8cmdlbiBNw7xsbGVy?= <jm@example.de>",
+        "ana@example.com",
+        "a1@example.de",
+        "09:00:00",
+        "Cc: cy@example.org\n",
+    ),
+    # Ana answers a bare jm@ (upper case); Bo calls her plain "Ana"
+    "2.eml": _eml('"Souza, Ana" <ana@example.com>', "JM@example.de", "b1@example.com", "10:00:00"),
+    "3.eml": _eml("Bo <bo@example.org>", "Ana <ana@example.com>", "c1@example.org", "11:00:00"),
+    # Ana from her phone: a bare From, and no Message-ID (its id is made from the sender)
+    "4.eml": _eml("ana@example.com", "bo@example.org", None, "12:00:00"),
+}
+
+
+@pytest.mark.parametrize("layout", ["folder", "mbox"])
+def test_bare_addresses_take_the_name_they_go_by_in_the_same_input(
+    tmp_path: Path, layout: str
+) -> None:
+    """An address without a name is the person that address is named elsewhere in the
+    mailbox (the name its owner signs with in From first), as speaker and as recipient,
+    loaded whole or streamed; one never named stays an address; ids, threads and the
+    address metadata are what the mails alone give."""
+    from structrag.importers import scan_source
+
+    if layout == "folder":
+        path = tmp_path / "mail"
+        path.mkdir()
+        for name, text in _NAMED_MAILS.items():
+            (path / name).write_text(text, encoding="utf-8")
+    else:
+        path = tmp_path / "mail.mbox"
+        path.write_text(
+            "".join(f"From x Tue Mar 14 08:00:00 2023\n{t}\n" for t in _NAMED_MAILS.values()),
+            encoding="utf-8",
+        )
+    alone = tmp_path / "alone.eml"
+    alone.write_text(_NAMED_MAILS["4.eml"], encoding="utf-8")
+    (phone,) = load_source(alone).messages
+    assert phone.speaker == "ana@example.com"  # nothing names the address in its own file
+    whole = load_source(path)
+    streamed = scan_source(path)
+    assert isinstance(streamed, StreamedSource)
+    for messages in (whole.messages, list(streamed.iter_messages())):
+        got = {m.id: (m.speaker, m.recipients) for m in messages}
+        assert got == {
+            "a1@example.de": ("Jürgen Müller", ("Ana Souza", "cy@example.org")),
+            "b1@example.com": ("Ana Souza", ("Jürgen Müller",)),
+            "c1@example.org": ("Bo", ("Ana",)),  # a name a message gives is kept
+            phone.id: ("Ana Souza", ("Bo",)),
+        }
+        assert [m.metadata["to"] for m in messages if m.id == "a1@example.de"] == [
+            ["ana@example.com"]
+        ]
+    assert {c.id for c in whole.conversations} == {
+        "email:a1@example.de",
+        "email:b1@example.com",
+        "email:c1@example.org",
+        f"email:{phone.id}",
+    }
+    people = {c.id: c.metadata["participants"] for c in streamed.conversations}
+    assert people["email:b1@example.com"] == ["Ana Souza"]
+    assert people[f"email:{phone.id}"] == ["Ana Souza"]
+
+
 def test_whatsapp_typed_messages_that_read_like_its_own_lines_are_messages(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

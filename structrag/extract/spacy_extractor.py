@@ -15,7 +15,9 @@
 
 The parser reads each message with typographic quotes made plain ("I’m" would parse as
 "I" and a verb "’m") and stage directions ("[MUSIC]", "(Laughter.)") blanked out, both
-without moving a character, so every span points into the message as written.
+without moving a character, so every span points into the message as written. No span
+ends inside an emoji of several code points (🇯🇵, 👍🏽, 👨‍👩‍👧), and names and topics
+drop emoji at their ends ("the 3rd 🇯🇵" is "3rd").
 
 Speed: the pipeline runs ``tok2vec``, ``tagger`` and ``parser`` only (plus ``ner`` when
 asked); the attribute ruler and lemmatizer are replaced by a tag->POS table and a cached
@@ -43,14 +45,11 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING, Any
 
 from structrag.analysis import wordset
-from structrag.extract.base import (
-    MAX_EXTRACT_CHARS,
-    ROLE_FACET_NAMES,
-    Progress,
-    metadata_knowledge,
-)
+from structrag.extract.base import MAX_EXTRACT_CHARS, Progress, metadata_knowledge
+from structrag.extract.graphemes import is_symbol, snap
 from structrag.gctune import freeze_before_fork, unfreeze
 from structrag.models import (
+    ROLE_FACET_NAMES,
     Action,
     Entity,
     Facet,
@@ -127,20 +126,28 @@ _TITLE_PREPOSITIONS = wordset(
 
 
 def _norm_phrase(tokens: Sequence[Token], text: str) -> tuple[str, int, int] | None:
-    """Strip leading determiners/possessives and trailing punctuation from a token run."""
+    """Strip leading determiners/possessives and trailing punctuation from a token run,
+    and emoji or other symbols at either end ("the 3rd 🇯🇵" is "3rd"); the span never
+    ends inside a character made of several code points."""
     items = list(tokens)
     while items and (
         items[0].lower_ in _DETERMINERS
         or items[0].tag_ in ("PRP$", "DT", "POS", "PDT")
         or items[0].is_punct
         or items[0].is_space
+        or is_symbol(items[0].text)
     ):
         items.pop(0)
-    while items and (items[-1].is_punct or items[-1].tag_ == "POS" or items[-1].is_space):
+    while items and (
+        items[-1].is_punct
+        or items[-1].tag_ == "POS"
+        or items[-1].is_space
+        or is_symbol(items[-1].text)
+    ):
         items.pop()
     if not items:
         return None
-    start, end = items[0].idx, items[-1].idx + len(items[-1].text)
+    start, end = snap(text, items[0].idx, items[-1].idx + len(items[-1].text))
     phrase = _SPACE_RE.sub(" ", text[start:end]).strip()
     if not phrase or not any(c.isalnum() for c in phrase):
         return None
@@ -532,7 +539,10 @@ def extract_doc(doc: Doc, ctx: _Context) -> list[SemanticRef]:
     _actions(doc, ctx, items)
     _topics(ctx, items)
     refs = []
-    for knowledge, start, end in items:
+    for knowledge, begin, finish in items:
+        # A name's span is on grapheme boundaries already (_norm_phrase); an action's
+        # may start or end at a token inside an emoji sequence.
+        start, end = snap(ctx.text, begin, finish)
         refs.append(
             SemanticRef(
                 conversation=message.conversation,
@@ -702,8 +712,8 @@ def _entities(doc: Doc, ctx: _Context, items: list[tuple[Any, int, int]]) -> Non
             continue
         add(run, _top(run), title=any(t.lower_ in _TITLE_JOINERS for t in run))
     for chunk in ctx.chunks:
-        root = chunk.root
-        if root.tag_ not in ("NN", "NNS", "NNP", "NNPS") or root.lower_ in _VAGUE:
+        root = _chunk_root(chunk)
+        if root is None or root.tag_ not in ("NN", "NNS", "NNP", "NNPS") or root.lower_ in _VAGUE:
             continue
         tokens = [
             t
@@ -715,7 +725,7 @@ def _entities(doc: Doc, ctx: _Context, items: list[tuple[Any, int, int]]) -> Non
                 and not _is_compound_adj(t)
             )
         ]
-        add(tokens, root, _facets(chunk, ctx))
+        add(tokens, root, _facets(root, ctx))
     # A role whose person was not an entity's head above ("Ana" inside a longer chunk).
     for i in [k for k in roles if isinstance(k, int)]:
         around = ctx.chunk_of.get(i)
@@ -955,9 +965,8 @@ def _is_compound_adj(token: Token) -> bool:
     return token.text[:1].isupper()
 
 
-def _facets(chunk: SpacySpan, ctx: _Context) -> tuple[Facet, ...]:
+def _facets(root: Token, ctx: _Context) -> tuple[Facet, ...]:
     facets: list[Facet] = []
-    root = chunk.root
     for child in root.children:
         if child.dep_ == "poss":
             owner = _resolve(child, ctx)
@@ -990,6 +999,8 @@ def _phrase(token: Token, ctx: _Context) -> str | None:
     if chunk is not None:
         normed = _norm_phrase(list(chunk), ctx.text)
         return normed[0] if normed else None
+    if is_symbol(token.text):  # an emoji the parser took for a word
+        return None
     if token.tag_ in ("JJ", "JJR", "JJS", "CD"):
         return token.text
     if token.tag_.startswith("VB"):
@@ -1087,8 +1098,11 @@ def _actions(doc: Doc, ctx: _Context, items: list[tuple[Any, int, int]]) -> None
         negated = any(c.dep_ == "neg" for c in verb.children) or any(
             c.dep_ == "neg" for c in verb.head.children if verb.dep_ == "xcomp"
         )
-        first = doc[min(used)]
-        last = doc[max(used)]
+        # The span covers the words: an emoji the parser made an object stands for the
+        # words of its noun chunk ("the city hospital 🏥": "hospital"), or for nothing.
+        worded = [w.i for w in (_word(doc[i], ctx) for i in used) if w is not None] or used
+        first = doc[min(worded)]
+        last = doc[max(worded)]
         action = Action(
             verbs=tuple(verbs),
             tense=_tense(verb),
@@ -1101,11 +1115,29 @@ def _actions(doc: Doc, ctx: _Context, items: list[tuple[Any, int, int]]) -> None
         items.append((action, first.idx, last.idx + len(last.text)))
 
 
+def _chunk_root(chunk: SpacySpan) -> Token | None:
+    """The head of a noun chunk, or its last word when the parser made an emoji its head
+    ("the big family farm 👨‍👩‍👧": "farm"); None when it has no word."""
+    root = chunk.root
+    if not is_symbol(root.text):
+        return root
+    words = [t for t in chunk if t.i < root.i and not is_symbol(t.text)]
+    return words[-1] if words else None
+
+
+def _word(token: Token, ctx: _Context) -> Token | None:
+    """The token itself, or for an emoji the head word of its noun chunk (if any)."""
+    if not is_symbol(token.text):
+        return token
+    chunk = ctx.chunk_of.get(token.i)
+    return _chunk_root(chunk) if chunk is not None else None
+
+
 def _topics(ctx: _Context, items: list[tuple[Any, int, int]]) -> None:
     seen: set[str] = set()
     for chunk in ctx.chunks:
-        root = chunk.root
-        if root.tag_ not in ("NN", "NNS", "NNP", "NNPS") or root.lower_ in _VAGUE:
+        root = _chunk_root(chunk)
+        if root is None or root.tag_ not in ("NN", "NNS", "NNP", "NNPS") or root.lower_ in _VAGUE:
             continue
         if any(t.is_punct for t in chunk):
             continue
@@ -1113,7 +1145,9 @@ def _topics(ctx: _Context, items: list[tuple[Any, int, int]]) -> None:
         if normed is None:
             continue
         text, start, end = normed
-        content = [t for t in chunk if t.tag_.startswith(("NN", "JJ", "VBG"))]
+        content = [
+            t for t in chunk if t.tag_.startswith(("NN", "JJ", "VBG")) and not is_symbol(t.text)
+        ]
         if len(content) < 2:
             continue
         key = text.lower()

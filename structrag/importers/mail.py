@@ -1,8 +1,10 @@
 """Email: mbox files (Gmail Takeout, Thunderbird, ``mail`` spools), single ``.eml`` files,
 and folders of ``.eml`` files.
 
-* **Speaker**: the From display name (``"Souza, Ana"`` turned into ``Ana Souza``), else
-  the address. **Recipients**: the To and Cc people, the same way. The addresses, the
+* **Speaker**: the From display name (``"Souza, Ana"`` turned into ``Ana Souza``); for a
+  bare address, the name that address goes by elsewhere in the same input (the mbox, or
+  the folder of ``.eml``: a From name first, else the name given it most often), else the
+  address. **Recipients**: the To and Cc people, the same way. The addresses, the
   subject, the Message-ID and the reply headers are in the message's metadata.
 * **Time**: the Date header, converted to UTC.
 * **Text**: the ``text/plain`` part, else the ``text/html`` part reduced to text. What the
@@ -147,6 +149,7 @@ def load_email(path: Path, data: bytes, options: LoadOptions) -> ParsedSource:
     else:
         chunks = [(offset + 1, stripped)]
     mails = [_parse(path, body, f"line {line}", line) for line, body in chunks]
+    _name_people(mails)
     return _threads(path, mails, options)
 
 
@@ -166,17 +169,27 @@ def load_email_folder(folder: Path, options: LoadOptions) -> ParsedSource:
         data = read_bytes(file)
         digest.add(file, data)
         mails.append(_parse(file, data.lstrip(b"\r\n\xef\xbb\xbf"), file.name, 1))
+    _name_people(mails)
     source = _threads(folder, mails, options)
     source.sha256 = digest.hexdigest()
     return source
 
 
 class _Mail:
-    def __init__(self, raw: RawMessage, msg_id: str, links: list[str], subject: str) -> None:
+    def __init__(
+        self,
+        raw: RawMessage,
+        msg_id: str,
+        links: list[str],
+        subject: str,
+        people: tuple[tuple[str, str], ...] = (),
+    ) -> None:
         self.raw = raw
         self.msg_id = msg_id
         self.links = links  # In-Reply-To and References ids
         self.subject = subject
+        # (display name, address) of the sender, then of each To and Cc recipient
+        self.people = people
 
 
 def _ids(value: Any) -> list[str]:
@@ -187,7 +200,9 @@ def _ids(value: Any) -> list[str]:
     )
 
 
-def _person(name: str, address: str) -> str:
+def _person(name: str, address: str, names: dict[str, str] | None = None) -> str:
+    """A person's name: the display name, else the name ``names`` knows for the address
+    (see :func:`_names`), else the address."""
     name = " ".join(name.replace('"', "").split())
     if name.count(",") == 1:  # "Souza, Ana" -> "Ana Souza"
         last, first = (p.strip() for p in name.split(","))
@@ -195,7 +210,54 @@ def _person(name: str, address: str) -> str:
             name = f"{first} {last}"
     if name and "@" not in name:
         return name
+    if names and address and address.lower() in names:
+        return names[address.lower()]
     return address or name
+
+
+def _people(
+    sender: tuple[str, str], to: list[tuple[str, str]], names: dict[str, str] | None = None
+) -> tuple[str, tuple[str, ...]]:
+    """The speaker and the recipients (To, then Cc; each once, not the speaker)."""
+    speaker = _person(*sender, names)
+    recipients = tuple(
+        dict.fromkeys(p for p in (_person(n, a, names) for n, a in to) if p and p != speaker)
+    )
+    return speaker, recipients
+
+
+def _names(mails: list[_Mail]) -> dict[str, str]:
+    """The name each address goes by in these messages, by the address in lower case: the
+    name its owner gives in a From header, else the one others give it most often (the
+    first seen of equals). An address never seen with a name is not in it."""
+    counts: dict[str, dict[str, list[int]]] = {}
+    for mail in mails:
+        for k, (name, address) in enumerate(mail.people):
+            person = _person(name, "")
+            if not address or not person or "@" in person:
+                continue
+            tally = counts.setdefault(address.lower(), {}).setdefault(person, [0, 0])
+            tally[0 if k == 0 else 1] += 1
+    return {
+        address: max(named, key=lambda person: named[person])  # max keeps the first of equals
+        for address, named in counts.items()
+    }
+
+
+def _name_people(mails: list[_Mail]) -> dict[str, str]:
+    """Give each message's bare addresses the names they go by among ``mails``; the
+    names found, for messages read again later (:func:`_stream_letters`)."""
+    names = _names(mails)
+    if names:
+        for mail in mails:
+            _named(mail, names)
+    return names
+
+
+def _named(mail: _Mail, names: dict[str, str]) -> None:
+    if names and mail.people:
+        sender, *to = mail.people
+        mail.raw.speaker, mail.raw.recipients = _people(sender, to, names)
 
 
 def _parse(path: Path, data: bytes, location: str, line: int) -> _Mail:
@@ -219,12 +281,10 @@ def _parse(path: Path, data: bytes, location: str, line: int) -> _Mail:
     senders = getaddresses([str(v) for v in msg.get_all("From", [])])
     if not senders or not (senders[0][0] or senders[0][1]):
         raise InputError(path, "the message has no From: header", line=line)
-    speaker = _person(*senders[0])
     to = getaddresses([str(v) for v in msg.get_all("To", [])])
     cc = getaddresses([str(v) for v in msg.get_all("Cc", [])])
-    recipients = tuple(
-        dict.fromkeys(p for p in (_person(n, a) for n, a in to + cc) if p and p != speaker)
-    )
+    # The names the message itself gives; _name_people names its bare addresses after.
+    speaker, recipients = _people(senders[0], to + cc)
     date_text = str(msg.get("Date", "") or "")
     timestamp: datetime | str | None = date_text or None
     try:
@@ -270,7 +330,8 @@ def _parse(path: Path, data: bytes, location: str, line: int) -> _Mail:
     )
     # The thread's first message is the first References entry (RFC 5322 keeps it first).
     links = [*references, *in_reply_to]
-    return _Mail(raw, msg_id, links, _SUBJECT_PREFIX_RE.sub("", subject))
+    people = (senders[0], *to, *cc)
+    return _Mail(raw, msg_id, links, _SUBJECT_PREFIX_RE.sub("", subject), people)
 
 
 def _synthetic_id(*parts: str) -> str:
@@ -530,7 +591,7 @@ class _Letter(_Mail):
         light = RawMessage(
             text="", location=raw.location, id=raw.id, speaker=raw.speaker, timestamp=raw.timestamp
         )
-        super().__init__(light, mail.msg_id, mail.links, mail.subject)
+        super().__init__(light, mail.msg_id, mail.links, mail.subject, mail.people)
         self.file, self.line, self.start, self.size = file, line, start, size
         self.chars, self.blank = len(raw.text), not raw.text.strip()
 
@@ -589,6 +650,7 @@ def _now(path: Path) -> str:
 def _stream_letters(
     path: Path, letters: list[_Mail], checked: str, options: LoadOptions
 ) -> StreamedSource:
+    names = _name_people(letters)
     grouped, copies = _grouped(path, letters, options)
     speakers: list[set[str]] = []
     noted: list[str] = []
@@ -614,6 +676,7 @@ def _stream_letters(
                 mail = letter.read()
                 if mail.msg_id != letter.msg_id:
                     raise SourceChanged(str(path))
+                _named(mail, names)
                 if options.conversation:
                     mail.raw.metadata["thread"] = thread
                 message = builder.message(mail.raw)
