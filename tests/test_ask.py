@@ -361,3 +361,30 @@ def test_a_possessive_before_work_asks_about_the_relation() -> None:
     found = SpacyTranslator().translate("Where does Marco's cousin work?", ["Marco", "Priya"])
     assert ("Marco", "cousin") in found.relations
     assert "facet.job" not in found.query.to_query()
+
+
+def test_a_category_with_a_typo_finds_its_kinds(tmp_path: Path) -> None:
+    """ "Which sprots came up?": the category word, one edit from a word the history has,
+    brings the kinds of sport (judo, cycling) as the right spelling does; the printed
+    query (kind:sprots~) parses back."""
+    from structrag.query.parser import parse as parse_query
+
+    chat = tmp_path / "team.jsonl"
+    filler = [
+        (str(i), "Bob", f"Status update number {i}: the build is green.") for i in range(3, 13)
+    ]
+    rows = [
+        ("1", "Alice", "Which sport should the team try this year?"),
+        *filler,  # far from the word "sport": only its kinds bring message 2
+        ("2", "Dana", "I'd say judo, or cycling on Sundays."),
+    ]
+    chat.write_text(
+        "".join(json.dumps({"id": i, "speaker": s, "text": t}) + "\n" for i, s, t in rows)
+    )
+    with Index(tmp_path / "ix") as index:
+        index.ingest([chat])
+        typo = index.ask("Which sprots came up?", budget=80)
+        assert "kind:sprots~" in typo.query
+        assert parse_query("kind:sprots~ came").to_query() == "kind:sprots~ came"
+        assert typo.context.messages[0].id == "2"
+        assert index.ask("Which sports came up?", budget=80).context.messages[0].id == "2"

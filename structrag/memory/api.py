@@ -607,8 +607,9 @@ class Memory:
 
     @consistent_reads
     def count(self, room: str | None = None, table: str | None = None) -> int:
-        """How many memories (of a room, of a table; the knowledge table counts the
-        shared knowledge the agent reads too)."""
+        """How many memories are stored (of a room, of a table; the knowledge table
+        counts the shared knowledge the agent reads too). Superseded facts count: they
+        are kept as history (:meth:`facts` lists those that still hold)."""
         _check_table(table)
         return self.parts.memory.count_memories(
             MemoryQuery(

@@ -191,7 +191,13 @@ class Compiler:
             for stem in found:
                 weights[stem] = weights.get(stem, 0.0) + term.weight
             if term.kinds and found:
-                added.extend(self._kinds(found, term.weight))
+                kinds = self._kinds(found, term.weight)
+                if not kinds and term.fuzzy:  # "restarants": the kinds of "restaurants"
+                    for correction, _ in self.context.corrections(found[-1]):
+                        kinds = self._kinds([*found[:-1], correction], term.weight)
+                        if kinds:
+                            break
+                added.extend(kinds)
             if term.fuzzy:
                 for stem in found:
                     added.extend(

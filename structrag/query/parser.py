@@ -110,9 +110,15 @@ class _ToAst(Transformer):  # type: ignore[type-arg]
             value.text, phrase=phrase, fuzzy=fuzzy is not None, together=phrase and value.together
         )
 
-    def kind_term(self, keyword: Token, value: _Value) -> ast.Term:
+    def kind_term(self, keyword: Token, value: _Value, fuzzy: Token | None = None) -> ast.Term:
         phrase = value.phrase and len(value.text.split()) > 1
-        return ast.Term(value.text, phrase=phrase, kinds=True, together=phrase and value.together)
+        return ast.Term(
+            value.text,
+            phrase=phrase,
+            kinds=True,
+            fuzzy=fuzzy is not None,
+            together=phrase and value.together,
+        )
 
     def named_argument(self, name: Token, value: Any) -> tuple[str, Any, int]:
         return (str(name), value, name.start_pos or 0)

@@ -120,7 +120,7 @@ def question_query(
         if isinstance(node, ast.PATTERNS) and node not in patterns:
             patterns.append(node)
         elif isinstance(node, ast.Term) and node not in phrases:
-            if unknown & set(node.text.lower().split()) and not node.kinds:
+            if unknown & set(node.text.lower().split()):
                 node = replace(node, fuzzy=True)
             phrases.append(node)
         elif isinstance(node, ast.SCOPES) and node not in scopes:
