@@ -781,7 +781,7 @@ def test_a_superseded_message_keeps_its_place_and_what_replaced_it_comes_before(
     """The older statement is not pushed below what does not answer at all: "Porto"
     finds "I live in Porto", with "I moved to Lisbon" right before it."""
     mem = index.memory("bot")
-    porto = mem.add("I live in Porto and work at Acme.", user="priya", room="dm")
+    porto = mem.add("I live in Porto, near the river.", user="priya", room="dm")
     for text in ("My sister Ana loves sailing.", "I'm allergic to peanuts.", "Keep it short."):
         mem.add(text, user="priya", room="dm")
     lisbon = mem.add("I moved to Lisbon last month.", user="priya", room="dm")
