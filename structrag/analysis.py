@@ -29,7 +29,7 @@ INDEX_STOPWORDS = wordset(
 )
 
 
-@lru_cache(maxsize=1)
+@lru_cache(maxsize=4096)
 def fold_accents(text: str) -> str:
     """``text`` without its accents: "Zoe" and "Jurgen" name Zoë and Jürgen."""
     import unicodedata
@@ -37,6 +37,7 @@ def fold_accents(text: str) -> str:
     return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
 
 
+@lru_cache(maxsize=1)
 def query_stopwords() -> frozenset[str]:
     """Dropped from questions: spaCy's English stoplist (a word list; no model is loaded),
     with the forms of "say" it lacks ("What has Chen said?" asks for what Chen says, not

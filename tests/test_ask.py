@@ -104,6 +104,9 @@ def test_the_verb_may_is_no_month() -> None:
     assert found.time_phrases == []
     assert "may" not in found.query.to_query().lower().replace("when", "")
     assert SpacyTranslator().translate("What did Bob do in May 2024?", ["Bob"]).time_phrases
+    for lower in ("what did bob do in may?", "what happened last may?"):  # typed lower case
+        assert SpacyTranslator().translate(lower, ["Bob"]).time_phrases, lower
+    assert not SpacyTranslator().translate("this may not work, who said so?", []).time_phrases
 
 
 def test_a_month_or_day_before_and_after_a_date(ix: Index) -> None:

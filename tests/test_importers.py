@@ -1217,3 +1217,16 @@ def test_words_after_a_sign_off_that_are_no_signature_stay_in_the_text() -> None
     )
     assert text == "Hi Ana,\nGot the keys."
     assert signature == "Thanks!\nBo Chen\nHead of Product, Acme Corp\n+1 555 1234"
+
+
+def test_an_index_inside_the_folder_ingested_is_no_input(tmp_path: Path) -> None:
+    """`structrag ingest . --db idx`: the index's own files are not reported as left out."""
+    from structrag import Index
+    from structrag.importers import expand_inputs
+
+    (tmp_path / "chat.jsonl").write_text('{"id": "1", "speaker": "Ana", "text": "Hi there."}\n')
+    with Index(tmp_path / "idx") as index:
+        index.ingest([tmp_path])
+    inputs = expand_inputs([tmp_path])
+    assert inputs.paths == [tmp_path / "chat.jsonl"]
+    assert inputs.skipped == []

@@ -473,6 +473,12 @@ def test_with_no_user_known_the_context_reads_its_own_room_only(index: Index) ->
     # The user's own rooms are theirs to read.
     window = mem.context("what is my PIN?", room="dm-new", user="priya", budget=500)
     assert pin.id in window.ids
+    # A shared room: whoever the window guesses it is about, it searches this room only.
+    statue = mem.add("My bank PIN reminder is the falcon statue.", user="alice", room="dm-alice")
+    mem.add("Hi team, where is the falcon statue?", user="alice", room="team")
+    mem.add("Has anyone seen the falcon statue?", user="bob", room="team")
+    window = mem.context("Tell me about the falcon statue", room="team", budget=800)
+    assert statue.id not in window.ids and "bank PIN" not in window.text
 
 
 def test_an_id_two_rooms_have_is_reached_with_its_room(index: Index) -> None:
@@ -570,6 +576,10 @@ def test_values_of_the_wrong_type_are_named(index: Index) -> None:
         (lambda: mem.search("x", rooms="dm"), "rooms must be a list"),
         (lambda: mem.context("x", budget="500"), "budget must be from 1"),  # type: ignore[arg-type]
         (lambda: index.memory(5), "agent must be text"),  # type: ignore[arg-type]
+        (lambda: mem.get(123), "memory_id must be text"),  # type: ignore[arg-type]
+        (lambda: mem.get("x", room=5), "room must be text"),  # type: ignore[arg-type]
+        (lambda: mem.remove("x", room=5), "room must be text"),  # type: ignore[arg-type]
+        (lambda: mem.update("x", room=5, status="done"), "room must be text"),  # type: ignore[arg-type]
     ]
     for call, message in calls:
         with pytest.raises(MemoryInputError, match=message):

@@ -417,7 +417,8 @@ def expand_inputs(
     """Files stay as they are; a folder becomes every input of a known kind inside it,
     recursively, in name order. A Slack export (or channel) folder and a folder's ``.eml``
     files are one input each; a ChatGPT export folder is its ``conversations.json``.
-    Hidden files and folders (``.git``, ``.DS_Store``) and ``__MACOSX`` are passed over;
+    Hidden files and folders (``.git``, ``.DS_Store``), ``__MACOSX`` and structrag indexes
+    (a folder holding ``structrag.duckdb``: ``ingest . --db idx``) are passed over;
     other files of no known kind are left out with a note, and so are the files and
     folders inside a folder that an ``exclude`` pattern matches (a shell pattern, matched
     against the name and against the path within the folder: ``README.md``, ``*.md``,
@@ -507,6 +508,9 @@ def _walk(
     for entry in sorted(folder.iterdir(), key=lambda p: p.name):
         if entry.name.startswith(".") or entry.name == "__MACOSX":
             continue
+        if entry.is_dir() and (entry / "structrag.duckdb").is_file():
+            continue  # an index (`ingest . --db idx`): no input, passed over as hidden ones
+
         pattern = excluded.match(entry)
         if pattern is None:
             entries.append(entry)

@@ -318,6 +318,9 @@ class Memory:
         ``importance`` or ``metadata`` (replaced whole); what is not given stays. The text
         does not change (its knowledge is extracted from it): remove the memory and add the
         new text. ``room`` as for :meth:`get`."""
+        _expect("memory_id", memory_id, str, optional=False)
+        _expect("room", room, str)
+        _expect("status", status, str)
         if status is None and importance is None and metadata is None:
             raise MemoryInputError(
                 "nothing to change", hint="give a status, an importance or metadata"
@@ -572,6 +575,8 @@ class Memory:
     def get(self, memory_id: str, room: str | None = None) -> MemoryRecord:
         """One memory by id (counts as a read); ``room`` where two rooms have the id
         (ids given when adding are unique within a room)."""
+        _expect("memory_id", memory_id, str, optional=False)
+        _expect("room", room, str)
         return self._touch([self._find(memory_id, room=room, include_shared=True)])[0]
 
     @consistent_reads
@@ -715,6 +720,8 @@ class Memory:
         embedding, reads, and the facts, profile entries, observations and summaries that
         rest on it alone (``room`` as for :meth:`get`). A fragment of a document is
         removed with its document (``index.knowledge.remove``)."""
+        _expect("memory_id", memory_id, str, optional=False)
+        _expect("room", room, str)
         with self.parts.writing("memory remove"):
             found = self._find(memory_id, room=room)
             document = found.metadata.get("document")
@@ -965,9 +972,11 @@ class Memory:
         room = _room(room)
         settings = self.parts.settings
         history = self._history(room)
-        user = user or next(
-            (m.user for m in reversed(history[1]) if m.user and m.user != self.agent), None
-        )
+        # With no user given, the one who spoke last is whom the window is about (its
+        # profile section); retrieval then keeps to this room: in a shared room the
+        # guess may be wrong, and their other rooms are not the room's to read.
+        asked_for = user
+        user = user or next((m.user for m in history[1] if m.user and m.user != self.agent), None)
         shares = shares or settings.shares
         counter = self.parts.counter(encoding)
         # What history shows within its own share is not retrieved again; the older
@@ -975,7 +984,7 @@ class Memory:
         seen = held_by_share("history", history[0], budget, shares, counter)
         candidates: dict[str, Lines] = {
             "history": history[0],
-            "retrieval": self._retrieval(message, seen, room, user) if message.strip() else [],
+            "retrieval": self._retrieval(message, seen, room, asked_for) if message.strip() else [],
             "profile": self._about(message, user, room),
         }
         window = assemble(
@@ -1012,9 +1021,9 @@ class Memory:
         return lines, newest, line_id
 
     def _retrieval(self, message: str, seen: set[str], room: str, user: str | None) -> Lines:
-        """Memories that answer the message: of this room and, when the user is known,
-        of the rooms they speak in (another user's private room is not theirs to read;
-        with no user known, this room's alone)."""
+        """Memories that answer the message: of this room and, when the caller names the
+        user, of the rooms they speak in (another user's private room is not theirs to
+        read; with no user named, this room's alone)."""
         settings = self.parts.settings
         lines: Lines = []
         rooms = [room] if user is None else sorted({room, *self._rooms_of(user)})

@@ -116,35 +116,29 @@ class Supersession:
         message keeps its place, so a search for its own words still finds it there, and
         the newer statement with it); a chain (Porto, then Lisbon, then Berlin) stands
         newest first. ``named`` gives the ranking's positions of the messages of note
-        (:meth:`messages`) and their ids. None when nothing moves."""
+        (:meth:`messages`) and their ids. None when nothing moves. One pass over them in
+        ranking order: a message is raised only by those above it, whose places are
+        settled when it is reached."""
         if not self.replaced_by:
             return None
         where = {mid: position for position, mid in named.items()}
-        seq = sorted(named)  # the named messages, in ranking order
-        moved: set[int] = set()
-        for _ in range(len(seq)):  # each round raises; a cycle cannot go on for ever
-            changed = False
-            for position in list(seq):
-                for newer in sorted(
-                    where[m] for m in self.replaced_by.get(named[position], ()) if m in where
-                ):
-                    if seq.index(newer) > seq.index(position):
-                        seq.remove(newer)
-                        seq.insert(seq.index(position), newer)
-                        moved.add(newer)
-                        changed = True
-            if not changed:
-                break
-        if not moved:
+        #: position -> (the position it stands before, how deep in a chain it is)
+        anchor: dict[int, tuple[int, int]] = {}
+        for position in sorted(named):
+            place, depth = anchor.get(position, (position, 0))
+            for newer in self.replaced_by.get(named[position], ()):
+                below = where.get(newer)
+                if below is None or below <= position:
+                    continue
+                candidate = (place, depth + 1)
+                held = anchor.get(below)
+                if held is None or (candidate[0], -candidate[1]) < (held[0], -held[1]):
+                    anchor[below] = candidate
+        if not anchor:
             return None
+        moved = sorted(anchor, key=lambda p: (anchor[p][0], -anchor[p][1], p))
         kept = np.ones(size, dtype=bool)
-        kept[sorted(moved)] = False
+        kept[moved] = False
         order = np.flatnonzero(kept)
-        slots: list[int] = []
-        values: list[int] = []
-        for i, position in enumerate(seq):
-            if position in moved:  # before the next message of note that stayed
-                anchor = next(p for p in seq[i:] if p not in moved)
-                slots.append(int(np.searchsorted(order, anchor)))
-                values.append(position)
-        return np.insert(order, slots, values)
+        slots = np.searchsorted(order, [anchor[p][0] for p in moved])
+        return np.insert(order, slots, moved)

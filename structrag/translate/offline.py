@@ -16,7 +16,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from structrag.analysis import fold_accents, term_key
+from structrag.analysis import fold_accents, term_key, wordset
 from structrag.nlp.lemma import is_known_word, is_verb_word, lemma
 from structrag.nlp.names import is_name_token
 from structrag.nlp.pipeline import DEFAULT_MODEL, parse
@@ -114,10 +114,22 @@ def _undirected(m: re.Match[str], text: str) -> tuple[int, int]:
     return start, end
 
 
-def _a_time(phrase: str) -> bool:
+#: Words after "may" that make it the verb ("this may be too expensive", "it may not").
+_AFTER_MODAL = wordset(
+    "be have not also still never just even well only actually already really cost take",
+    "need help work make get go come seem look mean change happen become want",
+)
+
+
+def _a_time(phrase: str, after: str = "") -> bool:
     """Whether a phrase the patterns found is a time: understood, and not the modal verb
-    "may" ("this may be too expensive": the month is written May, or with a day)."""
-    if re.search(r"\bmay\b", phrase) and not re.search(r"\d", phrase):
+    "may" ("this may be too expensive": lower case, a verb after it; "in may" is May)."""
+    following = after.split()[:1]
+    if (
+        re.search(r"\bmay$", phrase.strip())
+        and following
+        and following[0].lower().strip(".,!?") in _AFTER_MODAL
+    ):
         return False
     return understood(phrase.strip())
 
@@ -139,7 +151,7 @@ class SpacyTranslator:
     def translate(self, question: str, speakers: Sequence[str]) -> Translation:
         text = tame(question.strip())
         found = [_undirected(m, text) for m in _TIME_RE.finditer(text)]
-        found = [(start, end) for start, end in found if _a_time(text[start:end])]
+        found = [(start, end) for start, end in found if _a_time(text[start:end], text[end:])]
         time_phrases = [text[start:end].strip() for start, end in found]
         rest = text
         for start, end in reversed(found):  # the phrases out, the words around them kept
