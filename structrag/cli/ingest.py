@@ -200,7 +200,48 @@ def ingest(
         need_full_teardown()  # ray.shutdown() runs at exit
     _refuse_documents(paths, db, options.format)
     with _document_hint(db):
-        _ingest(paths, db, options, llm_settings, dry_run, retry_failed, quiet, as_json, via)
+        from dataclasses import replace
+
+        from structrag.index import estimate_ingest, ingest_into
+
+        server = via.server(db) if is_dir(db) else None
+        if server is not None:
+            if options.engine != "local":
+                raise click.UsageError(
+                    "a server owns this index and extracts with its own workers: drop --engine "
+                    "(or stop the server to ingest on Ray)"
+                )
+            if retry_failed or any(v is not None for v in llm_settings.values()):
+                raise click.UsageError(
+                    "a server owns this index: ingest through it extracts with the server's LLM "
+                    "settings and cannot --retry-failed; drop those flags (or stop the server)"
+                )
+            reports = _ingest_remote(server, paths, options, dry_run=dry_run, quiet=quiet)
+            if dry_run:
+                if as_json:
+                    emit_json(reports)
+                else:
+                    _print_estimate(reports)
+                return
+            _print_reports(reports, options, db, as_json)
+            return
+        if options.extractor in ("llm", "hybrid"):
+            options = replace(options, llm=llm_config(llm_settings, require_endpoint=not dry_run))
+        if dry_run:
+            if not paths:
+                raise click.UsageError("--dry-run needs the FILES that would be ingested")
+            estimate = estimate_ingest(db, list(paths), options)
+            if as_json:
+                emit_json(estimate)
+            else:
+                _print_estimate(estimate)
+            return
+        reports, notes = ingest_into(
+            db, list(paths), options, progress=progress_bar(quiet), retry_failed=retry_failed
+        )
+        for text in notes:
+            note(f"note: {text}")
+        _print_reports([r.as_dict() for r in reports], options, db, as_json)
 
 
 #: Files that are documents, never conversations, by their extension.
@@ -267,61 +308,6 @@ def _document_hint(db: str) -> Iterator[None]:
             )
             exc.hint = f"{exc.hint}; {advice}" if exc.hint else advice
         raise
-
-
-def _ingest(
-    paths: tuple[str, ...],
-    db: str,
-    options: Any,
-    llm_settings: dict[str, Any],
-    dry_run: bool,
-    retry_failed: bool,
-    quiet: bool,
-    as_json: bool,
-    via: Via,
-) -> None:
-    from dataclasses import replace
-
-    from structrag.index import estimate_ingest, ingest_into
-
-    server = via.server(db) if is_dir(db) else None
-    if server is not None:
-        if options.engine != "local":
-            raise click.UsageError(
-                "a server owns this index and extracts with its own workers: drop --engine "
-                "(or stop the server to ingest on Ray)"
-            )
-        if retry_failed or any(v is not None for v in llm_settings.values()):
-            raise click.UsageError(
-                "a server owns this index: ingest through it extracts with the server's LLM "
-                "settings and cannot --retry-failed; drop those flags (or stop the server)"
-            )
-        reports = _ingest_remote(server, paths, options, dry_run=dry_run, quiet=quiet)
-        if dry_run:
-            if as_json:
-                emit_json(reports)
-            else:
-                _print_estimate(reports)
-            return
-        _print_reports(reports, options, db, as_json)
-        return
-    if options.extractor in ("llm", "hybrid"):
-        options = replace(options, llm=llm_config(llm_settings, require_endpoint=not dry_run))
-    if dry_run:
-        if not paths:
-            raise click.UsageError("--dry-run needs the FILES that would be ingested")
-        estimate = estimate_ingest(db, list(paths), options)
-        if as_json:
-            emit_json(estimate)
-        else:
-            _print_estimate(estimate)
-        return
-    reports, notes = ingest_into(
-        db, list(paths), options, progress=progress_bar(quiet), retry_failed=retry_failed
-    )
-    for text in notes:
-        note(f"note: {text}")
-    _print_reports([r.as_dict() for r in reports], options, db, as_json)
 
 
 def _print_reports(reports: list[dict[str, Any]], options: Any, db: str, as_json: bool) -> None:
