@@ -368,6 +368,7 @@ def test_relational_filters_on_metadata(
         ("until June 2024", None, datetime(2024, 7, 1)),
         ("between June 1 and June 9", datetime(2024, 6, 1), datetime(2024, 6, 10)),
         ("from January to March 2023", datetime(2023, 1, 1), datetime(2023, 4, 1)),
+        ("from December to January 2024", datetime(2023, 12, 1), datetime(2024, 2, 1)),
         ("on July 4", datetime(2024, 7, 4), datetime(2024, 7, 5)),
         ("25 July", datetime(2023, 7, 25), datetime(2023, 7, 26)),  # after the anchor
         ("in the last two weeks", datetime(2024, 7, 7), datetime(2024, 7, 21)),
