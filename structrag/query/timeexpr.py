@@ -186,11 +186,19 @@ def _directed(phrase: str, anchor: datetime | None) -> TimeRange | None:
         if year and not _YEAR.search(left) and not re.search(r"\d{4}-", left):
             left = f"{left} {year.group(1)}"
         start, end = _point(left, anchor), _point(right, anchor)
-        if year and start is not None and end is not None and start.start and end.end:
-            if end.end <= start.start and left.endswith(year.group(1)):
-                # "from December to January 2024": the December before
-                left = f"{left[: -len(year.group(1))]}{int(year.group(1)) - 1}"
-                start = _point(left, anchor)
+        if (
+            year
+            and start is not None
+            and end is not None
+            and start.start
+            and end.end
+            and end.end <= start.start
+            and start.start.month > (end.end - timedelta(days=1)).month  # over a year's end
+            and left.endswith(year.group(1))
+        ):
+            # "from December to January 2024": the December before
+            left = f"{left[: -len(year.group(1))]}{int(year.group(1)) - 1}"
+            start = _point(left, anchor)
         if start is None or end is None or (start.start and end.end and end.end <= start.start):
             return None
         return TimeRange(start.start, end.end)
