@@ -580,6 +580,7 @@ def test_values_of_the_wrong_type_are_named(index: Index) -> None:
         (lambda: mem.get("x", room=5), "room must be text"),  # type: ignore[arg-type]
         (lambda: mem.remove("x", room=5), "room must be text"),  # type: ignore[arg-type]
         (lambda: mem.update("x", room=5, status="done"), "room must be text"),  # type: ignore[arg-type]
+        (lambda: mem.update("x", metadata=[1]), "metadata must be a dict"),  # type: ignore[arg-type]
     ]
     for call, message in calls:
         with pytest.raises(MemoryInputError, match=message):

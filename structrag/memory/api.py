@@ -321,17 +321,13 @@ class Memory:
         _expect("memory_id", memory_id, str, optional=False)
         _expect("room", room, str)
         _expect("status", status, str)
+        _expect("metadata", metadata, dict)
         if status is None and importance is None and metadata is None:
             raise MemoryInputError(
                 "nothing to change", hint="give a status, an importance or metadata"
             )
         if importance is not None:
             _check_importance(importance)
-        if metadata is not None and not isinstance(metadata, dict):
-            raise MemoryInputError(
-                f"metadata must be a mapping, not {type(metadata).__name__}",
-                hint='e.g. {"channel": "email"}',
-            )
         with self.parts.writing("memory update"):
             found = self._find(memory_id, room=room)
             if status is not None:

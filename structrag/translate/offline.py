@@ -408,8 +408,6 @@ def _speaker_for(name: str, keys: dict[str, str], speakers: Sequence[str]) -> st
     "Dr. Amara Okafor"), or a unique short form of a first name ("Mel" for Melanie);
     accents aside ("Zoe" for Zoë)."""
     name = _first_name(name) if name.split()[0].lower().rstrip(".") in _TITLES else name
-    if " " not in name and name != _first_name(name):
-        name = _first_name(name)
     found = keys.get(_key(name)) or keys.get(_key(name.split()[0]))
     if found or len(name) < 3 or " " in name:
         return found
