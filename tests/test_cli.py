@@ -114,6 +114,12 @@ def test_sql_reads_the_views_as_a_table_or_json(example_index: Path) -> None:
     assert two.exit_code == 1 and "one statement at a time" in str(two.exception)
     same = runner.invoke(cli, ["sql", "SELECT 1 AS a, 2 AS a", "--db", db, "--json"])
     assert json.loads(same.stdout) == [{"a": 1, "a_2": 2}]
+    # JSON columns are values in --json (not strings holding JSON) and JSON in the table
+    meta = 'SELECT \'{"page": 3, "tags": ["a"]}\'::JSON AS meta, NULL::JSON AS none'
+    decoded = runner.invoke(cli, ["sql", meta, "--db", db, "--json"])
+    assert json.loads(decoded.stdout) == [{"meta": {"page": 3, "tags": ["a"]}, "none": None}]
+    shown = runner.invoke(cli, ["sql", meta, "--db", db])
+    assert shown.stdout.splitlines()[1].split("  ")[0] == '{"page": 3, "tags": ["a"]}'
     many = runner.invoke(cli, ["sql", "SELECT * FROM range(5000)", "--db", db, "--limit", "3"])
     assert many.stdout.splitlines()[1:] == ["0", "1", "2"] and "more than 3 rows" in many.stderr
     # SQL that fails: DuckDB's words and where, as an error of structrag's (no traceback)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -264,4 +265,8 @@ def _distinct(columns: list[str]) -> list[str]:
 
 
 def _cell(value: Any) -> str:
-    return "NULL" if value is None else clip(str(value).replace("\n", " "), 80)
+    if value is None:
+        return "NULL"
+    if isinstance(value, dict | list):  # JSON, STRUCT and LIST columns: shown as JSON
+        value = json.dumps(value, ensure_ascii=False, default=str)
+    return clip(str(value).replace("\n", " "), 80)

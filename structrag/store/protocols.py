@@ -406,7 +406,7 @@ class KnowledgeStore(Protocol):
         self, query: str, params: Sequence[Any] | Mapping[str, Any] = (), limit: int | None = None
     ) -> tuple[list[str], list[tuple[Any, ...]]]:
         """One statement's result: the names of its columns and its rows (at most
-        ``limit``, read no further)."""
+        ``limit``, read no further); JSON columns come decoded (dicts, lists ...)."""
         ...
 
     # -- for the query engine ---------------------------------------------------------

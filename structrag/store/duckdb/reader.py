@@ -188,7 +188,11 @@ class DuckDBReader:
                     "comment FROM duckdb_views() WHERE view_name LIKE 'v_%'\" (and the "
                     "README's Storage layout)",
                 ) from None
-            return [str(d[0]) for d in cursor.description or ()], rows
+            description = cursor.description or ()
+            decode = [k for k, d in enumerate(description) if str(d[1]) == "JSON"]
+            if decode:  # JSON columns as the values they hold, not their text
+                rows = [_json_decoded(row, decode) for row in rows]
+            return [str(d[0]) for d in description], rows
 
     def read_only_problem(self, query: str) -> str | None:
         """What in ``query`` may change the database or run something (``"DELETE
@@ -937,3 +941,12 @@ def _ref(row: tuple[Any, ...]) -> SemanticRef:
         extractor=extractor,
         extractor_version=version,
     )
+
+
+def _json_decoded(row: tuple[Any, ...], columns: Sequence[int]) -> tuple[Any, ...]:
+    """``row`` with the JSON text in ``columns`` decoded (NULL stays None)."""
+    values = list(row)
+    for k in columns:
+        if isinstance(values[k], str):
+            values[k] = json.loads(values[k])
+    return tuple(values)
