@@ -88,6 +88,8 @@ def test_time_phrases_become_scopes(ix: Index) -> None:
         ("What happened between February 1 and March 15?", "between February 1 and March 15"),
         ("What did Bob say on 2024-01-22?", "on 2024-01-22"),
         ("What happened in the last two weeks?", "in the last two weeks"),
+        ("What did Bob say until today?", "until today"),
+        ("What has Eli said since yesterday?", "since yesterday"),
     ],
 )
 def test_time_phrases_with_a_direction_or_without_a_year(question: str, phrase: str) -> None:

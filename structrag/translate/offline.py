@@ -37,6 +37,7 @@ _POINT = "|".join(
         rf"(?:{_MONTHS})\.?,?\s+(?:of\s+)?\d{{4}}",
         r"\d{4}-\d{1,2}(?:-\d{1,2})?",
         rf"(?:last|this)\s+(?:week|month|year|{_MONTHS})",
+        r"today|yesterday",
         r"\d{4}",
         rf"(?:{_MONTHS})",
     ]
