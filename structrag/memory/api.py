@@ -1167,13 +1167,23 @@ def _line(memory: MemoryRecord, *, room: bool = False) -> str:
     where = f"{memory.room} " if room else ""
     who = f"{memory.user}: " if memory.user else ""
     old = "(superseded) " if memory.status == SUPERSEDED else ""
-    return f"[{memory.id}] {where}[{format_date(when)}] {who}{old}{memory.text}"
+    return f"[{memory.id}] {where}[{format_date(when)}] {who}{old}{_indented(memory.text)}"
 
 
 def _knowledge_line(memory: MemoryRecord) -> str:
     """A knowledge fragment as a context line, labelled with its document and section."""
     source = memory.metadata.get("label") or memory.room
-    return f"[{memory.id}] [{source}] {memory.text}"
+    return f"[{memory.id}] [{source}] {_indented(memory.text)}"
+
+
+def _indented(text: str) -> str:
+    """A memory's text with its later lines indented: a line of its own that reads like
+    a section header (``## About the user``) or another memory's line cannot pass for
+    one in the window."""
+    return _LINE_BREAK.sub("\n    ", text.strip())
+
+
+_LINE_BREAK = re.compile(r"[ \t]*(?:\r\n?|\n|\u2028|\u2029)[ \t]*")
 
 
 def _new_id() -> str:
