@@ -11,6 +11,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
+from structrag import Index
 from structrag.cli import cli, main
 from tests.entry_helpers import run_marked
 
@@ -120,12 +121,45 @@ def test_sql_reads_the_views_as_a_table_or_json(example_index: Path) -> None:
     assert json.loads(decoded.stdout) == [{"meta": {"page": 3, "tags": ["a"]}, "none": None}]
     shown = runner.invoke(cli, ["sql", meta, "--db", db])
     assert shown.stdout.splitlines()[1].split("  ")[0] == '{"page": 3, "tags": ["a"]}'
+    cut = runner.invoke(
+        cli, ["sql", "SELECT * FROM range(5)", "--db", db, "--json", "--limit", "3"]
+    )
+    assert len(json.loads(cut.stdout)) == 3 and "more than 3 rows" in cut.stderr
+    strict = runner.invoke(
+        cli,
+        [
+            "sql",
+            "SELECT 'nan'::DOUBLE AS n, TIMESTAMP '2024-03-10 23:30' AS t",
+            "--db",
+            db,
+            "--json",
+        ],
+    )
+    assert json.loads(strict.stdout, parse_constant=pytest.fail) == [
+        {"n": None, "t": "2024-03-10T23:30:00"}
+    ]
     many = runner.invoke(cli, ["sql", "SELECT * FROM range(5000)", "--db", db, "--limit", "3"])
     assert many.stdout.splitlines()[1:] == ["0", "1", "2"] and "more than 3 rows" in many.stderr
     # SQL that fails: DuckDB's words and where, as an error of structrag's (no traceback)
     code, _, err = run("sql", "SELECT nosuch FROM v_messages", "--db", db)
     assert code == 1 and "Traceback" not in err
     assert "the SQL failed: Binder Error" in err and "LINE 1:" in err and "hint:" in err
+
+
+def test_entities_list_their_most_frequent_types_first(example_index: Path) -> None:
+    out = CliRunner().invoke(cli, ["entities", "--db", str(example_index), "--json"]).stdout
+    rows = json.loads(out)
+    with Index(example_index, read_only=True) as index:
+        for row in rows[:5]:
+            counts = dict(
+                index.sql(
+                    "SELECT t, count(*) FROM (SELECT unnest(e.types) AS t FROM entities e "
+                    "JOIN semantic_refs r USING (ref_id) WHERE e.stem_key = (SELECT stem_key "
+                    "FROM entities WHERE name = ? LIMIT 1)) GROUP BY t",
+                    [row["name"]],
+                )
+            )
+            assert row["types"] == sorted(counts, key=lambda t: (-counts[t], t)), row
 
 
 def test_errors_exit_non_zero_without_traceback(tmp_path: Path) -> None:

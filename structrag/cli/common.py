@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import date, datetime, time, timedelta
+from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -73,7 +76,34 @@ def json_option(func: F) -> F:
 
 
 def emit_json(value: Any) -> None:
-    click.echo(json.dumps(value, ensure_ascii=False, indent=2, default=str))
+    """``value`` as strict JSON (RFC 8259): no NaN or Infinity (they are null), times in
+    ISO 8601, bytes in hex, durations in seconds."""
+    click.echo(json.dumps(_strict(value), ensure_ascii=False, indent=2, default=_plain))
+
+
+def _strict(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _strict(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_strict(v) for v in value]
+    return value
+
+
+def _plain(value: Any) -> Any:
+    """What :func:`json.dumps` cannot write itself, as JSON's values."""
+    if isinstance(value, datetime | date | time):
+        return value.isoformat()
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value).hex()
+    if isinstance(value, Decimal):
+        return _strict(float(value))
+    if isinstance(value, set | frozenset):
+        return _strict(sorted(value, key=str))
+    return str(value)
 
 
 def note(text: str) -> None:

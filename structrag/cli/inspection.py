@@ -241,17 +241,19 @@ def sql(statement: str, db: str, limit: int, as_json: bool, via: Via) -> None:
     with open_for(db, served_ok=via.no_server) as index:
         columns, rows = index.sql_table(statement, limit=limit + 1)
     shown = rows[:limit]
+    more = len(rows) > limit
     if as_json:
         names = _distinct(columns)
         emit_json([dict(zip(names, row, strict=True)) for row in shown])
+        if more:  # on stderr, so that the JSON stays a list of rows
+            click.echo(f"more than {counted(limit, 'row')}: raise --limit to see them", err=True)
         return
     cells = [[_cell(v) for v in row] for row in shown]
     widths = [max([len(c), *(len(r[k]) for r in cells)]) for k, c in enumerate(columns)]
     click.echo("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
     for row in cells:
         click.echo("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
-    more = "more than " if len(rows) > limit else ""
-    click.echo(f"{more}{counted(len(shown), 'row')}", err=True)
+    click.echo(f"{'more than ' if more else ''}{counted(len(shown), 'row')}", err=True)
 
 
 def _distinct(columns: list[str]) -> list[str]:

@@ -473,16 +473,25 @@ class DuckDBReader:
         yield from self._refs(" AND ".join(clauses), params)
 
     def top_entities(self, limit: int, conversation: str | None = None) -> list[dict[str, Any]]:
+        # types: the most frequent among the mentions first
         rows = self.sql(
-            "SELECT min(e.name) AS name, count(*) AS mentions, count(DISTINCT r.mkey), "
-            "list_distinct(flatten(list(e.types))) "
-            "FROM entities e JOIN semantic_refs r USING (ref_id) "
-            "WHERE (? IS NULL OR r.conversation = ?) "
-            "GROUP BY e.stem_key ORDER BY mentions DESC, name LIMIT ?",
+            "WITH m AS (SELECT e.stem_key, e.name, e.types, r.mkey "
+            "  FROM entities e JOIN semantic_refs r USING (ref_id) "
+            "  WHERE (? IS NULL OR r.conversation = ?)), "
+            "top AS (SELECT stem_key, min(name) AS name, count(*) AS mentions, "
+            "  count(DISTINCT mkey) AS messages FROM m GROUP BY stem_key "
+            "  ORDER BY mentions DESC, name LIMIT ?), "
+            "typed AS (SELECT stem_key, type, count(*) AS n FROM "
+            "  (SELECT stem_key, unnest(types) AS type FROM m SEMI JOIN top USING (stem_key)) "
+            "  GROUP BY ALL) "
+            "SELECT top.name, top.mentions, top.messages, "
+            "  list(typed.type ORDER BY typed.n DESC, typed.type) FILTER (typed.type IS NOT NULL) "
+            "FROM top LEFT JOIN typed USING (stem_key) "
+            "GROUP BY ALL ORDER BY top.mentions DESC, top.name",
             [conversation, conversation, limit],
         )
         return [
-            {"name": r[0], "mentions": int(r[1]), "messages": int(r[2]), "types": sorted(r[3])}
+            {"name": r[0], "mentions": int(r[1]), "messages": int(r[2]), "types": list(r[3] or [])}
             for r in rows
         ]
 
