@@ -41,13 +41,30 @@ def query_json(index: Index, result: QueryResult, *, explain: bool = False) -> d
     stored = index.store.messages_by_keys([m.mkey for m in result.messages])
     for item, message in zip(data["messages"], result.messages, strict=True):
         found = stored.get(message.mkey)
+        item["speaker"] = found.message.speaker if found else None
+        when = found.message.timestamp if found else None
+        item["timestamp"] = when.isoformat() if when else None
         item["text"] = render_message(found) if found else ""
     ref_ids = [r for r, _ in result.refs]
     texts = {r: (kind, text) for r, (kind, text, _) in index.store.knowledge_texts(ref_ids).items()}
     texts.update(_action_texts(index, [r for r in ref_ids if r not in texts]))
+    where = _ref_messages(index, ref_ids)
     for item in data["semantic_refs"]:
         item["kind"], item["text"] = texts.get(item["ref_id"], (None, None))
+        item["conversation"], item["message_id"] = where.get(item["ref_id"], (None, None))
     return data
+
+
+def _ref_messages(index: Index, ref_ids: list[int]) -> dict[int, tuple[str, str]]:
+    """The conversation and message each semantic ref comes from."""
+    if not ref_ids:
+        return {}
+    rows = index.sql(
+        "SELECT ref_id, conversation, message_id FROM semantic_refs "
+        "WHERE ref_id IN (SELECT unnest(?::BIGINT[]))",
+        [ref_ids],
+    )
+    return {int(r): (str(c), str(m)) for r, c, m in rows}
 
 
 def _action_texts(index: Index, ref_ids: list[int]) -> dict[int, tuple[str, str]]:

@@ -296,6 +296,15 @@ def test_cli_query_ask_and_batch(example_index: Path, tmp_path: Path) -> None:
     refs = json.loads(done.stdout)["semantic_refs"]
     assert refs and all(r["kind"] == "action" for r in refs)
     assert all(r["text"].startswith("Marco adopt ") for r in refs)
+    messages = json.loads(done.stdout)["messages"]
+    assert {r["message_id"] for r in refs} <= {m["id"] for m in messages}
+    assert all(r["conversation"] == "friends" for r in refs)
+    assert all(m["speaker"] == "Marco" and m["timestamp"].startswith("20") for m in messages)
+    done = run_cli("query", "Biscuit", "--db", db, "--limit", "2", "--json")
+    data = json.loads(done.stdout)
+    assert len(data["messages"]) == 2 and data["matched"] > 2
+    done = run_cli("query", "Biscuit", "--db", db, "--limit", "2")
+    assert f"2 messages of {data['matched']:,} in " in done.stdout
     done = run_cli("ask", "When did Marco adopt Biscuit?", "--db", db, "--budget", "100", "--json")
     answer = json.loads(done.stdout)
     assert answer["tokens"] <= 100 and answer["message_ids"][0] == "m11"

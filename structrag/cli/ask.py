@@ -97,7 +97,9 @@ def query(
     )
     if shown:
         click.echo("knowledge: " + "; ".join(shown[:12]))
-    click.echo(f"{counted(len(data['messages']), 'message')} in {data['seconds'] * 1000:.1f} ms")
+    listed, matched = len(data["messages"]), data.get("matched", 0)
+    of = f" of {matched:,}" if matched > listed else ""
+    click.echo(f"{counted(listed, 'message')}{of} in {data['seconds'] * 1000:.1f} ms")
 
 
 @click.command()

@@ -62,6 +62,8 @@ class QueryResult:
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
     tree: str = ""
+    #: How many messages the query matched (``messages`` holds at most the limit of them).
+    matched: int = 0
     #: A document fragment's citation fields, by mkey (see :func:`fragment_citations`).
     citations: dict[int, dict[str, Any]] = field(default_factory=dict)
 
@@ -77,6 +79,7 @@ class QueryResult:
                 }
                 for m in self.messages
             ],
+            "matched": self.matched,
             "semantic_refs": [{"ref_id": r, "score": round(s, 4)} for r, s in self.refs],
             "notes": self.notes,
             "seconds": round(self.seconds, 4),
@@ -258,6 +261,7 @@ class QueryEngine:
             notes=notes,
             seconds=time.perf_counter() - started,
             tree=ast.dump(node),
+            matched=int(np.count_nonzero(match.mask)),
             citations=fragment_citations(
                 self.store, [] if limit is None else [(m.mkey, m.conversation) for m in ranked]
             ),
