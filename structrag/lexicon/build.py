@@ -9,7 +9,8 @@ What goes in is chosen here, not learned: :data:`CATEGORIES` lists the categorie
 ask about in a conversation (sports, hobbies, food, places, animals, people's roles ...),
 each as the words that name it, the WordNet synsets whose kinds (hyponyms and instances,
 all the way down) are its members, and words of our own that WordNet does not file under
-it (hobbies are not a WordNet class; yoga is no "exercise" there). A member is kept when
+it (hobbies are not a WordNet class; yoga is no "exercise" there), less the words a chat
+mostly means otherwise (:data:`NOT_LEISURE`). A member is kept when
 one of its first two noun senses lies under the category (so "rock" is no kind of music
 genre: its first senses are stones) and it is one word of three letters or more;
 categories of more than :data:`MAX_MEMBERS` members are cut to the nearest ones (fewest
@@ -43,6 +44,8 @@ class Category:
     #: Whether proper names count as members (Chicago is a city; for a job, the people
     #: WordNet files under it are no answer).
     proper: bool = True
+    #: Words left out whatever WordNet says (see :data:`NOT_LEISURE`).
+    not_members: frozenset[str] = frozenset()
 
 
 def _words(text: str) -> tuple[str, ...]:
@@ -111,6 +114,24 @@ _HOLIDAYS = _words(
     "kwanzaa valentine valentines birthday birthdays anniversary"
 )
 
+#: Sports, games, hobbies and exercises WordNet gives that a chat mostly means otherwise:
+#: numbers and common words (a "five" is a basketball team, "singles" tennis, a "steal"
+#: baseball, "patience" and "chicago" card games), or words whose stem, the form the text
+#: index matches, is a common word of another sense ("coursing" -> "course", "beagling"
+#: -> "beagle", "bowls" -> "bowl"). Chosen here by reading those categories' members, not
+#: learned; left out of those categories only (Chicago stays a city).
+NOT_LEISURE = frozenset(
+    _words(
+        "fives sevens singles doubles twenty-one seven-up five-hitter four-hitter "
+        "three-hitter two-hitter one-hitter no-hitter steal ducking floating in-fighting "
+        "bathe plunge coursing beagling trolling sparring vaulting jackknife battue curvet "
+        "piaffe tracing netting suturing modeling modelling clean crucifix straddle "
+        "conditioner pandiculation stops hearts auction meld numbers patience parliament "
+        "chicago bolivia newmarket boodle rum monte jacks high-low canfield klondike bowls "
+        "draughts marbles"
+    )
+)
+
 #: The categories. A name may be a phrase ("martial art"); names and members are matched
 #: through the shared analysis chain, so plurals need not be listed.
 CATEGORIES: tuple[Category, ...] = (
@@ -119,21 +140,41 @@ CATEGORIES: tuple[Category, ...] = (
         ("sport",),
         ("sport.n.01", "athletic_game.n.01", "outdoor_sport.n.01", "martial_art.n.01"),
         ("kickboxing", "taekwondo", "yoga", "pilates", "climbing", "bouldering", "running"),
+        not_members=NOT_LEISURE,
     ),
-    Category(("martial art",), ("martial_art.n.01",), ("kickboxing", "taekwondo")),
+    Category(
+        ("martial art",),
+        ("martial_art.n.01",),
+        ("kickboxing", "taekwondo"),
+        not_members=NOT_LEISURE,
+    ),
     Category(
         ("game",),
         ("game.n.01", "board_game.n.01", "card_game.n.01", "video_game.n.01"),
         ("chess", "monopoly", "scrabble", "poker", "fortnite", "minecraft", "zelda"),
+        not_members=NOT_LEISURE,
     ),
-    Category(("exercise", "workout", "training"), ("exercise.n.01",), _EXERCISE),
+    Category(
+        ("exercise", "workout", "training"), ("exercise.n.01",), _EXERCISE, not_members=NOT_LEISURE
+    ),
     Category(
         ("hobby", "pastime", "activity", "leisure"),
         ("sport.n.01", "art.n.02", "water_sport.n.01", "outdoor_sport.n.01"),
         _HOBBIES,
+        not_members=NOT_LEISURE,
     ),
-    Category(("outdoor activity", "outdoor sport"), ("outdoor_sport.n.01",), _OUTDOOR),
-    Category(("water sport",), ("water_sport.n.01",), ("surfing", "kayaking", "sailing")),
+    Category(
+        ("outdoor activity", "outdoor sport"),
+        ("outdoor_sport.n.01",),
+        _OUTDOOR,
+        not_members=NOT_LEISURE,
+    ),
+    Category(
+        ("water sport",),
+        ("water_sport.n.01",),
+        ("surfing", "kayaking", "sailing"),
+        not_members=NOT_LEISURE,
+    ),
     Category(("art", "art form", "artwork"), ("art.n.01", "art.n.02", "painting.n.01")),
     Category(("craft",), ("art.n.02",), ("pottery", "knitting", "woodworking", "crochet")),
     Category(("painting",), ("painting.n.01",), ("watercolor", "acrylic", "landscape")),
@@ -325,7 +366,8 @@ def build_table(categories: Sequence[Category] = CATEGORIES) -> dict[str, list[s
         for word in category.extra:
             members.setdefault(word.lower())
         own = {name.lower() for name in category.names}
-        kept = [m for m in members if m not in own and _plain(m)][:MAX_MEMBERS]
+        kept = [m for m in members if m not in own | category.not_members and _plain(m)]
+        kept = kept[:MAX_MEMBERS]
         for name in category.names:
             table.setdefault(name, [])
             table[name].extend(m for m in kept if m not in table[name])
