@@ -236,6 +236,11 @@ def test_a_query_that_finds_nothing_says_what_the_scope_lacks(ix: Index) -> None
     assert any("no conversation 'nowhere'" in n for n in notes("conversation:nowhere Biscuit"))
     assert any("only stopwords" in n for n in notes("the OR and"))
     assert not ix.query("Biscuit").notes  # found: nothing to say
+    # a scope with only stopwords beside it finds the scope's messages, and says why
+    scoped = ix.query("speaker:Marco the", limit=None)
+    assert speakers(ix, [m.id for m in scoped.messages]) == {"Marco"}
+    assert len(scoped.messages) == len(ix.query("speaker:Marco", limit=None).messages)
+    assert any("'the' is only stopwords" in n and "runs without it" in n for n in scoped.notes)
 
 
 def test_a_word_finds_its_irregular_forms(tmp_path: Path) -> None:

@@ -252,7 +252,9 @@ class QueryEngine:
         ranking = _rank(match, view, limit)
         ranked = ranking if limit is None else list(ranking)
         refs = sorted(_refs_in(match, run).items(), key=lambda kv: (-kv[1], kv[0]))
-        notes = run.notes if len(ranked) else [*run.notes, *_why_nothing(node, view)]
+        notes = [*run.notes, *_stopwords_only(node)]
+        if not len(ranked):
+            notes += _why_nothing(node, view)
         return QueryResult(
             query=node.to_query(),
             plan=plan.explain(),
@@ -734,6 +736,22 @@ def _people_first(
     return kept, theirs
 
 
+def _stopwords_only(node: ast.Node) -> list[str]:
+    """Terms the index cannot search: whatever the query found, it found without them
+    (``speaker:Marco the`` is every message of Marco's)."""
+    from structrag.analysis import stems
+
+    return [
+        f"{item.text!r} is only stopwords: it matches nothing, and the query runs without it"
+        for item in ast.walk(node)
+        if isinstance(item, ast.Term)
+        and not item.fuzzy
+        and not item.kinds
+        and item.text.strip()
+        and not stems(item.text)
+    ]
+
+
 def _why_nothing(node: ast.Node, view: ConversationView) -> list[str]:
     """What a query that found nothing asked for that the scope does not have: words no
     message says (with their neighbours one edit away, for a typo), people who say
@@ -743,10 +761,7 @@ def _why_nothing(node: ast.Node, view: ConversationView) -> list[str]:
     notes: list[str] = []
     for item in ast.walk(node):
         if isinstance(item, ast.Term) and not item.fuzzy and not item.kinds:
-            found = stems(item.text)
-            if not found and item.text.strip():
-                notes.append(f"{item.text!r} is only stopwords: it matches nothing")
-            for stem in found:
+            for stem in stems(item.text):
                 if view.holds(stem):
                     continue
                 near = [c for c, _ in view.corrections(stem)]
