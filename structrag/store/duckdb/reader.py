@@ -185,7 +185,7 @@ class DuckDBReader:
                 raise QueryError(
                     "the SQL failed: " + re.sub(r"\n\s*\n", "\n", str(exc).strip()),
                     hint='the views and their columns: structrag sql "SELECT view_name, '
-                    "comment FROM duckdb_views() WHERE view_name LIKE 'v_%'\" (and the "
+                    "comment FROM duckdb_views() WHERE starts_with(view_name, 'v_')\" (and the "
                     "README's Storage layout)",
                 ) from None
             description = cursor.description or ()
