@@ -236,6 +236,14 @@ def test_a_query_that_finds_nothing_says_what_the_scope_lacks(ix: Index) -> None
     assert any("no conversation 'nowhere'" in n for n in notes("conversation:nowhere Biscuit"))
     assert any("only stopwords" in n for n in notes("the OR and"))
     assert not ix.query("Biscuit").notes  # found: nothing to say
+    # scopes a message cannot be in at once, and what the index lacks
+    (both,) = notes("speaker:Marco speaker:Priya")
+    assert "a message has one speaker" in both and "speaker:Marco OR speaker:Priya" in both
+    (apart,) = notes("date:2024-05-01 date:2024-06-01")
+    assert "do not overlap" in apart
+    (documents,) = notes("source:knowledge")
+    assert "holds no documents" in documents and "knowledge add" in documents
+    assert not ix.query("speaker:Marco OR speaker:Priya").notes
     # a scope with only stopwords beside it finds the scope's messages, and says why
     scoped = ix.query("speaker:Marco the", limit=None)
     assert speakers(ix, [m.id for m in scoped.messages]) == {"Marco"}
@@ -260,6 +268,8 @@ def test_a_word_finds_its_irregular_forms(tmp_path: Path) -> None:
         assert "m3" not in ids(index, "bite")  # "bit" is a word of its own
         # "live" is not "living" for a living: no job in its words.
         assert "job" not in index.query("live").plan
+        # the messages have no dates: a date scope says so
+        assert index.query("date:2024").notes == ["date:2024: no message in scope has a date"]
 
 
 def test_boolean_operators(ix: Index) -> None:

@@ -803,4 +803,46 @@ def _why_nothing(node: ast.Node, view: ConversationView) -> list[str]:
                 f"no conversation {item.conversation!r} in scope: list them with "
                 "`structrag conversations`"
             )
+        elif (
+            isinstance(item, ast.SourceScope)
+            and item.source == "knowledge"
+            and "knowledge" not in view.owner.store.memory_tables()
+        ):
+            notes.append(
+                "source:knowledge: the index holds no documents (add them with "
+                "`structrag knowledge add`)"
+            )
+        elif (
+            isinstance(item, ast.TimeScope)
+            and item.keyword != "when"
+            and len(view.scope.frame)
+            and np.isnat(view.scope.frame.timestamps.astype("datetime64[us]")).all()
+        ):
+            notes.append(f"{item.to_query()}: no message in scope has a date")
+    notes += _exclusive_scopes(node)
+    return notes
+
+
+def _exclusive_scopes(node: ast.Node) -> list[str]:
+    """Scopes a query with no OR asks a message to be in at once, that no message can be:
+    two speakers, or two date ranges that do not overlap."""
+    items = list(ast.walk(node))
+    if any(isinstance(i, ast.Or) and i.explicit for i in items):
+        return []  # scopes beside each other in a group restrict it; OR gives either
+    notes = []
+    said_by = sorted(
+        {i.name for i in items if isinstance(i, ast.PeopleScope) and i.role == "speaker"}
+    )
+    if len(said_by) > 1:
+        either = " OR ".join(f"speaker:{ast.quote(n)}" for n in said_by)
+        notes.append(
+            f"a message has one speaker, and the query asks for {' and '.join(said_by)} at "
+            f"once: write {either} for the messages of any of them"
+        )
+    ranges = [i for i in items if isinstance(i, ast.TimeScope) and i.keyword != "when"]
+    starts = [r.start for r in ranges if r.start is not None]
+    ends = [r.end for r in ranges if r.end is not None]
+    if len(ranges) > 1 and starts and ends and max(starts) >= min(ends):
+        shown = " and ".join(r.to_query() for r in ranges)
+        notes.append(f"{shown} do not overlap: write OR between them for either")
     return notes
