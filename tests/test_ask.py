@@ -269,6 +269,9 @@ def test_a_speaker_scope_without_accents_finds_the_speaker(tmp_path: Path) -> No
         index.ingest([chat])
         assert [m.id for m in index.query("speaker:Zoe").messages] == ["1"]
         assert not index.query("speaker:Zoe").notes
+        # a last name, with or without its accents, when no first name is it
+        for surname in ("speaker:Ståhl", "speaker:stahl"):
+            assert [m.id for m in index.query(surname).messages] == ["1"], surname
 
 
 def test_translator_finds_people_names_and_possessions() -> None:

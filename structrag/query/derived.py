@@ -178,16 +178,24 @@ class ConversationView:
         return lemmatize(verb) if lemmatize else verb.lower()
 
     def people_named(self, name: str) -> list[str]:
-        """Speakers a name refers to: exact, first name, or an alias ("Mel" -> Melanie)."""
+        """Speakers a name refers to: exact, first name, or an alias ("Mel" -> Melanie);
+        failing those, the same without accents (speaker:Zoe is Zoë), then a last name
+        (speaker:Scott is Kevin Scott)."""
         keys = set(self.name_keys(name))
         found = [s for s in self.speakers if term_key(s) in keys or term_key(s.split()[0]) in keys]
-        if not found:  # accents aside: speaker:Zoe is Zoë
-            folded = {fold_accents(k) for k in keys}
+        folded = {fold_accents(k) for k in keys}
+        if not found:
             found = [
                 s
                 for s in self.speakers
                 if fold_accents(term_key(s)) in folded
                 or fold_accents(term_key(s.split()[0])) in folded
+            ]
+        if not found:
+            found = [
+                s
+                for s in self.speakers
+                if len(s.split()) > 1 and fold_accents(term_key(s.split()[-1])) in folded
             ]
         return found or [name]
 
