@@ -21,6 +21,7 @@ from structrag.errors import (
     MemoryInputError,
     NotFoundError,
     QueryError,
+    QueryPlanError,
     QuerySyntaxError,
     StructragError,
 )
@@ -84,6 +85,7 @@ __all__ = [
     "Message",
     "NotFoundError",
     "QueryError",
+    "QueryPlanError",
     "QuerySyntaxError",
     "SemanticRef",
     "Span",

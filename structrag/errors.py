@@ -173,6 +173,14 @@ class QueryError(StructragError, ValueError):
     """A query that parses but cannot run (unknown property, bad date, empty scope)."""
 
 
+class QueryPlanError(QuerySyntaxError, QueryError):
+    """A query that parses but cannot run (a pattern that matches everything, a boosted
+    scope with nothing to prefer), with the position and caret of the part at fault. A
+    :class:`QueryError` too, as the compiler's error for the same query built as an AST,
+    without text, is. The parser raises it for patterns; the compiler, for a boosted
+    scope (which keeps where it was written)."""
+
+
 class ConfigError(StructragError, ValueError):
     """A setting that is missing or invalid (LLM endpoint, embedding model, budget)."""
 

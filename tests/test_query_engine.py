@@ -500,3 +500,16 @@ def test_the_store_checks_property_conditions_as_the_conversation_table_does(
             assert set(expected) <= set(ix.store.refs_meeting(None, conditions))
             checked += bool(expected)
         assert checked > 10
+
+
+def test_a_word_written_without_its_accents_is_one_fuzzy_step_away(tmp_path: Path) -> None:
+    chat = tmp_path / "trip.jsonl"
+    said = ["We met Zoë Ångström in Zürich.", "The café was closed."]
+    chat.write_text("\n".join(json.dumps({"id": f"m{i}", "text": t}) for i, t in enumerate(said)))
+    with Index(tmp_path / "ix") as index:
+        index.ingest([chat])
+        (note,) = index.query("zurich").notes
+        assert "write zurich~" in note and "zürich" in note
+        assert ids(index, "zurich~")[0] == "m0"
+        assert ids(index, "angstrom~")[0] == "m0"  # two accents
+        assert ids(index, "cafe~")[0] == "m1"

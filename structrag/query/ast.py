@@ -9,7 +9,7 @@ user as an expression that ``structrag query`` runs with the same plan. "Any val
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
@@ -142,17 +142,23 @@ def _slot(value: Slot) -> str:
 
 @dataclass(frozen=True)
 class ActionPattern(Node):
-    """subject - verb - object - indirect object; open parts match anything."""
+    """subject - verb - object - indirect object; open parts match anything. ``negated``
+    chooses between what was done and what was not ("I didn't make it"): ``False``
+    (``negated=no``) only the actions that were done, ``True`` (``negated=yes``) only the
+    negated ones, ``None`` (no argument) both."""
 
     subject: Slot = None
     verb: str | None = None
     object: Slot = None
     indirect_object: Slot = None
+    negated: bool | None = None
 
     def to_query(self) -> str:
         parts = [_slot(self.subject), _slot(self.verb), _slot(self.object)]
         if self.indirect_object is not None:
             parts.append(_slot(self.indirect_object))
+        if self.negated is not None:
+            parts.append(f"negated={'yes' if self.negated else 'no'}")
         return f"action({', '.join(parts)})"
 
 
@@ -282,11 +288,15 @@ class Boost(Node):
     """``item^factor``. A boosted scope is soft: inside a group it does not restrict the
     group, it multiplies the text score of the messages it holds by ``factor``
     (``speaker:Kevin^1.5`` prefers Kevin's messages). A boosted pattern or sub-group is a
-    signal of its own in its group, weighed ``factor`` times a pattern. (A boosted word is
-    a weighted :class:`Term`.)"""
+    signal of its own in its group: a pattern (or a sub-group without words) weighed
+    ``factor`` times a pattern, a sub-group with words (``(knee bakery)^3``) ``factor``
+    times the group's words. (A boosted word is a weighted :class:`Term`.)"""
 
     item: Node
     factor: float
+    #: Where it was written, when parsed: the query and the position of the boosted item
+    #: in it, for an error's caret (not part of the node's value).
+    source: tuple[str, int] | None = field(default=None, compare=False, repr=False)
 
     def to_query(self) -> str:
         # ^1 is written out: a boosted pattern is a signal of its own, whatever its factor.
@@ -333,6 +343,30 @@ def _wrap(node: Node, parent: type) -> str:
     return text
 
 
+def prefers_alone(items: tuple[Node, ...]) -> tuple[str, str]:
+    """The message and hint of a group in which boosted scopes only prefer, with nothing
+    beside them to prefer (``knee AND speaker:Marco^2``)."""
+    alone = " ".join(i.to_query() for i in items)
+    return (
+        f"{alone} only prefers, and nothing beside it in its group is there to prefer "
+        "(AND, OR and NOT make groups of their operands)",
+        "put it beside words or a pattern in one group (knee speaker:Marco^2, not knee AND "
+        "speaker:Marco^2), or drop the ^ to restrict",
+    )
+
+
+def has_words(node: Node) -> bool:
+    """Whether a node has words that score (not under NOT): a boosted bracketed group
+    with words weighs as words do."""
+    if isinstance(node, Term):
+        return True
+    if isinstance(node, And | Or):
+        return any(has_words(item) for item in node.items)
+    if isinstance(node, Boost):
+        return has_words(node.item)
+    return False
+
+
 def restricts(node: Node) -> bool:
     """Whether a node only restricts (scopes, negations and boolean combinations of them):
     in a group it filters instead of scoring."""
@@ -369,6 +403,7 @@ def dump(node: Node, indent: int = 0) -> str:
     fields = ", ".join(
         f"{k}={v!r}"
         for k, v in vars(node).items()
-        if v not in (None, (), "", False) and not (k == "weight" and v == 1)
+        if (v not in (None, (), "", False) or (k == "negated" and v is False))
+        and not (k == "weight" and v == 1)
     )
     return f"{pad}{type(node).__name__}({fields})"

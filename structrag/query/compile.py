@@ -20,7 +20,7 @@ from dataclasses import replace
 from typing import Protocol
 
 from structrag.analysis import stems, term_key
-from structrag.errors import QueryError
+from structrag.errors import QueryError, QueryPlanError
 from structrag.models import ROLE_FACET_NAMES
 from structrag.query import ast
 from structrag.query.nodes import (
@@ -116,9 +116,10 @@ class Compiler:
         """A juxtaposed group: see the module docstring."""
         terms: list[ast.Term] = []
         signals: list[PlanNode] = []  # patterns and sub-expressions
-        boosted: list[tuple[PlanNode, float]] = []
+        boosted: list[tuple[PlanNode, float, bool]] = []
         filters: list[PlanNode] = []
         prefers: list[tuple[PlanNode, float]] = []
+        soft: list[ast.Boost] = []  # the boosted scopes, as written
         for item in items:
             if isinstance(item, ast.Term):
                 terms.append(item)
@@ -128,8 +129,10 @@ class Compiler:
                     terms.append(replace(inner, weight=inner.weight * item.factor))
                 elif ast.restricts(inner):
                     prefers.append((self.compile(inner), item.factor))
+                    soft.append(item)
                 else:
-                    boosted.append((self.compile(inner), item.factor))
+                    worded = not isinstance(inner, ast.PATTERNS) and ast.has_words(inner)
+                    boosted.append((self.compile(inner), item.factor, worded))
             elif ast.restricts(item):
                 filters.append(self.compile(item))
             else:
@@ -153,22 +156,24 @@ class Compiler:
                 fused.append(("knowledge", s.knowledge_weight, KnowledgeMatch(bag)))
         if signals:
             fused.append(("patterns", s.pattern_weight, _any(signals)))
-        # A boosted pattern is a signal of its own, weighed ``factor`` times a pattern.
-        for node, factor in boosted:
-            fused.append((f"patterns^{factor:g}", s.pattern_weight * factor, node))
+        # A boosted pattern is a signal of its own, weighed ``factor`` times a pattern; a
+        # boosted bracketed group with words (``(knee bakery)^3``), ``factor`` times the
+        # words (as ``knee^3 bakery^3`` would be, but scored as a group of its own).
+        for node, factor, worded in boosted:
+            if worded:
+                fused.append((f"group^{factor:g}", s.text_weight * factor, node))
+            else:
+                fused.append((f"patterns^{factor:g}", s.pattern_weight * factor, node))
         if bag and s.vector_weight:
             words = " ".join(t.text for t in terms)
             fused.append(("vector", s.vector_weight, VectorMatch(words)))
         if not fused:
             if prefers and not filters:
-                alone = " ".join(i.to_query() for i in items)
-                raise QueryError(
-                    f"{alone} only prefers, and nothing beside it in its group is there "
-                    "to prefer (AND, OR and NOT make groups of their operands)",
-                    hint="put it beside words or a pattern in one group (knee "
-                    "speaker:Marco^2, not knee AND speaker:Marco^2), or drop the ^ to "
-                    "restrict",
-                )
+                message, hint = ast.prefers_alone(tuple(items))
+                written = next((b.source for b in soft if b.source is not None), None)
+                if written is not None:  # parsed: at the boosted scope, with a caret
+                    raise QueryPlanError(*written, message, hint=hint)
+                raise QueryError(message, hint=hint)
             return _all(filters)
         if prefers:
             # Preferences scale the first signal: the words when there are any.
@@ -176,7 +181,7 @@ class Compiler:
             for scope, factor in prefers:
                 node = Prefer(node, scope, factor)
             fused[0] = (name, weight, node)
-        if len(fused) == 1 and fused[0][0].startswith("patterns") and not filters:
+        if len(fused) == 1 and fused[0][0].startswith(("patterns", "group")) and not filters:
             return fused[0][2]
         return Fuse(fused, filters)
 
@@ -253,12 +258,19 @@ class Compiler:
                 conditions.append(
                     PropertyCondition("facet.value", (term_key(facet.value),), whole_words=True)
                 )
-        if not conditions:
+        if not conditions:  # the parser says so first, at its position
             raise QueryError(
                 f"{node.to_query()} matches every entity",
                 hint="give it a name, a type=... or a facet.NAME=...",
             )
-        return PatternMatch(node.to_query(), conditions)
+        note = None
+        if len(set(node.types)) > 1:  # every type must hold: say so when none has them all
+            either = " OR ".join(f"type:{ast.quote(t)}" for t in node.types)
+            note = (
+                f"{node.to_query()}: no entity is of every type it lists; for any of them, "
+                f"write ({either})"
+            )
+        return PatternMatch(node.to_query(), conditions, empty_note=note)
 
     def action(self, node: ast.ActionPattern) -> PlanNode:
         conditions: list[PropertyCondition] = []
@@ -277,12 +289,12 @@ class Compiler:
                 nested.append((role, self.entity(value)))
         if node.verb is not None:
             conditions.append(PropertyCondition("verb", self.verb_keys(node.verb)))
-        if not conditions and not nested:
+        if not conditions and not nested:  # the parser says so first, at its position
             raise QueryError(
                 f"{node.to_query()} matches every action",
                 hint="give it a subject, a verb or an object",
             )
-        return PatternMatch(node.to_query(), conditions, nested)
+        return PatternMatch(node.to_query(), conditions, nested, negated=node.negated)
 
     def verb_keys(self, verb: str) -> tuple[str, ...]:
         base = self.context.verb_lemma(verb)

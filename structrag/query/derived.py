@@ -265,17 +265,17 @@ class ConversationView:
         return forms
 
     def corrections(self, stem: str) -> list[tuple[str, float]]:
-        """For a stem no message in scope has, the index terms one edit away, at
-        ``spelling_weight``: what a typo in a question meant ("lerning" finds learn,
-        "apartmnet" apartment). Candidates are stemmed again, so a corrected word meets
-        the stem the index holds."""
+        """For a stem no message in scope has, the index terms one edit away, or the same
+        but for up to two accents, at ``spelling_weight``: what a typo in a question meant
+        ("lerning" finds learn, "apartmnet" apartment, "angstrom" Ångström). Candidates
+        are stemmed again, so a corrected word meets the stem the index holds."""
         s = self.settings
         if s.spelling_weight <= 0 or len(stem) < s.spelling_min_length or not stem.isalpha():
             return []
         if self.holds(stem):
             return []
         found: dict[str, None] = {}
-        for candidate in stem_words(sorted(_edits(stem))):
+        for candidate in stem_words(sorted(_edits(stem) | _accented(stem))):
             fresh = candidate != stem and candidate not in found and len(candidate) > 2
             if fresh and self.holds(candidate):
                 found[candidate] = None
@@ -702,6 +702,36 @@ def _edits(word: str) -> set[str]:
     replaces = {a + c + b[1:] for a, b in splits if b for c in _LETTERS if c != b[0]}
     inserts = {a + c + b for a, b in splits for c in _LETTERS}
     return deletes | swaps | replaces | inserts
+
+
+#: The accented letters each plain one stands for when accents are left out.
+_ACCENTS = {
+    "a": "àáâãäå",
+    "c": "ç",
+    "e": "èéêë",
+    "i": "ìíîï",
+    "n": "ñ",
+    "o": "òóôõöø",
+    "u": "ùúûü",
+    "y": "ýÿ",
+}
+
+
+def _accented(word: str, most: int = 2) -> set[str]:
+    """``word`` with up to ``most`` of its plain letters written with an accent ("zurich"
+    -> "zürich", "angstrom" -> "ångström"); nothing for a word that has accents."""
+    if not word.isascii():
+        return set()
+    found = {word}
+    for _ in range(most):
+        found |= {
+            w[:i] + c + w[i + 1 :]
+            for w in found
+            for i, ch in enumerate(w)
+            for c in _ACCENTS.get(ch, "")
+        }
+    found.discard(word)
+    return found
 
 
 def _by_name(rows: dict[int, list[tuple[str, str]]]) -> dict[int, dict[str, list[str]]]:

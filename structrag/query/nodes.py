@@ -196,13 +196,21 @@ class KnowledgeMatch(PlanNode):
 # -- patterns (through the store's property index) -------------------------------------------
 
 
+#: The property-index row of a negated action (``I didn't make it``): ``negated=yes``.
+NEGATED = PropertyCondition("negated", ("yes",))
+
+
 @dataclass
 class PatternMatch(PlanNode):
-    """Refs meeting every property condition (KnowPro's property index)."""
+    """Refs meeting every property condition (KnowPro's property index). ``negated``
+    (actions): ``False`` keeps the refs without the :data:`NEGATED` property, ``True`` only
+    those with it, ``None`` both. ``empty_note``: said when nothing matches."""
 
     description: str
     conditions: list[PropertyCondition]
     nested: list[tuple[str, PlanNode]] = field(default_factory=list)
+    negated: bool | None = None
+    empty_note: str | None = None
 
     def label(self) -> str:
         parts = []
@@ -211,12 +219,20 @@ class PatternMatch(PlanNode):
             values = "|".join(c.values) if len(c.values) < 6 else f"{len(c.values)} values"
             parts.append(f"{c.name}{op}{values}")
         nested = [f"{role}<-nested" for role, _ in self.nested]
+        if self.negated is not None:
+            nested.append(f"negated={'yes' if self.negated else 'no'}")
         return f"PatternMatch {self.description} [{', '.join(parts + nested)}]"
 
     def children(self) -> Sequence[PlanNode]:
         return [node for _, node in self.nested]
 
     def eval(self, ctx: PlanContext) -> Match:
+        match = self._eval(ctx)
+        if self.empty_note is not None and not match.mask.any():
+            ctx.notes.append(self.empty_note)
+        return match
+
+    def _eval(self, ctx: PlanContext) -> Match:
         n = _size(ctx)
         conditions = list(self.conditions)
         for role, node in self.nested:
@@ -238,6 +254,9 @@ class PatternMatch(PlanNode):
         if not candidates:
             return Match.empty(n)
         hits = ctx.refs_meeting(sorted(candidates), conditions)
+        if hits and self.negated is not None:
+            flagged = set(ctx.refs_meeting(hits, [NEGATED]))
+            hits = [r for r in hits if (r in flagged) == self.negated]
         if not hits:
             return Match.empty(n)
         scores = np.zeros(n)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -23,9 +24,9 @@ from lark.exceptions import (
     VisitError,
 )
 
-from structrag.errors import QuerySyntaxError
+from structrag.errors import QueryPlanError, QuerySyntaxError
 from structrag.query import ast
-from structrag.query.timeexpr import absolute_range, understood
+from structrag.query.timeexpr import TimeRange, absolute_range, understood
 
 GRAMMAR_PACKAGE = "structrag.grammars"
 #: Longer queries are refused: parsing and running grow with length (a query of 20,000
@@ -56,6 +57,8 @@ class _Value:
     phrase: bool
     #: Double quotes: a phrase whose words go together (see :class:`ast.Term`).
     together: bool = False
+    #: Where the value ends in the query (after its closing quote).
+    end: int = 0
 
 
 class _Star:
@@ -66,11 +69,19 @@ _STAR = _Star()
 
 
 class _Problem(Exception):
-    def __init__(self, pos: int, message: str, hint: str | None = None) -> None:
+    def __init__(
+        self, pos: int, message: str, hint: str | None = None, *, runs: bool = False
+    ) -> None:
         super().__init__(message)
         self.pos = pos
         self.message = message
         self.hint = hint
+        #: It parses, but cannot run (a :class:`QueryPlanError`).
+        self.runs = runs
+
+
+#: ``negated=`` of an action: yes (only what was not done), no (only what was), * (both).
+_NEGATED = {"yes": True, "true": True, "no": False, "false": False}
 
 
 _ACTION_ARGS = {"subject", "verb", "object", "indirect_object", "to", "indirect"}
@@ -84,18 +95,26 @@ _OPERATORS = {
 
 @v_args(inline=True)
 class _ToAst(Transformer):  # type: ignore[type-arg]
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        #: The query, which a boost keeps with its position (see :class:`ast.Boost`).
+        self.text = text
+
     def word(self, token: Token) -> _Value:
-        return _Value(str(token), token.start_pos or 0, False)
+        start = token.start_pos or 0
+        return _Value(str(token), start, False, end=start + len(token))
 
     def phrase(self, token: Token) -> _Value:
         raw = str(token)[1:-1]
         together = str(token)[0] in '"“'  # double quotes, straight or typographic
-        return _Value(_ESCAPE.sub(r"\1", raw), token.start_pos or 0, True, together)
+        start = token.start_pos or 0
+        return _Value(_ESCAPE.sub(r"\1", raw), start, True, together, end=start + len(token))
 
     def wildcard(self, token: Token) -> _Star:
         return _STAR
 
     def term(self, value: _Value, fuzzy: Token | None = None) -> ast.Term:
+        _fuzzy_after(value, fuzzy)
         if not value.phrase and value.text in _OPERATORS:
             # The lexer reads an operator out of place as a word ("OR x", "AND" alone);
             # as a scope's or pattern's value (speaker:OR) it is a value.
@@ -111,6 +130,7 @@ class _ToAst(Transformer):  # type: ignore[type-arg]
         )
 
     def kind_term(self, keyword: Token, value: _Value, fuzzy: Token | None = None) -> ast.Term:
+        _fuzzy_after(value, fuzzy)
         phrase = value.phrase and len(value.text.split()) > 1
         return ast.Term(
             value.text,
@@ -178,7 +198,15 @@ class _ToAst(Transformer):  # type: ignore[type-arg]
                     f"entity(...) has no argument {key!r}",
                     hint="use name=, type= or facet.NAME=",
                 )
-        return ast.EntityPattern(name=name, types=tuple(types), facets=tuple(facets))
+        pattern = ast.EntityPattern(name=name, types=tuple(types), facets=tuple(facets))
+        if name is None and not types and not facets:
+            raise _Problem(
+                keyword.start_pos or 0,
+                f"{pattern.to_query()} matches every entity",
+                hint="give it a name, a type=... or a facet.NAME=...",
+                runs=True,
+            )
+        return pattern
 
     def type_pattern(self, keyword: Token, value: _Value) -> ast.EntityPattern:
         return ast.EntityPattern(types=(value.text.lower(),))
@@ -202,14 +230,24 @@ class _ToAst(Transformer):  # type: ignore[type-arg]
                 role = order[index]
             elif key in _ACTION_ARGS:
                 role = "indirect_object" if key in ("to", "indirect") else key
+            elif key == "negated":
+                if "negated" in slots:
+                    raise _Problem(pos, "negated is given twice", hint=_NEGATED_HINT)
+                slots["negated"] = _negated(value, pos)
+                continue
             else:
                 raise _Problem(
                     pos,
                     f"action(...) has no argument {key!r}",
-                    hint="use subject=, verb=, object= or to=",
+                    hint="use subject=, verb=, object=, to= or negated=",
                 )
             if role in slots:
-                raise _Problem(pos, f"{role} is given twice")
+                raise _Problem(
+                    pos,
+                    f"{role} is given twice",
+                    hint=f"an action has one {role.replace('_', ' ')}; for either of two, "
+                    "write (action(...) OR action(...))",
+                )
             if isinstance(value, _Value):
                 value = value.text
             elif value is _STAR:
@@ -217,7 +255,15 @@ class _ToAst(Transformer):  # type: ignore[type-arg]
             if role == "verb" and isinstance(value, ast.EntityPattern):
                 raise _Problem(pos, "the verb of an action cannot be an entity pattern")
             slots[role] = value
-        return ast.ActionPattern(**slots)
+        pattern = ast.ActionPattern(**slots)
+        if all(slots.get(role) is None for role in ast.ROLES):
+            raise _Problem(
+                keyword.start_pos or 0,
+                f"{pattern.to_query()} matches every action",
+                hint="give it a subject, a verb or an object",
+                runs=True,
+            )
+        return pattern
 
     # -- scopes ---------------------------------------------------------------------------
 
@@ -286,18 +332,20 @@ class _ToAst(Transformer):  # type: ignore[type-arg]
                 "a date range needs a date on at least one side of '..'",
                 hint="e.g. date:2023-05-01..2023-05-31, after:2023-05-01 or before:2023-06-01",
             )
-        found = absolute_range(text)
+        found = _time_range(text)
         if found is None:
             left, dots, right = text.partition("..")
-            if dots and absolute_range(left) is not None and absolute_range(right) is not None:
+            if dots and _time_end(left) is not None and _time_end(right) is not None:
                 raise _Problem(  # both dates, the later one first
                     value.pos,
                     f"the range {text!r} ends before it starts",
                     hint=f"write the earlier date first: {right.strip()}..{left.strip()}",
                 )
             hint = 'use YYYY, YYYY-MM, YYYY-MM-DD, "8 May 2023" or a range A..B'
-            if dots and absolute_range(left) is not None:
+            if dots and _time_end(left) is not None:
                 hint += f'; a range open at its end is quoted when words follow: {key}:"{left}.."'
+            elif ":" in text:
+                hint += ", with a time: YYYY-MM-DDTHH:MM or YYYY-MM-DDTHH:MM:SS"
             raise _Problem(value.pos, f"cannot read {text!r} as a date", hint=hint)
         if key == "after":
             return ast.TimeScope(found.end, None, text, "after")
@@ -314,13 +362,14 @@ class _ToAst(Transformer):  # type: ignore[type-arg]
     def negation(self, item: ast.Node) -> ast.Not:
         return ast.Not(item)
 
-    def boost(self, item: ast.Node, token: Token) -> ast.Node:
+    @v_args(inline=True, meta=True)
+    def boost(self, meta: Any, item: ast.Node, token: Token) -> ast.Node:
         factor = float(str(token)[1:])
         if factor <= 0:
             raise _Problem(token.start_pos or 0, "a boost must be above 0", hint="e.g. word^0.5")
         if isinstance(item, ast.Term):
             return replace(item, weight=item.weight * factor)
-        return ast.Boost(item, factor)
+        return ast.Boost(item, factor, source=(self.text, getattr(meta, "start_pos", 0) or 0))
 
     def conjunction(self, *items: ast.Node) -> ast.And:
         return ast.And(tuple(items))
@@ -330,6 +379,78 @@ class _ToAst(Transformer):  # type: ignore[type-arg]
 
     def disjunction(self, *items: ast.Node) -> ast.Or:
         return ast.Or(tuple(items), explicit=True)
+
+
+_NEGATED_HINT = (
+    'negated=no: only what was done; negated=yes: only what was not ("I didn\'t"); '
+    "leave it out for both"
+)
+
+
+def _negated(value: Any, pos: int) -> bool | None:
+    """The value of ``negated=``: yes/true, no/false, or * (both, as without it)."""
+    if value is _STAR:
+        return None
+    if isinstance(value, _Value) and value.text.strip().lower() in _NEGATED:
+        return _NEGATED[value.text.strip().lower()]
+    raise _Problem(pos, "negated= takes yes or no", hint=_NEGATED_HINT)
+
+
+def _fuzzy_after(value: _Value, fuzzy: Token | None) -> None:
+    """A ``~`` belongs right after its word (``lerning~``); one standing apart is refused."""
+    if fuzzy is not None and (fuzzy.start_pos or 0) != value.end:
+        raise _Problem(
+            fuzzy.start_pos or 0,
+            "a '~' goes right after its word, with no space",
+            hint=f"for the word or the words one edit away, write {_glued(value)}~; for a "
+            'literal ~, quote it: "~"',
+        )
+
+
+def _glued(value: _Value) -> str:
+    return ast.Term(value.text, phrase=value.phrase, together=value.together).to_query()
+
+
+#: A date with a time: ``2024-05-21T20:30``, ``2024-05-21 20:30:15``.
+_MOMENT = re.compile(
+    r"(\d{4})-(\d{1,2})-(\d{1,2})(?:t|\s+)(\d{1,2}):(\d{2})(?::(\d{2}))?", re.IGNORECASE
+)
+
+
+def _moment(text: str) -> TimeRange | None:
+    """A date with a time, as the minute it names (the second, with seconds): both ends
+    of a range are included."""
+    found = _MOMENT.fullmatch(text.strip())
+    if found is None:
+        return None
+    year, month, day, hour, minute = (int(found.group(i)) for i in range(1, 6))
+    second = found.group(6)
+    try:
+        start = datetime(year, month, day, hour, minute, int(second or 0))
+        return TimeRange(start, start + timedelta(seconds=1 if second else 60))
+    except (ValueError, OverflowError):
+        return None
+
+
+def _time_end(text: str) -> TimeRange | None:
+    """One end of a range: a date, month or year, or a date with a time."""
+    return _moment(text) if ":" in text else absolute_range(text)
+
+
+def _time_range(text: str) -> TimeRange | None:
+    """:func:`absolute_range`, whose ends may also be dates with a time."""
+    if ":" not in text:
+        return absolute_range(text)
+    left, dots, right = text.partition("..")
+    if not dots:
+        return _moment(text)
+    start = _time_end(left) if left.strip() else TimeRange(None, None)
+    end = _time_end(right) if right.strip() else TimeRange(None, None)
+    if start is None or end is None:
+        return None
+    if start.start and end.end and end.end <= start.start:
+        return None
+    return TimeRange(start.start, end.end)
 
 
 def _tokens_text(token: Any) -> str:
@@ -374,6 +495,13 @@ def parse(text: str) -> ast.Node:
         hint = _expected_hint(exc.expected)
         if token.type == "RPAR" and text.count("(", 0, pos) <= text.count(")", 0, pos):
             hint = "this ')' closes no '(' before it"
+        elif token.type == "COMMA":
+            hint = _comma_hint(text, pos)
+        elif (spaced := _SPACED_TIME.search(text, 0, pos)) and (
+            time := _TIME_AFTER.match(text, pos)
+        ):
+            written = f"{spaced.group(2)}T{spaced.group(3)}{time.group(0)}"
+            hint = f"a date with a time is written {spaced.group(1)}:{written}"
         elif token.type == "COLON" and (value := _SCOPE_VALUE_BEFORE.search(text, 0, pos)):
             whole = _VALUE_AFTER.match(text, value.start(2))
             written = whole.group(0) if whole else value.group(2)
@@ -392,13 +520,14 @@ def parse(text: str) -> ast.Node:
     if deep := _too_deep_at(tree, text):
         raise deep
     try:
-        node = _ToAst().transform(tree)
+        node = _ToAst(text).transform(tree)
     except RecursionError:
         raise _too_deep(text) from None
     except VisitError as exc:
         problem = exc.orig_exc
         if isinstance(problem, _Problem):
-            raise QuerySyntaxError(text, problem.pos, problem.message, hint=problem.hint) from None
+            error = QueryPlanError if problem.runs else QuerySyntaxError
+            raise error(text, problem.pos, problem.message, hint=problem.hint) from None
         if isinstance(problem, RecursionError):  # pragma: no cover - the depth check is first
             raise _too_deep(text) from None
         raise
@@ -477,6 +606,10 @@ _NAMES = {
     "RANGE": "'..'",
     "META_KEY": "meta.<key>",
     "NAME": "an argument name",
+    "EQUAL": "'='",
+    "FUZZY": "'~'",
+    "BOOST": "a boost (^2)",
+    "$END": "the end of the query",
 }
 
 
@@ -504,7 +637,42 @@ def scope_names() -> str:
 
 
 def _expected_hint(expected: set[str]) -> str | None:
-    names = sorted({_NAMES.get(e, e.lower()) for e in expected if not e.startswith("_")})
+    """What could stand there, in the words of the README: a terminal without a name
+    here (the operators, lark's own) is left out, never shown as it is."""
+    names = sorted({_NAMES[e] for e in expected if e in _NAMES})
     if not names:
         return None
     return "expected " + ", ".join(names[:6])
+
+
+#: ``after:2024-05-21 20:30``: a date scope's date, a space and the hour before a ':'.
+_SPACED_TIME = re.compile(r"\b(date|after|before)\s*:\s*(\d{4}-\d{1,2}-\d{1,2})\s+(\d{1,2})$")
+_TIME_AFTER = re.compile(r":\d{2}(?::\d{2})?[^\s()\"']*")
+
+#: ``speaker:Marco,Priya``: a field, its value, and the values after commas.
+_LIST_BEFORE = re.compile(r"\b([A-Za-z_]+)\s*:\s*([^\s:()\"',]+)\s*$")
+_LIST_AFTER = re.compile(r"(?:\s*,\s*[^\s:()\"',]+)+")
+
+
+def _comma_hint(text: str, at: int) -> str:
+    """What to write instead of a ',' outside a pattern's arguments: for a field's list of
+    values (``speaker:Marco,Priya``), an OR of the field, or the whole value quoted."""
+    before = _LIST_BEFORE.search(text, 0, at)
+    after = _LIST_AFTER.match(text, at)
+    if before is None or after is None:
+        if text.count("(", 0, at) > text.count(")", 0, at) and text[:at].rstrip()[-1:] in "(,":
+            return "an argument goes before each ','; * is any value"
+        return (
+            "words and patterns are separated by spaces (commas separate the arguments "
+            "of entity(...) and action(...)); a value that holds ',' goes in double quotes"
+        )
+    field = before.group(1)
+    values = [before.group(2), *(v.strip() for v in after.group(0).split(",") if v.strip())]
+    either = " OR ".join(f"{field}:{ast.quote(v)}" for v in values)
+    if text[: before.start()].strip() or text[after.end() :].strip():
+        either = f"({either})"
+    whole = text[before.start(2) : after.end()]
+    return (
+        f"a {field}: takes one value; for any of them, write {either}; for one value "
+        f"that holds ',', quote it: {field}:{ast.double_quoted(whole)}"
+    )

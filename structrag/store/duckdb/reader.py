@@ -590,6 +590,8 @@ class DuckDBReader:
     ) -> list[int]:
         if (ref_ids is not None and not len(ref_ids)) or not conditions:
             return []
+        if any(c.name == "negated" for c in conditions):
+            return self._negated_meeting(ref_ids, conditions)
         if ref_ids is not None:
             return self._candidates_meeting(ref_ids, conditions)
         # One SELECT per condition (the refs with a row that meets it), kept when every
@@ -613,6 +615,22 @@ class DuckDBReader:
             f"HAVING count(*) = {len(conditions)} ORDER BY ref_id",
             params,
         )
+        return [int(r) for (r,) in rows]
+
+    def _negated_meeting(
+        self, ref_ids: Sequence[int] | None, conditions: Sequence[PropertyCondition]
+    ) -> list[int]:
+        """``negated=yes`` (a negated action: "I didn't make it") is no row of the property
+        index: the actions table says it. The refs meeting the other conditions, of them
+        the negated actions."""
+        rest = [c for c in conditions if c.name != "negated"]
+        found = self.refs_meeting(ref_ids, rest) if rest else ref_ids
+        if found is not None and not len(found):
+            return []
+        where, params = "", []
+        if found is not None:
+            where, params = " AND ref_id IN (SELECT unnest(?::BIGINT[]))", [list(found)]
+        rows = self.sql(f"SELECT ref_id FROM actions WHERE negated{where} ORDER BY ref_id", params)
         return [int(r) for (r,) in rows]
 
     def _candidates_meeting(
