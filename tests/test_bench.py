@@ -716,12 +716,19 @@ def test_bench_loo_needs_two_conversations(qa_file: Path, tmp_path: Path) -> Non
 
 
 def _same_data(results: Path) -> None:
-    """The fixture's loo.json made from recall.json's data (the fixture's own two are of
-    different data, which the report refuses)."""
+    """The fixture's loo.json made from recall.json's data, and recall.json measured on
+    loo.json's questions and budgets (the fixture's own two are of different runs, which
+    the report refuses)."""
     loo = json.loads((results / "loo.json").read_text())
     loo["meta"]["data"] = ["demo.json"]
     loo["meta"]["command"] = loo["meta"]["command"].replace("loo-demo.json", "demo.json")
     (results / "loo.json").write_text(json.dumps(loo))
+    recall = json.loads((results / "recall.json").read_text())
+    budgets = dict(zip(recall["meta"]["budgets"], loo["meta"]["budgets"], strict=True))
+    recall["meta"].update(questions=loo["meta"]["questions"], budgets=loo["meta"]["budgets"])
+    for row in recall["rows"]:
+        row["budget"] = budgets[row["budget"]]
+    (results / "recall.json").write_text(json.dumps(recall))
 
 
 def test_report_writes_markdown_and_plots(tmp_path: Path) -> None:

@@ -582,6 +582,8 @@ def test_report_refuses_recall_and_loo_of_different_data(tmp_path: Path) -> None
     recall = json.loads((tmp_path / "recall.json").read_text())
     loo = json.loads((tmp_path / "loo.json").read_text())
     recall["meta"]["data_sha256"] = loo["meta"]["data_sha256"] = "ab" * 32
+    # (measured alike too: the report also refuses other questions or budgets)
+    recall["meta"].update(questions=loo["meta"]["questions"], budgets=loo["meta"]["budgets"])
     write(tmp_path / "recall.json", recall)
     write(tmp_path / "loo.json", loo)
     assert write_report(tmp_path)[0].name == "report.md"

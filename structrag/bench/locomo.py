@@ -192,6 +192,10 @@ class QuestionSet:
     warnings: list[str] = field(default_factory=list)
     #: Questions left out because they have no evidence (``with_evidence``).
     without_evidence: int = 0
+    #: The question each warning is about: (conversation, its number in the conversation).
+    warning_at: list[tuple[str, int]] = field(default_factory=list)
+    #: The questions left out for having no evidence, as (conversation, number).
+    skipped_at: list[tuple[str, int]] = field(default_factory=list)
 
 
 def check_distinct(paths: Sequence[Path]) -> None:
@@ -320,8 +324,10 @@ def _sample_questions(
                 f"{path.name}: question {qid}: evidence {piece!r} names no turn of {conv}"
                 + ("; it counts as missed" if kept else "; left out")
             )
+            result.warning_at.append((conv, j))
         if with_evidence and not evidence:
             result.without_evidence += 1
+            result.skipped_at.append((conv, j))
             continue
         answer = item.get("answer", item.get("adversarial_answer"))
         result.questions.append(
@@ -334,6 +340,11 @@ def _sample_questions(
                 answer=None if answer is None else str(answer),
             )
         )
+
+
+def question_number(qid: str) -> int:
+    """A question's number in its conversation, from its id (``conv-26#12``: 12)."""
+    return int(qid.rsplit("#", 1)[1])
 
 
 def load_questions(

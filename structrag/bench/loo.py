@@ -26,7 +26,16 @@ Written to the output directory:
   beside the in-sample figures (the fold settings on their training conversations, and
   the default settings on every conversation);
 * ``loo.jsonl``: the held-out records, in ``recall.jsonl``'s format (``bench rescore``
-  reads it); it holds the data's text, like ``recall.jsonl``.
+  reads it) with two more fields: ``fold`` (the conversation held out) and ``settings``
+  (the grid values the fold chose); it holds the data's text, like ``recall.jsonl``.
+
+``loo.json``'s ``meta`` says how the run was made: machine, commit, command, the data and
+its SHA-256, budgets, ``select_budget``, encoding, ``limit``, ``workers``, the index's
+``embeddings``, ``ranking_settings`` (the settings each grid point starts from), the
+questions asked and what reading them found.
+
+Multi-hop recall is shown at the selection budget, or, when that is not one of the
+budgets scored, at the scored budget nearest to it (the column says which).
 """
 
 from __future__ import annotations
@@ -48,8 +57,8 @@ from structrag.bench.locomo import (
     ingest_paths,
     read_questions,
 )
-from structrag.bench.machine import environment
-from structrag.bench.output import Outputs
+from structrag.bench.machine import environment, settings_meta
+from structrag.bench.output import Outputs, prepare_out
 from structrag.bench.recall import (
     DEFAULT_BUDGETS,
     Row,
@@ -59,7 +68,7 @@ from structrag.bench.recall import (
     check_encoding,
     check_limit,
     data_notes,
-    limit_questions,
+    limit_set,
     markdown_table,
     question_meta,
     question_record,
@@ -314,14 +323,23 @@ def _records(
     return found
 
 
+def multi_hop_budget(budgets: Sequence[int], select_budget: int) -> int | None:
+    """The budget multi-hop recall is shown at: the selection budget when it was scored,
+    else the scored budget nearest to it (the smaller on a tie); None without budgets."""
+    if not budgets:
+        return None
+    return min(budgets, key=lambda b: (abs(b - select_budget), b))
+
+
 def pooled_summary(rows: Sequence[Row], select_budget: int) -> str:
-    """The headline: overall recall per budget and multi-hop at the selection budget."""
+    """The headline: overall recall per budget and multi-hop at the selection budget (or
+    the budget nearest to it, when it was not scored)."""
     systems = list(dict.fromkeys(r.system for r in rows))
     budgets = sorted({r.budget for r in rows})
-    multi = select_budget in budgets
+    at_budget = multi_hop_budget(budgets, select_budget)
     header = ["", *(f"{b:,}" for b in budgets)]
-    if multi:
-        header.append(f"multi-hop at {select_budget:,}")
+    if at_budget is not None:
+        header.append(f"multi-hop at {at_budget:,}")
     lines = [
         "| " + " | ".join(header) + " |",
         "|---|" + "---:|" * (len(header) - 1),
@@ -333,8 +351,8 @@ def pooled_summary(rows: Sequence[Row], select_budget: int) -> str:
             row = by_key.get((system, budget))
             value = f"{row.recall['overall']:.3f}" if row else ""
             cells.append(f"**{value}**" if system == HELD_OUT and value else value)
-        if multi:
-            row = by_key.get((system, select_budget))
+        if at_budget is not None:
+            row = by_key.get((system, at_budget))
             cells.append(
                 f"{row.recall['multi-hop']:.3f}" if row and "multi-hop" in row.recall else ""
             )
@@ -345,18 +363,19 @@ def pooled_summary(rows: Sequence[Row], select_budget: int) -> str:
 def folds_table(folds: Sequence[Fold], select_budget: int) -> str:
     """Per fold: the settings chosen, recall on the training and held-out conversations."""
     budgets = sorted({r.budget for f in folds for r in f.held_out_rows})
+    at_budget = multi_hop_budget(budgets, select_budget)
     header = [
         "held out",
         "questions",
         "settings chosen on the other conversations",
         f"in-sample at {select_budget:,}",
         *(f"held-out {b:,}" for b in budgets),
-        f"held-out multi-hop at {select_budget:,}",
+        f"held-out multi-hop at {select_budget if at_budget is None else at_budget:,}",
     ]
     lines = ["| " + " | ".join(header) + " |", "|---|---:|---|" + "---:|" * (len(header) - 3)]
     for fold in folds:
         by_budget = {r.budget: r for r in fold.held_out_rows}
-        at = by_budget.get(select_budget)
+        at = by_budget.get(select_budget if at_budget is None else at_budget)
         multi = at.recall.get("multi-hop") if at else None
         lines.append(
             "| "
@@ -431,7 +450,8 @@ def run_leave_one_out(
 ) -> LooResult:
     """Run leave-one-conversation-out; writes ``loo.json``, ``loo.md`` and ``loo.jsonl``
     (renamed into place together at the end; options, the grid and the data are checked
-    before the ingest). ``log`` gets the warnings (evidence that names no turn)."""
+    before the ingest). ``log`` gets the warnings (evidence that names no turn) of the
+    questions the run asks."""
     paths = as_paths(data)
     if not paths:
         raise ConfigError("no data files", hint="pass LoCoMo files with --data")
@@ -447,11 +467,11 @@ def run_leave_one_out(
         point.settings()  # unknown fields fail here, before the ingest
     check_encoding(encoding)
     out = Path(out)
-    loaded = read_questions(paths)
+    loaded = limit_set(read_questions(paths), limit)
     for line in loaded.warnings:
         if log:
             log(f"warning: {line}")
-    questions = limit_questions(loaded.questions, limit)
+    questions = loaded.questions
     conversations = list(dict.fromkeys(q.conversation for q in questions))
     if len(conversations) < 2:
         raise ConfigError(
@@ -459,15 +479,16 @@ def run_leave_one_out(
             f"found {len(conversations)}",
             hint="pass LoCoMo files with several conversations",
         )
-    out.mkdir(parents=True, exist_ok=True)
+    prepare_out(out)
     index_dir = Path(db) if db is not None else out / "index"
     meta: dict[str, Any] = environment(command)
     with Index(index_dir) as index:
         started = time.perf_counter()
         reports = index.ingest(ingest_paths(paths), workers=workers, progress=progress)
+        stats = index.stats()
         meta["ingest"] = {
             "index": str(index_dir),
-            "messages": index.stats()["messages"],
+            "messages": stats["messages"],
             "seconds": round(time.perf_counter() - started, 2),
             "skipped": [r.path for r in reports if r.skipped],
         }
@@ -484,6 +505,10 @@ def run_leave_one_out(
         budgets=budgets,
         select_budget=select_budget,
         encoding=encoding,
+        limit=limit,
+        workers=workers,
+        embeddings=stats.get("embeddings"),
+        ranking_settings=settings_meta(DEFAULT_SETTINGS),
         questions=len(questions),
         conversations=conversations,
         grid={name: list(values) for name, values in grid.items()},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import os
 import platform
@@ -9,9 +10,12 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structrag
+
+if TYPE_CHECKING:
+    from structrag.query.settings import RankingSettings
 
 
 def memory_bytes() -> int | None:
@@ -74,4 +78,28 @@ def environment(command: str | None = None) -> dict[str, Any]:
         "python_hash_seed": os.environ.get("PYTHONHASHSEED") or "random",
         "git_commit": git_commit(),
         "command": command if command is not None else command_line(),
+    }
+
+
+def _json_safe(value: Any) -> Any:
+    """Settings values as JSON holds them: dict keys as strings, tuples as lists."""
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    return value
+
+
+def settings_meta(settings: RankingSettings) -> dict[str, Any]:
+    """The ranking settings a run used, for a results file: ``defaults`` (whether they
+    are the shipped ones), ``changed`` (the fields that differ from those) and ``values``
+    (every field)."""
+    from structrag.query.settings import DEFAULT_SETTINGS
+
+    values = {f.name: getattr(settings, f.name) for f in dataclasses.fields(settings)}
+    changed = {k: v for k, v in values.items() if getattr(DEFAULT_SETTINGS, k) != v}
+    return {
+        "defaults": not changed,
+        "changed": _json_safe(changed),
+        "values": _json_safe(values),
     }

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from types import TracebackType
 
-from structrag.errors import InputError
+from structrag.errors import ConfigError, InputError, shown_path
 from structrag.importers.base import read_text
 
 #: What a data file that is not UTF-8 should become (the benchmarks have no option for
@@ -40,6 +40,28 @@ def read_utf8(path: Path) -> str:
         return read_text(path)
     except InputError as exc:
         raise utf8_error(exc, path) from None
+
+
+def prepare_out(directory: Path, option: str = "--out") -> Path:
+    """Create a benchmark's output directory (and its parents) and check that files can be
+    written there: a path that cannot be one (under a file, in ``/proc``), or one not
+    writable, is a one-line error naming ``option``, before any work is done."""
+    directory = Path(directory)
+    where = shown_path(directory)
+    hint = f"point {option} at a new or existing directory you can write to"
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise ConfigError(
+            f"cannot create the output directory {where}: a file is in the way", hint=hint
+        ) from None
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot create the output directory {where}: {exc.strerror or exc}", hint=hint
+        ) from None
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise ConfigError(f"cannot write to the output directory {where}", hint=hint)
+    return directory
 
 
 class Outputs:

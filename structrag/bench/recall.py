@@ -6,13 +6,21 @@ evidence of every system at every budget, and writes to the output directory:
 * ``recall.jsonl``: one line per (system, question, budget) with ``system``, ``qid``,
   ``question``, ``conversation``, ``category`` (LoCoMo's number), ``category_name``,
   ``budget``, ``context`` (the text), ``tokens`` (its token count), ``message_ids`` (the
-  messages whose text is in the context) and ``evidence`` (the evidence message ids);
-* ``recall.md`` and ``recall.json``: the table.
+  messages whose text is in the context, as ``Index.ask`` lists them), ``cut_ids`` (those
+  of them whose line is cut short to its start: a best message longer than the budget)
+  and ``evidence`` (the evidence message ids);
+* ``recall.md`` and ``recall.json``: the table; ``recall.json`` holds ``meta`` (when,
+  where and how the run was made: machine, commit, command, the data and its SHA-256,
+  systems, budgets, encoding, ``limit``, ``workers``, the index's ``embeddings``, the
+  ``ranking_settings`` of the structured system, the questions asked and what reading
+  them found, ``setup_seconds`` and ``seconds_per_question`` per system, ``timing``
+  saying what those include) and ``rows`` (one per system and budget).
 
 Scoring needs only that JSONL (:func:`rescore`), so anyone can re-score a run:
 
-* a question's recall is the share of its evidence ids among ``message_ids``, and 0 when
-  ``tokens`` exceeds ``budget``;
+* a question's recall is the share of its evidence ids among ``message_ids`` less
+  ``cut_ids`` (a cut line does not count as finding its message), and 0 when ``tokens``
+  exceeds ``budget``;
 * a category's recall (and ``overall``) is the mean over its questions;
 * ``all evidence`` is the share of questions whose evidence is all in the context.
 """
@@ -37,15 +45,17 @@ from structrag.bench.locomo import (
     in_sample_note,
     ingest_paths,
     load_questions,
+    question_number,
     read_questions,
 )
-from structrag.bench.machine import environment
-from structrag.bench.output import Outputs, utf8_error, write_atomic
-from structrag.bench.systems import SYSTEMS, check_systems, make_systems
+from structrag.bench.machine import environment, settings_meta
+from structrag.bench.output import Outputs, prepare_out, utf8_error, write_atomic
+from structrag.bench.systems import DENSE_MODEL, SYSTEMS, check_systems, make_systems
 from structrag.errors import ConfigError, InputError
 from structrag.importers.base import read_json_lines
 from structrag.index import Index
 from structrag.ingest import ProgressSink
+from structrag.query.context import MAX_BUDGET, AnswerContext
 
 DEFAULT_BUDGETS = (500, 1000, 2000, 4000)
 RECORDS = "recall.jsonl"
@@ -76,13 +86,15 @@ class Row:
 
 
 def record_recall(record: Mapping[str, Any]) -> float | None:
-    """A record's evidence recall: 0 over budget; None when it has no evidence."""
+    """A record's evidence recall: 0 over budget; None when it has no evidence. A message
+    in ``cut_ids`` (its line cut short to fit) counts as not found."""
     evidence = set(record["evidence"])
     if not evidence:
         return None
     if int(record["tokens"]) > int(record["budget"]):
         return 0.0
-    return len(evidence & set(record["message_ids"])) / len(evidence)
+    found = set(record["message_ids"]) - set(record.get("cut_ids") or ())
+    return len(evidence & found) / len(evidence)
 
 
 def category_order(names: Iterable[str]) -> list[str]:
@@ -175,6 +187,9 @@ def _check_record(path: Path, lineno: int, record: Mapping[str, Any]) -> None:
         value = record[key]
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise bad(key, "a list of strings")
+    cut = record.get("cut_ids")
+    if cut is not None and (not isinstance(cut, list) or not all(isinstance(v, str) for v in cut)):
+        raise bad("cut_ids", "a list of strings")
     name = record.get("category_name")
     if name is not None and not isinstance(name, str):
         raise bad("category_name", "a string")
@@ -193,8 +208,11 @@ def rescore(
     With ``data`` (the LoCoMo files), each record's evidence and category are taken from
     the data rather than from the JSONL. With ``recount`` (a tiktoken encoding), token
     counts are recounted from the context text (a record without one is an error). A
-    (system, question, budget) that appears twice is an error: it would count twice.
-    Returns the rows and notes on what disagreed with the file.
+    (system, question, budget) that appears twice is an error: it would count twice, and
+    so is a file without records (or without a record with evidence to score).
+    Returns the rows and notes on what disagreed with the file; a note that starts with
+    ``warning:`` says that the systems (or budgets) cover different questions, so their
+    rows are not comparable.
     """
     path = Path(path)
     counter = None
@@ -211,6 +229,7 @@ def rescore(
     changed = {"evidence": 0, "tokens": 0}
     records: list[dict[str, Any]] = []
     seen: dict[tuple[str, str, int], int] = {}
+    covered: dict[tuple[str, int], set[str]] = {}
     for lineno, record in numbered_records(path):
         qid = record.get("qid")
         if qid is not None:
@@ -253,11 +272,47 @@ def rescore(
             if tokens != int(record["tokens"]):
                 changed["tokens"] += 1
             record = {**record, "tokens": tokens}
+        if qid is not None and record["evidence"]:
+            covered.setdefault((str(record["system"]), int(record["budget"])), set()).add(str(qid))
         records.append(record)
+    if not records:
+        raise InputError(
+            path, "no records", hint="run `structrag bench recall` (or `bench loo`) to write some"
+        )
     for what, count in changed.items():
         if count:
             notes.append(f"{count} record(s) had {what} that differ from the recomputed ones")
-    return score_records(records), notes
+    coverage = coverage_warning(covered)
+    if coverage:
+        notes.append(coverage)
+    rows = score_records(records)
+    if not rows:
+        raise InputError(
+            path,
+            f"no record has evidence to score ({len(records)} record(s), every one with an "
+            "empty evidence list)",
+            hint="a question is scored on its evidence ids; pass --data to take them from "
+            "the data files",
+        )
+    return rows, notes
+
+
+def coverage_warning(covered: Mapping[tuple[str, int], set[str]]) -> str | None:
+    """A warning when the (system, budget) rows of a file were scored on different
+    questions (by question id), else None."""
+    sets = {frozenset(qids) for qids in covered.values()}
+    if len(sets) <= 1:
+        return None
+    every = frozenset().union(*sets)
+    shown = [
+        f"{system} at {budget}: {len(qids)} of {len(every)}"
+        for (system, budget), qids in covered.items()
+        if len(qids) < len(every)
+    ]
+    return (
+        "warning: the rows cover different questions, so they are not comparable (questions "
+        f"scored, of the {len(every)} in the file: {'; '.join(shown)})"
+    )
 
 
 def markdown_table(rows: Sequence[Row]) -> str:
@@ -274,13 +329,21 @@ def markdown_table(rows: Sequence[Row]) -> str:
         cells += [f"**{row.recall['overall']:.3f}**", f"{row.full['overall']:.3f}"]
         cells.append(str(row.questions))
         lines.append("| " + " | ".join(cells) + " |")
-    counts = rows[0].counts if rows else {}
-    if counts:
+    groups: dict[tuple[tuple[str, int], ...], list[Row]] = {}
+    for row in rows:
+        if row.counts:
+            key = tuple((n, row.counts[n]) for n in names if n in row.counts)
+            groups.setdefault(key, []).append(row)
+    if groups:
         lines.append("")
+    for key, members in groups.items():
+        which = (
+            ""
+            if len(groups) == 1
+            else " (" + ", ".join(f"{r.system} at {r.budget}" for r in members) + ")"
+        )
         lines.append(
-            "Questions per category: "
-            + ", ".join(f"{n} {counts[n]}" for n in names if n in counts)
-            + "."
+            f"Questions per category{which}: " + ", ".join(f"{n} {c}" for n, c in key) + "."
         )
     return "\n".join(lines) + "\n"
 
@@ -315,7 +378,8 @@ WARNINGS_KEPT = 50
 
 
 def question_meta(found: QuestionSet) -> dict[str, Any]:
-    """What reading the questions found, for a results file's meta."""
+    """What reading the questions found, for a results file's meta (pass the set
+    :func:`limit_set` made, so that it covers only the questions a run asks)."""
     return {
         "conversations": list(found.conversations),
         "questions_without_evidence": found.without_evidence,
@@ -356,8 +420,46 @@ def limit_questions(questions: Sequence[Question], limit: int | None) -> list[Qu
     return kept
 
 
-def question_record(system: str, question: Question, budget: int, context: Any) -> dict[str, Any]:
-    """One ``recall.jsonl`` line: a question's context from one system at one budget."""
+def limit_set(found: QuestionSet, limit: int | None) -> QuestionSet:
+    """What a run with ``--limit`` covers: at most ``limit`` questions per conversation
+    (:func:`limit_questions`), and only the warnings and questions left out (no evidence)
+    that come before the last question asked of a conversation whose questions were cut
+    by the limit (all of them where the limit cut nothing)."""
+    if limit is None:
+        return found
+    kept = limit_questions(found.questions, limit)
+    asked: dict[str, int] = {}
+    for q in found.questions:
+        asked[q.conversation] = asked.get(q.conversation, 0) + 1
+    reach: dict[str, int] = {}
+    for q in kept:
+        if asked[q.conversation] > limit:
+            reach[q.conversation] = question_number(q.qid)
+
+    def covered(at: tuple[str, int]) -> bool:
+        conversation, number = at
+        return conversation not in reach or number <= reach[conversation]
+
+    warnings = [
+        (line, at) for line, at in zip(found.warnings, found.warning_at, strict=True) if covered(at)
+    ]
+    skipped = [at for at in found.skipped_at if covered(at)]
+    return QuestionSet(
+        questions=kept,
+        conversations=list(found.conversations),
+        warnings=[line for line, _ in warnings],
+        without_evidence=len(skipped),
+        warning_at=[at for _, at in warnings],
+        skipped_at=skipped,
+    )
+
+
+def question_record(
+    system: str, question: Question, budget: int, context: AnswerContext
+) -> dict[str, Any]:
+    """One ``recall.jsonl`` line: a question's context from one system at one budget
+    (``cut_ids``: the messages of ``message_ids`` whose line is cut short, which scoring
+    counts as not found)."""
     return {
         "system": system,
         "qid": question.qid,
@@ -369,6 +471,7 @@ def question_record(system: str, question: Question, budget: int, context: Any) 
         "context": context.text,
         "tokens": context.tokens,
         "message_ids": context.message_ids,
+        "cut_ids": [m.id for m in context.messages if m.cut],
         "evidence": list(question.evidence),
     }
 
@@ -385,8 +488,16 @@ def check_choices(systems: Sequence[str], known: Sequence[str], budgets: Sequenc
 
 
 def check_budgets(budgets: Sequence[int]) -> None:
+    """Budgets are whole numbers from 1 to ``MAX_BUDGET`` (as ``ask --budget``): checked
+    before the ingest, for every system."""
     if not budgets or not all(_is_int(b) and b >= 1 for b in budgets):
         raise ConfigError("budgets must be positive numbers of tokens", hint="e.g. 500,1000")
+    over = [b for b in budgets if b > MAX_BUDGET]
+    if over:
+        raise ConfigError(
+            f"budget {over[0]:,} is over the largest context, {MAX_BUDGET:,} tokens",
+            hint=f"give budgets from 1 to {MAX_BUDGET:,} (as `structrag ask --budget`)",
+        )
 
 
 def as_paths(data: str | Path | Iterable[str | Path]) -> list[Path]:
@@ -421,6 +532,23 @@ def check_encoding(encoding: str) -> None:
     get_counter(encoding)
 
 
+#: What ``setup_seconds`` and ``seconds_per_question`` of ``recall.json`` include.
+TIMING = {
+    "setup_seconds": "each system's preparation, once per run, before its first question: "
+    "the baselines read the conversations' turns and render their context lines (cached "
+    "in the index's engine, so a later system finds them rendered); bm25, bm25+fill and "
+    "hybrid: indexing the turns for BM25; "
+    f"dense and hybrid: loading {DENSE_MODEL} and embedding every turn and question "
+    "(embeddings are read from OUT/cache where a system or an earlier run already "
+    "embedded the same texts)",
+    "seconds_per_question": "the mean wall time of one question at every budget after the "
+    "setup: ranking and packing. Each system runs on its own instances, so hybrid computes "
+    "its BM25 and dense rankings itself and bm25+fill its BM25 ranking (none reuses "
+    "another system's); structured is Index.ask, whose first question on a conversation "
+    "builds the engine's caches for it",
+}
+
+
 def run_recall(
     data: str | Path | Sequence[str | Path],
     out: str | Path,
@@ -440,7 +568,7 @@ def run_recall(
     Every option is checked, and the data read and checked, before the ingest; the three
     files are written under temporary names and renamed into place at the end, so a run
     that fails leaves the previous results as they were. ``log`` gets the warnings (evidence
-    that names no turn)."""
+    that names no turn) of the questions the run asks."""
     paths = as_paths(data)
     if not paths:
         raise ConfigError("no data files", hint="pass LoCoMo files with --data")
@@ -453,19 +581,20 @@ def run_recall(
     check_systems(names)
     out = Path(out)
     index_dir = Path(db) if db is not None else out / "index"
-    found = read_questions(paths)
+    found = limit_set(read_questions(paths), limit)
     for line in found.warnings:
         if log:
             log(f"warning: {line}")
-    questions = limit_questions(found.questions, limit)
-    out.mkdir(parents=True, exist_ok=True)
+    questions = found.questions
+    prepare_out(out)
     meta: dict[str, Any] = environment(command)
     with Index(index_dir) as index:
         started = time.perf_counter()
         reports = index.ingest(ingest_paths(paths), workers=workers, progress=progress)
+        stats = index.stats()
         meta["ingest"] = {
             "index": str(index_dir),
-            "messages": index.stats()["messages"],
+            "messages": stats["messages"],
             "seconds": round(time.perf_counter() - started, 2),
             "skipped": [r.path for r in reports if r.skipped],
         }
@@ -476,24 +605,36 @@ def run_recall(
                 f"conversations {', '.join(missing[:5])} are not in the index {index_dir}",
                 hint="the data files and --db must hold the same conversations",
             )
-        chosen = make_systems(names, index, encoding=encoding, cache_dir=out / "cache")
         meta.update(
             data=[str(p) for p in paths],
             data_sha256=data_sha256(paths),
             systems=list(names),
             budgets=list(budgets),
             encoding=encoding,
+            limit=limit,
+            workers=workers,
+            embeddings=stats.get("embeddings"),
+            ranking_settings=settings_meta(index.settings),
             questions=len(questions),
             **question_meta(found),
+            **({"dense_model": DENSE_MODEL} if {"dense", "hybrid"} & set(names) else {}),
+            timing=TIMING,
+            setup_seconds={},
             seconds_per_question={},
         )
         with Outputs(out) as files:
             with files.path(RECORDS).open("w", encoding="utf-8") as handle:
-                for system in chosen:
+                for name in names:
+                    # Each system on its own instances: none reuses another's rankings.
+                    (system,) = make_systems(
+                        [name], index, encoding=encoding, cache_dir=out / "cache"
+                    )
                     started = time.perf_counter()
                     system.prepare(questions)
+                    meta["setup_seconds"][name] = round(time.perf_counter() - started, 3)
                     if progress:
                         progress.start(len(questions), system.name)
+                    started = time.perf_counter()
                     for question in questions:
                         contexts = system.contexts(question, budgets)
                         for budget, context in zip(budgets, contexts, strict=True):
@@ -501,13 +642,11 @@ def run_recall(
                             handle.write(json.dumps(record, ensure_ascii=False) + "\n")
                         if progress:
                             progress.advance(1)
+                    elapsed = time.perf_counter() - started
                     if progress:
                         progress.finish()
                     handle.flush()
-                    elapsed = time.perf_counter() - started
-                    meta["seconds_per_question"][system.name] = round(
-                        elapsed / max(1, len(questions)), 4
-                    )
+                    meta["seconds_per_question"][name] = round(elapsed / max(1, len(questions)), 4)
             rows, _ = rescore(files.path(RECORDS))
             write_tables(out, rows, meta, files)
             files.commit()

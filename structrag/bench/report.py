@@ -16,8 +16,10 @@ perf``) and writes, next to them:
   without its vectors) against float32 vector stores of 384 and 1,536 dimensions.
 
 A ``notes.md`` in the results directory (what was unusual about a run) is appended.
-``recall.json`` and ``loo.json`` made from different data are refused: the report sets
-the held-out figures beside the others and checks the targets on them.
+``recall.json`` and ``loo.json`` of different runs are refused: the report sets the
+held-out figures beside the others and checks the targets on them, so both must come
+from the same data, the same questions (``--limit``), budgets and token encoding (and,
+where both files record them, the same index embeddings and ranking settings).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from structrag.bench.output import write_atomic
+from structrag.bench.output import prepare_out, write_atomic
 from structrag.bench.systems import require
 from structrag.errors import InputError
 
@@ -70,9 +72,50 @@ def _data_names(meta: dict[str, Any]) -> list[str]:
     return sorted(Path(str(p)).name for p in meta.get("data") or [])
 
 
+def _questions(meta: dict[str, Any]) -> str:
+    count = meta.get("questions", "?")
+    limit = meta.get("limit")
+    return f"{count} questions" + (f" (--limit {limit})" if limit is not None else "")
+
+
+def _budgets(meta: dict[str, Any]) -> str:
+    return ",".join(str(b) for b in meta.get("budgets") or []) or "?"
+
+
+def run_differences(recall: dict[str, Any], loo: dict[str, Any]) -> list[str]:
+    """How the runs of ``recall.json`` and ``loo.json`` differ in what their figures are
+    measured on (beyond the data): the questions asked (``--limit``), the budgets, the
+    token encoding, the index's embeddings and the structured system's ranking settings.
+    A field a file does not record (an older run) is not compared."""
+    mine, theirs = recall.get("meta") or {}, loo.get("meta") or {}
+    found: list[str] = []
+
+    def recorded(key: str) -> bool:
+        return mine.get(key) is not None and theirs.get(key) is not None
+
+    # Of the same data, the same number of questions is the same questions (--limit keeps
+    # each conversation's first ones), whatever the limit was.
+    if recorded("questions") and mine["questions"] != theirs["questions"]:
+        found.append(f"questions: recall.json {_questions(mine)}, loo.json {_questions(theirs)}")
+    if recorded("budgets") and sorted(mine["budgets"]) != sorted(theirs["budgets"]):
+        found.append(f"budgets: recall.json {_budgets(mine)}, loo.json {_budgets(theirs)}")
+    if recorded("encoding") and mine["encoding"] != theirs["encoding"]:
+        found.append(f"encoding: recall.json {mine['encoding']}, loo.json {theirs['encoding']}")
+    if recorded("embeddings") and mine["embeddings"] != theirs["embeddings"]:
+        found.append(
+            f"index embeddings: recall.json {mine['embeddings']}, loo.json {theirs['embeddings']}"
+        )
+    settings = [(m.get("ranking_settings") or {}).get("values") for m in (mine, theirs)]
+    if None not in settings and settings[0] != settings[1]:
+        found.append("ranking settings (meta.ranking_settings)")
+    return found
+
+
 def check_same_data(directory: Path, recall: dict[str, Any], loo: dict[str, Any]) -> None:
-    """Refuse ``recall.json`` and ``loo.json`` of different data: by the data's SHA-256
-    where both recorded it, else by the data files' names."""
+    """Refuse ``recall.json`` and ``loo.json`` of different runs: of different data (by
+    the data's SHA-256 where both recorded it, else by the data files' names), or of other
+    questions, budgets, encoding, embeddings or ranking settings (:func:`run_differences`):
+    the report would set their figures side by side and check the targets on the mix."""
     mine, theirs = recall.get("meta") or {}, loo.get("meta") or {}
     if mine.get("data_sha256") and theirs.get("data_sha256"):
         same = mine["data_sha256"] == theirs["data_sha256"]
@@ -87,6 +130,16 @@ def check_same_data(directory: Path, recall: dict[str, Any], loo: dict[str, Any]
             "cannot set them side by side or check the targets on them",
             hint="give each run its own --out folder, or run `bench recall` and `bench loo` "
             "with the same --data",
+        )
+    differences = run_differences(recall, loo)
+    if differences:
+        raise InputError(
+            directory,
+            "recall.json and loo.json were not measured alike ("
+            + "; ".join(differences)
+            + "), so one report cannot set them side by side or check the targets on them",
+            hint="run `bench recall` and `bench loo` with the same --data, --limit, --budgets "
+            "and --encoding (and the same --db), or give each run its own --out folder",
         )
 
 
@@ -690,7 +743,7 @@ def write_report(directory: str | Path, out: str | Path | None = None) -> list[P
     directory = Path(directory)
     results = load_results(directory)
     out = Path(out) if out is not None else directory
-    out.mkdir(parents=True, exist_ok=True)
+    prepare_out(out)
     written: list[Path] = []
     lines = ["# structrag benchmark report", ""]
     for name, what in (

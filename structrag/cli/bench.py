@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import click
 
 from structrag.cli.common import emit_json, json_option, note, progress_bar
+from structrag.query.context import MAX_BUDGET
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -28,6 +29,18 @@ def _int_list(ctx: click.Context, param: click.Parameter, value: str | None) -> 
     if not numbers or min(numbers) < 1:
         raise click.BadParameter("expected positive numbers, e.g. 500,1000")
     return list(dict.fromkeys(numbers))  # a repeated number is measured once
+
+
+def _budget_list(ctx: click.Context, param: click.Parameter, value: str | None) -> list[int] | None:
+    """Token budgets: positive and at most MAX_BUDGET, as `ask --budget` takes them."""
+    numbers = _int_list(ctx, param, value)
+    over = [n for n in numbers or [] if n > MAX_BUDGET]
+    if over:
+        raise click.BadParameter(
+            f"{over[0]:,} is over the largest budget, {MAX_BUDGET:,} tokens "
+            "(as `structrag ask --budget`)"
+        )
+    return numbers
 
 
 LOCOMO_HELP = "LoCoMo: github.com/snap-research/locomo, CC BY-NC 4.0."
@@ -104,7 +117,7 @@ def bench() -> None:
 @questions_option
 @click.option(
     "--budgets",
-    callback=_int_list,
+    callback=_budget_list,
     default="500,1000,2000,4000",
     show_default=True,
     help="Token budgets, comma-separated.",
@@ -186,7 +199,7 @@ def bench_recall(
 )
 @click.option(
     "--budgets",
-    callback=_int_list,
+    callback=_budget_list,
     default="500,1000,2000",
     show_default=True,
     help="Token budgets, comma-separated.",
@@ -284,14 +297,14 @@ def bench_knowledge(
 )
 @click.option(
     "--budgets",
-    callback=_int_list,
+    callback=_budget_list,
     default="500,1000,2000,4000",
     show_default=True,
     help="Budgets the held-out conversation is scored at, comma-separated.",
 )
 @click.option(
     "--select-budget",
-    type=click.IntRange(1),
+    type=click.IntRange(1, MAX_BUDGET),
     default=1000,
     show_default=True,
     help="Settings are chosen by mean recall at this budget.",
@@ -376,16 +389,17 @@ def bench_rescore(path: Path, data: tuple[Path, ...], recount: str | None, as_js
     """Recompute the recall table from a recall JSONL file alone (recall.jsonl, or
     loo.jsonl).
 
-    A question's recall is the share of its evidence ids among message_ids (0 when
-    tokens > budget); categories and overall are means over questions. A line with a
-    field missing or of the wrong type, or a (system, question, budget) given twice, is
-    an error naming the line.
+    A question's recall is the share of its evidence ids among message_ids less cut_ids
+    (a line cut short does not count; 0 when tokens > budget); categories and overall are
+    means over questions. A line with a field missing or of the wrong type, or a (system,
+    question, budget) given twice, is an error naming the line; a file without records is
+    an error. Rows that cover different questions get a warning.
     """
     from structrag.bench.recall import markdown_table, rescore
 
     rows, notes = rescore(path, data=list(data), recount=recount)
     for text in notes:
-        note(f"note: {text}")
+        note(text if text.startswith("warning: ") else f"note: {text}")
     if as_json:
         emit_json([row.as_dict() for row in rows])
         return
@@ -655,7 +669,8 @@ def bench_report(results: Path, out: Path | None) -> None:
 
     The held-out figures of loo.json come first and the targets are checked on them; a
     notes.md in RESULTS (what was unusual about the runs) is appended. recall.json and
-    loo.json made from different data are refused.
+    loo.json made from different data, or with other questions (--limit), budgets or
+    encoding, are refused.
     """
     from structrag.bench.report import write_report
 
