@@ -812,21 +812,30 @@ def test_recall_targets_use_held_out_figures_when_there_are_some() -> None:
     def row(system: str, budget: int, overall: float) -> dict[str, Any]:
         return {"system": system, "budget": budget, "recall": {"overall": overall}}
 
-    rows = [row("structured", 1000, 0.86), row("bm25", 1000, 0.70), row("dense", 1000, 0.84)]
-    assert "| structured overall at 1,000 tokens >= 0.85 | 0.8600 | yes |" in recall_targets(rows)
-    held_out = [row(HELD_OUT, 1000, 0.8495)]
+    rows = [
+        row("structured", 1000, 0.91),
+        row("bm25", 1000, 0.70),
+        row("dense", 1000, 0.84),
+        row("hybrid", 1000, 0.80),
+    ]
+    targets = recall_targets(rows)
+    assert "| structured overall at 1,000 tokens >= 0.90 | 0.9100 | yes |" in targets
+    assert any(t.startswith("| structured ahead of hybrid by >= 0.10") for t in targets)
+    assert next(t for t in targets if "hybrid" in t).endswith("| 0.1100 | yes |")
+    held_out = [row(HELD_OUT, 1000, 0.8995)]
     lines = recall_targets(rows, held_out)
     assert lines[0].startswith("| recall target (structured: held-out) |")
-    assert "| structured overall at 1,000 tokens >= 0.85 | 0.8495 | **no** |" in lines
+    assert "| structured overall at 1,000 tokens >= 0.90 | 0.8995 | **no** |" in lines
     assert "| structured above BM25 and dense at every budget | | yes |" in lines
+    assert next(t for t in lines if "hybrid" in t).endswith("| 0.0995 | **no** |")
     assert "| structured above BM25 and dense at every budget | | **no** |" in recall_targets(
         rows, [row(HELD_OUT, 1000, 0.83)]
     )
     # A baseline not run is not one beaten (bench recall --systems structured,bm25).
-    without_dense = [r for r in rows if r["system"] != "dense"]
-    assert "| structured above BM25 and dense at every budget | | n/a |" in recall_targets(
-        without_dense
-    )
+    without_dense = [r for r in rows if r["system"] not in {"dense", "hybrid"}]
+    shown = recall_targets(without_dense)
+    assert "| structured above BM25 and dense at every budget | | n/a |" in shown
+    assert next(t for t in shown if "hybrid" in t).endswith("| n/a |")
 
 
 def test_report_from_loo_alone(tmp_path: Path) -> None:

@@ -502,17 +502,29 @@ def recall_targets(
     ]
     measured = [(mine, theirs) for mine, theirs in pairs if mine is not None and theirs is not None]
     above = all(mine > theirs for mine, theirs in measured) if pairs and measured == pairs else None
+    hybrid = [(get("structured", b, "overall"), get("hybrid", b, "overall")) for b in budgets]
+    leads = [mine - theirs for mine, theirs in hybrid if mine is not None and theirs is not None]
+    least = min(leads) if hybrid and len(leads) == len(hybrid) else None
     return [
         f"| recall target (structured: {which}) | measured | met |",
         "|---|---:|---:|",
-        # Four decimals: 0.8495 must not read as meeting 0.85.
-        f"| structured overall at 1,000 tokens >= 0.85 | {_fmt(overall, 4)} | "
-        f"{_mark(None if overall is None else overall >= 0.85)} |",
-        f"| structured multi-hop at 1,000 tokens >= 0.70 | {_fmt(multi, 4)} | "
-        f"{_mark(None if multi is None else multi >= 0.70)} |",
+        # Four decimals: 0.8995 must not read as meeting 0.90.
+        f"| structured overall at 1,000 tokens >= {OVERALL_TARGET:.2f} | {_fmt(overall, 4)} | "
+        f"{_mark(None if overall is None else overall >= OVERALL_TARGET)} |",
+        f"| structured multi-hop at 1,000 tokens >= {MULTI_HOP_TARGET:.2f} | {_fmt(multi, 4)} | "
+        f"{_mark(None if multi is None else multi >= MULTI_HOP_TARGET)} |",
         f"| structured above BM25 and dense at every budget | | {_mark(above)} |",
+        f"| structured ahead of hybrid by >= {HYBRID_LEAD:.2f} at every budget (the least lead) "
+        f"| {_fmt(least, 4)} | {_mark(None if least is None else least >= HYBRID_LEAD)} |",
         "",
     ]
+
+
+#: The recall goal on LoCoMo (the project's recall issue): overall and multi-hop at 1,000
+#: tokens, and the lead over hybrid BM25 + dense retrieval at every budget.
+OVERALL_TARGET = 0.90
+MULTI_HOP_TARGET = 0.75
+HYBRID_LEAD = 0.10
 
 
 def duration(seconds: float) -> str:
