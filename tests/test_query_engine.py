@@ -513,3 +513,17 @@ def test_a_word_written_without_its_accents_is_one_fuzzy_step_away(tmp_path: Pat
         assert ids(index, "zurich~")[0] == "m0"
         assert ids(index, "angstrom~")[0] == "m0"  # two accents
         assert ids(index, "cafe~")[0] == "m1"
+
+
+def test_an_entity_named_in_symbols_is_found_by_its_name(tmp_path: Path) -> None:
+    chat = tmp_path / "tech.jsonl"
+    said = ["I am rewriting the parser in C++ and maybe in Go later.", "Sounds fun!"]
+    chat.write_text(
+        "\n".join(
+            json.dumps({"id": f"t{i}", "speaker": "Ana", "text": t}) for i, t in enumerate(said)
+        )
+    )
+    with Index(tmp_path / "ix") as index:
+        index.ingest([chat])
+        assert "c++" in {e["name"].lower() for e in index.entities()}
+        assert ids(index, 'entity:"C++"') == ["t0"]

@@ -249,8 +249,11 @@ class PatternMatch(PlanNode):
         # name is no condition to start from (it is an index term only for a job or a
         # role, and any ref may hold the word "owner"): with nothing else, candidates
         # come from the property index itself (entity(facet.owner=*)).
+        # A value of no index words ("C++", "AT&T": symbols the analysis drops) is looked
+        # for in the property index itself.
         named = [c for c in conditions if c.name != "facet.name"]
-        candidates = _candidates(ctx, named) if named else ctx.refs_having(conditions)
+        searchable = named and all(stems(v) for c in named for v in c.values)
+        candidates = _candidates(ctx, named) if searchable else ctx.refs_having(conditions)
         if not candidates:
             return Match.empty(n)
         hits = ctx.refs_meeting(sorted(candidates), conditions)
