@@ -6,6 +6,7 @@ run, so the rest of the CLI starts without it.
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -36,14 +37,19 @@ def needs_extra() -> None:
 
 
 def _size(ctx: click.Context, param: click.Parameter, value: str) -> int:
+    """A size in bytes: ``1M``, ``512K``, ``2G`` or a number of bytes; more than 0."""
     units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
     text = value.strip().lower().removesuffix("b")
     try:
-        if text and text[-1] in units:
-            return int(float(text[:-1]) * units[text[-1]])
-        return int(text)
-    except ValueError:
+        scale = units[text[-1]] if text and text[-1] in units else 1
+        size = int(float(text[:-1]) * scale) if scale > 1 else int(text)
+    except (ValueError, OverflowError):
         raise click.BadParameter(f"expected a size such as 1M or 512K, got {value!r}") from None
+    if size <= 0:
+        raise click.BadParameter(
+            f"expected a size of more than 0 bytes, such as 1M or 512K, got {value!r}"
+        )
+    return size
 
 
 def create_option(func: F) -> F:
@@ -104,6 +110,14 @@ def create_option(func: F) -> F:
     show_default=True,
     help="Request log, one JSON line per request: '-' for stderr, a file, or 'off'.",
 )
+@click.option(
+    "--grace",
+    type=click.FloatRange(0, 3600),
+    default=60,
+    show_default=True,
+    help="Seconds to wait for requests in flight when stopping (SIGTERM, Ctrl-C); a "
+    "second Ctrl-C stops at once.",
+)
 @click.option("--no-mcp", is_flag=True, help="Do not serve MCP at /mcp.")
 @create_option
 def serve(
@@ -116,6 +130,7 @@ def serve(
     max_body: int,
     max_upload: int,
     access_log: str,
+    grace: float,
     no_mcp: bool,
     create: bool,
 ) -> None:
@@ -125,7 +140,10 @@ def serve(
     its only writer, and serves many readers while it writes: they see the last
     committed state. Ingest runs as background jobs. While it runs, `structrag ask`,
     `query`, `stats`, `show`, `ingest` and `memory ... --db DIR` go through it (it
-    writes its address to DIR/server.json). SIGTERM or Ctrl-C stops it gracefully.
+    writes its address to DIR/server.json). SIGTERM or Ctrl-C stops it gracefully: the
+    requests in flight are answered (up to --grace seconds), new ones get 503; it exits
+    0 after SIGTERM, 130 after Ctrl-C. Started while `structrag ingest` writes the index,
+    it waits for that ingest to finish.
 
     \b
     Examples:
@@ -138,7 +156,7 @@ def serve(
     from structrag.server.run import ServeOptions
     from structrag.server.run import serve as run_server
 
-    run_server(
+    stopped_by = run_server(
         db,
         ServeOptions(
             host=host,
@@ -151,8 +169,11 @@ def serve(
             access_log=None if access_log == "off" else access_log,
             mcp=not no_mcp,
             create=create,
+            grace=grace,
         ),
     )
+    if stopped_by == signal.SIGINT:
+        raise KeyboardInterrupt  # exit 130, as every command does on Ctrl-C
 
 
 @click.command("mcp")

@@ -13,6 +13,7 @@ folder of ``.eml``). Detection looks at the extension first and then at the cont
 from __future__ import annotations
 
 import fnmatch
+import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -104,6 +105,7 @@ __all__ = [
     "ParsedSource",
     "SourceChanged",
     "StreamedSource",
+    "check_regular",
     "detect_format",
     "expand_inputs",
     "known_format",
@@ -127,6 +129,39 @@ def _canonical(fmt: str, path: Path) -> str:
             hint=f"choose one of: {', '.join(FORMATS)}",
         )
     return name
+
+
+def special_kind(path: Path) -> str | None:
+    """What ``path`` is when it is neither a regular file nor a folder (following links):
+    ``a FIFO``, ``a character device`` ...; None for a file, a folder or a missing path."""
+    try:
+        mode = path.stat().st_mode
+    except (OSError, ValueError):
+        return None  # a missing or unreadable path: reading it says what is wrong, by name
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    kinds = (
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    )
+    return next((what for test, what in kinds if test(mode)), "not a regular file")
+
+
+def check_regular(path: Path) -> None:
+    """Refuse, before reading a byte of it, an input that is neither a regular file nor a
+    folder: a device such as ``/dev/zero`` never ends and a FIFO may never answer, so
+    reading one would hang (and fill memory). Raises :class:`~structrag.errors.InputError`."""
+    kind = special_kind(path)
+    if kind is None:
+        return
+    target = f" (a link to {path.resolve()})" if path.is_symlink() else ""
+    raise InputError(
+        path,
+        f"is {kind}{target}, not a regular file: structrag reads files and folders only",
+        hint="save what it holds to a regular file and ingest that file",
+    )
 
 
 def _detect_folder(path: Path) -> str:
@@ -225,6 +260,7 @@ def load_source(
     its ``sha256`` is that of the bytes parsed, read once. Raises
     :class:`~structrag.errors.InputError`."""
     path = Path(path)
+    check_regular(path)
     options = options or LoadOptions()
     fmt = _canonical(format, path) if format else None
     if path.is_dir():
@@ -268,6 +304,7 @@ def scan_source(
     LoCoMo sample) is loaded whole (:func:`load_source`). Raises
     :class:`~structrag.errors.InputError`."""
     path = Path(path)
+    check_regular(path)
     options = options or LoadOptions()
     fmt = _canonical(format, path) if format else None
     if path.is_dir():
@@ -457,11 +494,11 @@ def expand_inputs(
             )
         if left_out:
             shown = ", ".join(
-                f"{p.relative_to(path).as_posix()}{'' if p.is_file() else '/'} ({why})"
+                f"{p.relative_to(path).as_posix()}{'/' if p.is_dir() else ''} ({why})"
                 for p, why in left_out[:5]
             )
             more = f" and {len(left_out) - 5} more" if len(left_out) > 5 else ""
-            kinds = "file(s)" if all(p.is_file() for p, _ in left_out) else "file(s) or folder(s)"
+            kinds = "file(s) or folder(s)" if any(p.is_dir() for p, _ in left_out) else "file(s)"
             out.skipped.append((str(path), f"left out {len(left_out)} {kinds}: {shown}{more}"))
     return out
 
@@ -513,6 +550,10 @@ def _walk(
 
         pattern = excluded.match(entry)
         if pattern is None:
+            kind = special_kind(entry)
+            if kind is not None:  # a FIFO or a device (or a link to one): never read
+                left_out.append((entry, f"{kind}, not a regular file"))
+                continue
             entries.append(entry)
             continue
         # an excluded folder is passed over whole, as hidden ones are

@@ -19,6 +19,7 @@ route added later is closed to scoped tokens until it says otherwise).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -29,7 +30,7 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from urllib.parse import unquote
 
 from fastapi import Depends, FastAPI, File, Form, Query, Request, UploadFile
@@ -56,6 +57,7 @@ from structrag.index import IngestOptions
 from structrag.server import schemas as s
 from structrag.server.auth import OPEN, AccessDenied, Grant, NotAuthenticated, Tokens
 from structrag.server.service import (
+    UPLOAD_PREFIX,
     BatchItemError,
     JobCancelled,
     ServerClosing,
@@ -69,6 +71,13 @@ STATIC = Path(__file__).parent / "static"
 MAX_BODY = 1 << 20
 MAX_UPLOAD = 512 << 20
 UPLOAD_PATH = "/v1/ingest/upload"
+#: An upload's form fields: the files, and the options of a JSON ingest (but paths, exclude).
+UPLOAD_FIELDS = frozenset(
+    {"files", "format", "conversation", "encoding", "date_order", "extractor", "ner"}
+    | {"embeddings", "workers", "force"}
+)
+#: Memory ids no route can reach by ``.../memories/{id}`` (it is another route's).
+RESERVED_IDS = frozenset({"count"})
 access_log = logging.getLogger("structrag.server.access")
 log = logging.getLogger("structrag.server")
 
@@ -175,7 +184,7 @@ def create_app(
     app.add_middleware(BodyLimit, max_body=max_body, max_upload=max_upload)
     if not tokens.required:
         app.add_middleware(LoopbackHost)
-    app.add_middleware(AccessLog)
+    app.add_middleware(AccessLog, tokens=tokens)
     return app
 
 
@@ -189,7 +198,7 @@ def _errors(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return error_response(422, _validation_error(exc))
+        return error_response(422, _validation_error(exc, request.headers.get("content-type")))
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -217,10 +226,28 @@ def _errors(app: FastAPI) -> None:
         )
 
 
-def _validation_error(exc: RequestValidationError) -> dict[str, Any]:
-    """A body that is not JSON (with the offset, line and column it broke at), or fields
-    that do not fit the schema (each named by its path)."""
+def _validation_error(
+    exc: RequestValidationError, content_type: str | None = None
+) -> dict[str, Any]:
+    """A body that is not JSON (with the offset, line and column it broke at), a body not
+    read as JSON for want of its Content-Type, or fields that do not fit the schema (each
+    named by its path)."""
     errors = exc.errors()
+    media = (content_type or "").split(";")[0].strip().lower()
+    if (
+        len(errors) == 1
+        and tuple(errors[0].get("loc", ())) == ("body",)
+        and errors[0].get("type") in ("model_attributes_type", "dict_type")
+        and not (media == "application/json" or media.endswith("+json"))
+    ):
+        shown = f"Content-Type {media}" if media else "no Content-Type"
+        return {
+            "code": "invalid_request",
+            "message": f"body: the body was not read as JSON: the request has {shown}",
+            "hint": "send the JSON object with the header Content-Type: application/json "
+            "(curl -H 'content-type: application/json')",
+            "position": None,
+        }
     for error in errors:
         if error.get("type") == "json_invalid":
             offset = error["loc"][-1] if isinstance(error["loc"][-1], int) else 0
@@ -387,17 +414,50 @@ def _routes(app: FastAPI, service: Service) -> None:
 
     @app.post(UPLOAD_PATH, response_model=s.JobOut, status_code=202, tags=["ingest"])
     async def upload(
+        request: Request,
         response: Response,
         files: Annotated[list[UploadFile], File(description="The files to ingest.")],
         format: Annotated[str | None, Form()] = None,
         conversation: Annotated[str | None, Form()] = None,
         encoding: Annotated[str, Form()] = "utf-8",
-        date_order: Annotated[str | None, Form(pattern="^(dmy|mdy)$")] = None,
+        date_order: Annotated[Literal["dmy", "mdy"] | None, Form()] = None,
+        extractor: Annotated[Literal["spacy", "llm", "hybrid"], Form()] = "spacy",
+        ner: Annotated[bool, Form()] = False,
+        embeddings: Annotated[Literal["static", "minilm", "none"] | None, Form()] = None,
+        workers: Annotated[int, Form(ge=1, le=16)] = 1,
         force: Annotated[bool, Form()] = False,
     ) -> dict[str, Any]:
-        """Upload files and ingest them as a background job (``curl -F files=@chat.jsonl``).
+        """Upload files and ingest them as a background job (``curl -F files=@chat.jsonl``);
+        the other form fields are the options of ``/v1/ingest`` (an unknown one is a 422).
         A client that goes away before the upload ends leaves no job and no trace."""
-        folder = Path(tempfile.mkdtemp(prefix="structrag-upload-"))
+        unknown = sorted(set((await request.form()).keys()) - UPLOAD_FIELDS)
+        if unknown:
+            raise RequestValidationError(
+                [
+                    {
+                        "type": "extra_forbidden",
+                        "loc": ("body", name),
+                        "msg": "not a field of an upload (Extra inputs are not permitted)",
+                        "input": None,
+                    }
+                    for name in unknown
+                ]
+            )
+        options = _ingest_options(
+            s.IngestIn(
+                paths=["upload"],
+                format=format,
+                conversation=conversation,
+                encoding=encoding,
+                date_order=date_order,
+                extractor=extractor,
+                ner=ner,
+                embeddings=embeddings,
+                workers=workers,
+                force=force,
+            )
+        )
+        folder = Path(tempfile.mkdtemp(prefix=UPLOAD_PREFIX))
         names: dict[str, str] = {}
         paths: list[Path] = []
         try:
@@ -410,13 +470,6 @@ def _routes(app: FastAPI, service: Service) -> None:
                         handle.write(chunk)
                 names[str(target)] = name
                 paths.append(target)
-            options = IngestOptions(
-                format=format,
-                conversation=conversation,
-                encoding=encoding,
-                date_order="mdy" if date_order == "mdy" else "dmy" if date_order else None,
-                force=force,
-            )
             # The inputs' check reads them: off the event loop.
             job = await run_in_threadpool(
                 service.start_ingest, paths, options, names=names, uploads=folder
@@ -451,6 +504,12 @@ def _routes(app: FastAPI, service: Service) -> None:
     @app.post(f"{memory}/memories", response_model=s.MemoryOut, status_code=201, tags=["memory"])
     def add_memory(agent: Agent, body: s.MemoryIn) -> dict[str, Any]:
         """Store a memory; it is extracted and searchable when this returns."""
+        if body.id in RESERVED_IDS:
+            raise MemoryInputError(
+                f"a memory's id cannot be {body.id!r}: GET .../memories/{body.id} is the "
+                "route of the memories' count, so that memory could not be read by its id",
+                hint="choose another id (or none: the server makes one up)",
+            )
         fields = body.model_dump(exclude={"text"})
         fields["timestamp"] = naive_utc(body.timestamp)
         return service.add_memory(agent, body.text, **fields)
@@ -821,10 +880,30 @@ class AccessLog:
     Every answer carries its request id (``x-request-id``). An error no route turned into
     an answer is a 500 answered here, with the request id in its body as well, and the
     traceback goes to the server's log under that id: not in an exception handler, which
-    FastAPI runs for ``Exception`` in Starlette's outermost layer, outside this one."""
+    FastAPI runs for ``Exception`` in Starlette's outermost layer, outside this one. A
+    request cancelled before its answer started (the server stopped after its grace) gets
+    a JSON 503, never the HTTP server's plain-text 500.
 
-    def __init__(self, app: ASGIApp) -> None:
+    ``who`` is said of every request: the grant the token check found, or else (a path
+    that needs no token, a request refused before the check) the sent token's
+    fingerprint, ``open`` on a server without tokens, or ``anonymous`` (no valid token).
+    """
+
+    def __init__(self, app: ASGIApp, tokens: Tokens | None = None) -> None:
         self.app = app
+        self.tokens = tokens or Tokens()
+
+    def who(self, scope: Scope) -> str:
+        grant = scope.get("state", {}).get("grant")
+        if isinstance(grant, Grant):
+            return grant.name
+        if not self.tokens.required:
+            return OPEN.name
+        sent = next((v for k, v in scope.get("headers", ()) if k.lower() == b"authorization"), None)
+        try:
+            return self.tokens.resolve(sent.decode("latin-1") if sent else None).name
+        except NotAuthenticated:
+            return "anonymous"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -869,8 +948,32 @@ class AccessLog:
                     },
                 )
             status = 500
+        except asyncio.CancelledError:
+            # The server stopped waiting for this request (its --grace ran out): say so in
+            # JSON if nothing was sent yet; an answer under way can only be cut off.
+            log.warning(
+                "%s %s (request %s) cut off: the server stopped before it was answered",
+                scope.get("method"),
+                scope.get("path"),
+                request_id,
+            )
+            if answering:
+                raise  # cut off: the client sees fewer bytes than the answer's length
+            with contextlib.suppress(Exception):
+                await _send_error(
+                    logging_send,
+                    503,
+                    {
+                        "code": "server_closing",
+                        "message": "the server stopped before the request was answered",
+                        "hint": "send it again once the server is back (its --grace "
+                        "bounds how long it waits for requests when stopping)",
+                        "request_id": request_id,
+                    },
+                    [(b"connection", b"close")],
+                )
+            status = 503
         finally:
-            grant = scope.get("state", {}).get("grant")
             client = scope.get("client")
             access_log.info(
                 json.dumps(
@@ -883,7 +986,7 @@ class AccessLog:
                         "ms": round((time.perf_counter() - started) * 1000, 2),
                         "bytes": sent,
                         "client": f"{client[0]}:{client[1]}" if client else None,
-                        "who": grant.name if isinstance(grant, Grant) else None,
+                        "who": self.who(scope),
                     }
                 )
             )

@@ -1,16 +1,24 @@
 """Starting and stopping: ``structrag serve`` (uvicorn) and ``structrag mcp`` (stdio).
 
 The HTTP server writes ``server.json`` into the index directory once it listens and
-removes it when it stops. SIGTERM (or Ctrl-C) stops it gracefully: no more writes are
-taken, the running ingest job is cancelled (its file rolls back), requests in flight are
-answered, the write under way finishes, then the index is closed.
+removes it when it stops. It holds the index's writer lock from start to stop (it is the
+index's only writer): a ``structrag ingest`` already writing the index is waited for
+before the index is opened, and one started meanwhile (``--no-server``) is refused at its
+start, not after its work. SIGTERM (or Ctrl-C) stops it gracefully: new connections are
+refused and a request that still arrives gets a JSON 503, the running ingest job is
+cancelled (its file rolls back), requests in flight are answered (for up to
+``--grace`` seconds; a second Ctrl-C stops waiting), the write under way finishes, then
+the index is closed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import fcntl
 import json
 import logging
+import os
 import signal
 import socket
 import sys
@@ -35,10 +43,12 @@ from structrag.server.discovery import (
 )
 from structrag.server.service import Service
 
+log = logging.getLogger("structrag.server")
 #: Connections the server's socket queues before it accepts them (uvicorn's default).
 BACKLOG = 2048
-#: Seconds uvicorn waits for open connections after SIGTERM before closing them.
-GRACEFUL_SECONDS = 10
+#: Seconds uvicorn waits for requests in flight after SIGTERM before cutting them off
+#: (``--grace``): long enough for a batch of 1,000 questions.
+GRACEFUL_SECONDS = 60
 #: Seconds an idle keep-alive connection stays open (an agent pauses between calls).
 KEEP_ALIVE_SECONDS = 30
 
@@ -59,6 +69,8 @@ class ServeOptions:
     mcp: bool = True
     #: Serve a new, empty index when ``--db`` holds none (else that is an error).
     create: bool = False
+    #: Seconds to wait for requests in flight when stopping (``--grace``).
+    grace: float = GRACEFUL_SECONDS
 
 
 class JsonLines(logging.Formatter):
@@ -133,6 +145,47 @@ def check_not_served(directory: Path) -> None:
         )
 
 
+def wait_for_writer(directory: Path, *, poll: float = 0.2) -> None:
+    """Wait while another process writes the index (a ``structrag ingest`` holds its writer
+    lock), saying so once: opening the index now would keep the file from that process
+    when it comes to commit, and its work would be lost."""
+    from structrag.store.workspace import WRITER_LOCK
+
+    path = directory / WRITER_LOCK
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return  # no lock file (a new index), or none we may read: nobody writes
+    told = False
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                return
+            except BlockingIOError:
+                if not told:
+                    holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip()
+                    print(
+                        f"structrag serve: waiting for another process to finish writing "
+                        f"{shown_path(directory)}{f' ({holder})' if holder else ''} before "
+                        "serving it (Ctrl-C to give up)",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                    told = True
+                time.sleep(poll)
+    finally:
+        os.close(fd)
+
+
+def hold_writer_lock(service: Service, url: str) -> None:
+    """Hold the index's writer lock for the server's life (its writes take it again, in
+    this process, at no cost): another process's ingest on the files is refused at its
+    start, naming the server, instead of failing at its commit after all its work."""
+    service.writer.writer_lock.acquire(f"structrag serve at {url}; send writes through it")
+
+
 def listen_on(host: str, port: int) -> socket.socket:
     """The server's socket, bound before the index is opened (uvicorn's own binding
     would log a bare error and exit after the index had been opened and warmed)."""
@@ -162,6 +215,8 @@ class _Server(uvicorn.Server):
         self.service = service
         self.tokens = tokens
         self.url: str | None = None
+        #: The signal that stopped the server (SIGINT: Ctrl-C).
+        self.stopped_by: int | None = None
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets=sockets)
@@ -193,13 +248,18 @@ class _Server(uvicorn.Server):
         # Not uvicorn's: it raises the signal again once it has stopped, which would end
         # the process before the index is closed and server.json removed.
         self.service.begin_shutdown()
+        self.stopped_by = self.stopped_by or sig
         if self.should_exit and sig == signal.SIGINT:
             self.force_exit = True  # a second Ctrl-C: stop waiting for connections
+        elif not self.should_exit:
+            grace = self.config.timeout_graceful_shutdown
+            log.info("stopping: answering the requests in flight (up to %s s)", grace)
         self.should_exit = True
 
 
-def serve(directory: str | Path, options: ServeOptions) -> None:
-    """Serve the index at ``directory`` until SIGTERM or Ctrl-C (see the module docstring)."""
+def serve(directory: str | Path, options: ServeOptions) -> int | None:
+    """Serve the index at ``directory`` until SIGTERM or Ctrl-C (see the module docstring);
+    the signal that stopped it."""
     from structrag.server.app import create_app
 
     directory = Path(directory)
@@ -209,11 +269,24 @@ def serve(directory: str | Path, options: ServeOptions) -> None:
     check_not_served(directory)
     configure_logging(options.access_log)
     sock = listen_on(options.host, options.port)
+    try:
+        wait_for_writer(directory)
+        check_not_served(directory)  # another server may have started while this one waited
+    except BaseException:
+        sock.close()
+        raise
     started = time.perf_counter()
     try:
         service = Service(directory, readers=options.readers)
     except BaseException:
         sock.close()
+        raise
+    try:
+        bound = sock.getsockname()
+        hold_writer_lock(service, connect_url(options.host, int(bound[1])))
+    except BaseException:
+        sock.close()
+        service.close()
         raise
     for note in service.notes:
         print(f"note: {note}", file=sys.stderr)
@@ -233,16 +306,20 @@ def serve(directory: str | Path, options: ServeOptions) -> None:
             log_level="warning",
             log_config=None,  # its loggers write JSON lines (configure_logging)
             access_log=False,
-            timeout_graceful_shutdown=GRACEFUL_SECONDS,
+            timeout_graceful_shutdown=max(1, round(options.grace)),
             timeout_keep_alive=KEEP_ALIVE_SECONDS,
         )
         logging.getLogger("structrag.server").info(
             "index open and warm in %.1f s", time.perf_counter() - started
         )
-        _Server(config, service, tokens).run(sockets=[sock])
+        server = _Server(config, service, tokens)
+        server.run(sockets=[sock])
+        return server.stopped_by
     finally:
         sock.close()
         service.close()
+        with contextlib.suppress(Exception):
+            service.writer.writer_lock.release()
         remove_info(directory, service.instance)
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import queue
+import re
 import secrets
 import shutil
 import threading
@@ -582,15 +583,16 @@ class Service:
 
             LLMConfig.resolve()  # no endpoint or model configured: a ConfigError now
         inputs = [str(p) for p in paths]
+
+        def check(index: Index) -> tuple[dict[str, Any], int]:
+            check_against_index(index, options)
+            return index.estimate(inputs, options), index.store.generation()
+
         try:
             stamps = _stamps(inputs, options)
-            estimate, generation = self.read(
-                lambda index: (index.estimate(inputs, options), index.store.generation())
-            )
+            estimate, generation = self.read(check)
         except StructragError as exc:
-            if not names:
-                raise
-            raise ShownError(exc, _shown(names, error_dict(exc))) from exc
+            raise ShownError(exc, _shown(names, error_dict(exc), form=uploads is not None)) from exc
         job = Job(
             id="job-" + secrets.token_hex(6),
             inputs=inputs,
@@ -609,7 +611,16 @@ class Service:
 
     def estimate(self, paths: Sequence[str], options: IngestOptions) -> dict[str, Any]:
         """What an ingest would do (:meth:`Index.estimate`); reads only."""
-        return self.read(lambda index: index.estimate(paths, options))
+
+        def work(index: Index) -> dict[str, Any]:
+            check_against_index(index, options)
+            estimate: dict[str, Any] = index.estimate(paths, options)
+            return estimate
+
+        try:
+            return self.read(work)
+        except StructragError as exc:
+            raise ShownError(exc, _shown({}, error_dict(exc))) from exc
 
     def job(self, job_id: str) -> Job:
         with self._jobs_lock:
@@ -634,6 +645,7 @@ class Service:
         from structrag.importers import expand_inputs
 
         job.started_at = _now().isoformat()
+        form = job.uploads is not None
         try:
             if job.cancel.is_set():
                 raise JobCancelled("the job was cancelled before it started")
@@ -667,7 +679,7 @@ class Service:
                 reports = self.write(
                     partial(_ingest_one, path=path, options=options, progress=progress)
                 )
-                job.reports.extend(_shown(job.names, r.as_dict()) for r in reports)
+                job.reports.extend(_shown(job.names, r.as_dict(), form=form) for r in reports)
                 job.files_done += 1
             for folder, why in inputs.skipped:
                 job.reports.append({"path": folder, "format": "folder", "skipped": why})
@@ -681,7 +693,7 @@ class Service:
             job.error = error_dict(exc)
         except StructragError as exc:
             job.state = "failed"
-            job.error = _shown(job.names, error_dict(exc))
+            job.error = _shown(job.names, error_dict(exc), form=form)
         except Exception as exc:
             log.exception("ingest job %s failed", job.id)
             job.state = "failed"
@@ -728,19 +740,57 @@ class Service:
         return self._closing.is_set()
 
 
-def _shown(names: dict[str, str], data: Any) -> Any:
-    """``data`` (an error or a report, as the API shows it) with each upload's temporary
-    path replaced by the name it was uploaded as, in every string of it, however deep
-    (the errors of ``input_errors`` are a list of dicts)."""
+#: The folder each upload is written under (``<temp>/structrag-upload-XXXX/<n>/<name>``).
+UPLOAD_PREFIX = "structrag-upload-"
+#: An upload's temporary folder in a path, with the folders before it.
+_UPLOADED = re.compile(
+    r"(?:[^\s'\"(]*[/\\])?" + re.escape(UPLOAD_PREFIX) + r"[A-Za-z0-9_]+[/\\]\d+[/\\]"
+)
+#: An ingest option as the CLI names it in a hint (``--conversation NAME``).
+_OPTION = re.compile(
+    r"--(format|conversation|encoding|date-order|exclude|force|extractor|embeddings|ner|workers)"
+    r"\b(?: ([A-Z][A-Z_]*)\b)?"
+)
+
+
+def _shown(names: dict[str, str], data: Any, *, form: bool = False) -> Any:
+    """``data`` (an error or a report, as the API shows it) as a client of the API sees
+    it, in every string of it, however deep (the errors of ``input_errors`` are a list of
+    dicts): each upload's temporary path replaced by the name it was uploaded as (an
+    earlier upload's, which the index recorded, by ``upload:NAME``), and for an upload
+    (``form``), the CLI's options in hints by the form's fields (a JSON body's fields are
+    the CLI's options, which the CLI going through the server shows as they are)."""
     if isinstance(data, str):
         for path, name in names.items():
             data = data.replace(path, name)
-        return data
+        data = _UPLOADED.sub("upload:", data)
+        return _OPTION.sub(_field, data) if form else data
     if isinstance(data, dict):
-        return {key: _shown(names, value) for key, value in data.items()}
+        return {key: _shown(names, value, form=form) for key, value in data.items()}
     if isinstance(data, list | tuple):
-        return type(data)(_shown(names, value) for value in data)
+        return type(data)(_shown(names, value, form=form) for value in data)
     return data
+
+
+def _field(match: re.Match[str]) -> str:
+    """An option of the CLI's as an upload's form field."""
+    name, value = match.group(1).replace("-", "_"), match.group(2)
+    return f"the form field {name}" + (f" (-F {name}={value})" if value else "")
+
+
+def check_against_index(index: Index, options: IngestOptions) -> None:
+    """Refuse, before a job is queued, options the index cannot take (the job would fail
+    on them): an embedding model other than the one the index was built with."""
+    from structrag.errors import ConfigError
+
+    requested = options.embeddings
+    current = index.store.get_setting("embeddings")
+    if requested is not None and current is not None and requested != current:
+        raise ConfigError(
+            f"this index embeds messages with {current!r}, not {requested!r}",
+            hint='drop "embeddings" (the index keeps its model), or build a new index with '
+            "the other model",
+        )
 
 
 def _stamps(inputs: Sequence[str], options: IngestOptions) -> list[tuple[str, int, int]]:

@@ -188,7 +188,45 @@ function legend() {
 
 // -- views --------------------------------------------------------------------------------
 
+// A token limited to some agents' memories gets 403 for the index's pages: say so, and
+// offer to open an agent's memory (the server's message names the agents it reaches).
+function agentsOnly(err) {
+  if (!(err instanceof ApiError) || err.status !== 403 || err.error.code !== "access_denied") throw err;
+  const name = h("input", { type: "text", id: "agent-name", placeholder: "agent", required: true });
+  const form = h(
+    "form",
+    {
+      class: "row",
+      id: "agent-form",
+      onsubmit: (event) => {
+        event.preventDefault();
+        if (name.value.trim()) location.hash = `#/a/${enc(name.value.trim())}`;
+      },
+    },
+    name,
+    h("button", { type: "submit" }, "Open its memory"),
+  );
+  return [
+    h("h1", {}, "Agents' memory only"),
+    h(
+      "div",
+      { class: "card", id: "agents-only", role: "status" },
+      h("p", {}, err.error.message || "this token reaches some agents' memories only"),
+      h("p", { class: "muted" }, "The index's pages (conversations, entities, ask) need a token granted the whole index. Open the memory of an agent this token reaches:"),
+      form,
+    ),
+  ];
+}
+
 async function home() {
+  try {
+    return await indexView();
+  } catch (err) {
+    return agentsOnly(err);
+  }
+}
+
+async function indexView() {
   const [stats, conversations, entities, topics] = await Promise.all([
     api("GET", "/v1/stats"),
     api("GET", "/v1/conversations"),
@@ -252,9 +290,15 @@ async function conversationView(id, params) {
   const focus = params.get("focus");
   const asked = Math.max(0, parseInt(params.get("page") || "0", 10) || 0);
   const where = focus ? { around: focus, limit: PAGE } : { offset: asked * PAGE, limit: PAGE };
-  const data = await api("GET", `/v1/conversations/${enc(id)}/messages${query(where)}`);
-  const page = Math.floor(data.offset / PAGE);
+  let data = await api("GET", `/v1/conversations/${enc(id)}/messages${query(where)}`);
   const pages = Math.max(1, Math.ceil(data.total / PAGE));
+  const last = pages - 1;
+  if (!focus && asked > last) {
+    // a page past the end (an old link, a hand-typed ?page=): show the last one
+    history.replaceState(null, "", `#/c/${enc(id)}?page=${last}`);
+    data = await api("GET", `/v1/conversations/${enc(id)}/messages${query({ offset: last * PAGE, limit: PAGE })}`);
+  }
+  const page = Math.min(Math.floor(data.offset / PAGE), last);
   const pager = () =>
     h(
       "div",
@@ -347,7 +391,7 @@ function askView(params) {
     history.replaceState(null, "", `#/ask${query({ q: question, budget: budget.value })}`);
     result.replaceChildren(h("p", { class: "muted" }, "asking…"));
     try {
-      const data = await api("POST", "/v1/ask", { question, budget: parseInt(budget.value, 10) || 1000, explain: true });
+      const data = await api("POST", "/v1/ask", { question, budget: budgetOf(budget.value), explain: true });
       result.replaceChildren(...answerView(data));
     } catch (err) {
       showError(result, err);
@@ -356,6 +400,16 @@ function askView(params) {
   const form = h("form", { class: "row card", id: "ask-form", onsubmit: run }, input, h("label", { class: "muted" }, "budget ", budget), h("button", { type: "submit" }, "Ask"));
   if (input.value) setTimeout(run, 0);
   return [h("h1", {}, "Ask"), form, result];
+}
+
+// The budget field's value as the API takes it: empty is the default (1000); anything
+// else goes as typed (a number, or the text itself), so that the API's error says what is
+// wrong with it (0, -5, 1.5, "abc") instead of the question being asked with 1000.
+function budgetOf(value) {
+  const text = String(value ?? "").trim();
+  if (text === "") return 1000;
+  const number = Number(text);
+  return Number.isFinite(number) ? number : text;
 }
 
 function answerView(data) {
@@ -394,7 +448,12 @@ function answerView(data) {
 }
 
 async function agentsView() {
-  const agents = await api("GET", "/v1/agents");
+  let agents;
+  try {
+    agents = await api("GET", "/v1/agents");
+  } catch (err) {
+    return agentsOnly(err);
+  }
   return [
     h("h1", {}, "Agents"),
     h(
@@ -505,14 +564,25 @@ function agentView(agent, params) {
 
 // -- routing ------------------------------------------------------------------------------
 
+// One segment of the address, percent-decoded; one that does not decode ("100%") is an
+// error the page shows, not an exception that leaves it loading.
+function decodePart(part) {
+  try {
+    return decodeURIComponent(part);
+  } catch {
+    throw new Error(`the address ${JSON.stringify(location.hash)} is not valid: "${part}" is not percent-encoded (write % as %25)`);
+  }
+}
+
 async function route() {
   const [path, search] = (location.hash.slice(1) || "/").split("?");
   const params = new URLSearchParams(search || "");
-  const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
-  const section = parts[0] === "ask" ? "ask" : parts[0] === "agents" || parts[0] === "a" ? "agents" : "home";
+  const raw = path.split("/").filter(Boolean);
+  const section = raw[0] === "ask" ? "ask" : raw[0] === "agents" || raw[0] === "a" ? "agents" : "home";
   for (const link of document.querySelectorAll("[data-nav]")) link.classList.toggle("active", link.dataset.nav === section);
   main.replaceChildren(h("p", { class: "muted" }, "loading…"));
   try {
+    const parts = raw.map(decodePart);
     let view;
     if (parts[0] === "c" && parts[1]) view = await conversationView(parts[1], params);
     else if (parts[0] === "e" && parts[1]) view = await entityView(parts[1]);
