@@ -614,6 +614,42 @@ class Index:
             return {"error": f"the LLM did not answer: {exc.message}"}
         return written.as_dict()
 
+    def remove_conversation(self, conversation: str) -> int:
+        """Delete an ingested conversation: its messages, everything extracted from them,
+        their embeddings, its entries in the text index and its digest, in one write
+        (the ingest log keeps its sources: ingesting the file again brings it back).
+        Returns how many messages went. A document's fragments go with
+        ``index.knowledge.remove``, an agent's memories with its memory API."""
+        from structrag.extract.spacy_extractor import SpacyExtractor
+        from structrag.ingest import Ingestor
+
+        if self.read_only:
+            raise IndexStateError("the index was opened read-only; open it for writing")
+        self.check_conversation(conversation)
+        if conversation.startswith(DOCUMENT_ROOM):
+            raise ConfigError(
+                f"{conversation!r} holds a document's fragments",
+                hint="remove the document with `structrag knowledge remove ID`",
+            )
+        with self.writer_lock.held("remove"):
+            rows = self.store.sql(
+                "SELECT mkey, agent FROM messages WHERE conversation = ?", [conversation]
+            )
+            agents = sorted({str(agent) for _, agent in rows if agent is not None})
+            if agents:
+                raise ConfigError(
+                    f"{conversation!r} is a memory room of {', '.join(agents)}",
+                    hint="remove an agent's memories with `structrag memory remove --all "
+                    f"--agent NAME --room {conversation}` (or Memory.remove_all)",
+                )
+            keys = [int(mkey) for mkey, _ in rows]
+            if keys:
+                # nothing is extracted: the pipeline is never loaded
+                ingestor = Ingestor(self.store, self.text_index, SpacyExtractor(workers=1))
+                ingestor.write([], [], [], delete=keys)
+            self.store.drop_conversation(conversation)
+        return len(keys)
+
     def reindex(self, progress: ProgressSink | None = None) -> int:
         """Write every conversation's digest again, then rebuild the Whoosh index from the
         store; returns the number of messages."""

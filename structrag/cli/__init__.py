@@ -82,6 +82,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "reindex",
         "Rebuild the Whoosh text index from the DuckDB store.",
     ),
+    "remove": (
+        "structrag.cli.ingest",
+        "remove",
+        "Delete ingested conversations: their messages and everything extracted from them.",
+    ),
     "memory": (
         "structrag.cli.memory",
         "memory",

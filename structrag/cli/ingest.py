@@ -7,24 +7,29 @@ import os
 import shlex
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from structrag.cli import need_full_teardown
 from structrag.cli.common import (
+    counted,
     db_option,
     emit_json,
     is_dir,
     json_option,
     note,
+    on_index,
     open_for,
     progress_bar,
     quiet_option,
 )
 from structrag.cli.llm import llm_config, llm_options
-from structrag.cli.remote import Remote, Via, via_options
+from structrag.cli.remote import Remote, Via, quoted, via_options
 from structrag.importers import ALIASES, FORMATS
+
+if TYPE_CHECKING:
+    from structrag.index import Index
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -443,3 +448,36 @@ def reindex(db: str, quiet: bool) -> None:
     with open_for(db, write=True) as index:
         count = index.reindex(progress_bar(quiet))
     click.echo(f"reindexed {count} messages")
+
+
+@click.command()
+@click.argument("conversations", nargs=-1, required=True)
+@db_option
+@json_option
+@via_options
+def remove(conversations: tuple[str, ...], db: str, as_json: bool, via: Via) -> None:
+    """Delete ingested conversations: their messages and everything extracted from them.
+
+    Ingesting the file again brings a conversation back. A document goes with
+    `structrag knowledge remove`, an agent's memories with `structrag memory remove`.
+
+    \b
+    Example:
+      structrag remove family --db my-index
+    """
+    wanted = list(dict.fromkeys(conversations))
+
+    def local(index: Index) -> list[int]:
+        for conversation in wanted:  # every one checked before any is removed
+            index.check_conversation(conversation)
+        return [index.remove_conversation(c) for c in wanted]
+
+    def remote(server: Remote) -> list[int]:
+        return [int(server.delete(f"/v1/conversations/{quoted(c)}")["removed"]) for c in wanted]
+
+    removed = on_index(db, via, remote=remote, local=local, write=True)
+    if as_json:
+        emit_json([{"conversation": c, "removed": n} for c, n in zip(wanted, removed, strict=True)])
+        return
+    for conversation, count in zip(wanted, removed, strict=True):
+        click.echo(f"removed {conversation!r}: {counted(count, 'message')}")

@@ -332,6 +332,14 @@ def _routes(app: FastAPI, service: Service) -> None:
         """A page of a conversation's messages, each with its knowledge and spans."""
         return service.messages(conversation, offset=offset, limit=limit, around=around)
 
+    @app.delete(
+        "/v1/conversations/{conversation:path}", response_model=s.RemovedOut, tags=["index"]
+    )
+    def remove_conversation(conversation: str) -> dict[str, Any]:
+        """Delete an ingested conversation, its messages and everything extracted from them
+        (``structrag remove``); ``removed`` is how many messages went."""
+        return service.remove_conversation(conversation)
+
     @app.get("/v1/messages/{message_id:path}", response_model=s.MessageOut, tags=["index"])
     def show(message_id: str, conversation: str | None = None) -> dict[str, Any]:
         """A message and its knowledge with spans (``structrag show``)."""

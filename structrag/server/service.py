@@ -486,6 +486,9 @@ class Service:
             agent, lambda mem: mem.update(memory_id, room=room, **fields).as_dict()
         )
 
+    def remove_conversation(self, conversation: str) -> dict[str, Any]:
+        return {"removed": self.write(lambda index: index.remove_conversation(conversation))}
+
     def remove_memory(self, agent: str, memory_id: str, room: str | None = None) -> dict[str, Any]:
         self.memory_write(agent, lambda mem: mem.remove(memory_id, room))
         return {"removed": 1}

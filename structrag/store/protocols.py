@@ -338,6 +338,11 @@ class KnowledgeStore(Protocol):
         of ``conversations``, without a new generation (a digest changes no answer)."""
         ...
 
+    def drop_conversation(self, conversation: str) -> None:
+        """Delete a conversation's own rows (the conversation, its aliases and digest),
+        once a transaction has deleted its messages."""
+        ...
+
     def stage(
         self,
         folder: Path,

@@ -164,6 +164,26 @@ class DuckDBStore(DuckDBReader):
         finally:
             self.let_go()
 
+    def drop_conversation(self, conversation: str) -> None:
+        """Delete a conversation's own rows once its messages are gone (their deletion
+        is a transaction of its own, before: DuckDB refuses to delete a row whose
+        referencing rows went in the same transaction): the conversation, its aliases and
+        its digest. Leaves the generation as it is (the messages' deletion moved it)."""
+        self._writable()
+        con = self.hold()
+        try:
+            con.execute("BEGIN TRANSACTION")
+            try:
+                for table in ("aliases", "digests", "conversations"):
+                    con.execute(f"DELETE FROM {table} WHERE conversation = ?", [conversation])
+                con.execute("COMMIT")
+            except BaseException:
+                with suppress(duckdb.Error):
+                    con.execute("ROLLBACK")
+                raise
+        finally:
+            self.let_go()
+
     def stage(
         self,
         folder: Path,
