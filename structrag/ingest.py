@@ -441,6 +441,7 @@ class Ingestor:
                 )
                 failed.append((changed, path))
                 continue
+            report.warnings.extend(self._written_as_others(path, report.conversations))
             streamed = source if isinstance(source, StreamedSource) else None
             plans.append(
                 _Plan(
@@ -469,6 +470,20 @@ class Ingestor:
             return False
         ids = [c.id for c in source.conversations]
         return len(self.store.conversation_inputs(ids)) == len(set(ids))
+
+    def _written_as_others(self, path: Path, conversations: list[str]) -> list[str]:
+        """A warning when this file wrote other conversations before (``--conversation
+        family`` then none): its messages are about to be in both."""
+        before = sorted(self.store.conversations_from(str(path.resolve())) - set(conversations))
+        if not before or not conversations:
+            return []
+        named = ", ".join(repr(c) for c in before)
+        return [
+            f"this file was ingested before as {named}; this ingest writes it as "
+            f"{', '.join(repr(c) for c in conversations)} too, so its messages will be in "
+            f"both (to update the earlier one, ingest with --conversation {before[0]}; to "
+            f"drop one: structrag remove NAME)"
+        ]
 
     def _check_names(
         self,

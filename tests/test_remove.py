@@ -108,3 +108,19 @@ def test_the_cli_and_the_api_remove_a_conversation(tmp_path: Path) -> None:
             assert client.get("/v1/stats").json()["messages"] == 0
     finally:
         service.close()
+
+
+def test_a_file_ingested_again_under_another_name_says_it_will_be_in_both(
+    tmp_path: Path,
+) -> None:
+    chat = _chat(tmp_path / "de.jsonl", TRIP)
+    with Index(tmp_path / "ix") as ix:
+        (first,) = ix.ingest([chat], conversation="family")
+        assert not first.warnings
+        (again,) = ix.ingest([chat])
+        (warning,) = again.warnings
+        assert "ingested before as 'family'" in warning and "--conversation family" in warning
+        assert "structrag remove" in warning
+        assert ix.remove_conversation("de") == 3
+        (same,) = ix.ingest([chat], conversation="family", force=True)
+        assert not same.warnings

@@ -301,6 +301,11 @@ class KnowledgeStore(Protocol):
         """``(conversation, message id) -> (mkey, content hash, ordinal)``, existing messages."""
         ...
 
+    def conversations_from(self, path: str) -> set[str]:
+        """The conversations whose messages an ingest of the file at ``path`` (resolved)
+        last wrote."""
+        ...
+
     def conversation_inputs(self, conversations: Iterable[str]) -> dict[str, set[str]]:
         """The inputs (their ``sources.path``) whose ingests wrote each conversation's
         messages; a conversation with none (new, or live memories only) is left out."""

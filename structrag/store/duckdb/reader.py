@@ -266,6 +266,14 @@ class DuckDBReader:
             found.setdefault(str(conversation), set()).add(str(path))
         return found
 
+    def conversations_from(self, path: str) -> set[str]:
+        rows = self.sql(
+            "SELECT DISTINCT m.conversation FROM messages m "
+            "JOIN sources s ON s.source_id = m.source_id WHERE s.path = ?",
+            [path],
+        )
+        return {str(c) for (c,) in rows}
+
     def message_inputs(self, conversations: Iterable[str]) -> dict[tuple[str, str], str]:
         convs = sorted(set(conversations))
         if not convs:
