@@ -150,32 +150,28 @@ class DuckDBStore(DuckDBReader):
         """Store the digests ``digest`` makes of ``conversations`` (dropping theirs), in one
         transaction that leaves the generation as it is: a digest changes no answer, so
         readers and the text index stay as they are."""
-        self._writable()
-        con = self.hold()
-        try:
-            con.execute("BEGIN TRANSACTION")
-            try:
-                replace_digests(con, conversations, digest)
-                con.execute("COMMIT")
-            except BaseException:
-                with suppress(duckdb.Error):
-                    con.execute("ROLLBACK")
-                raise
-        finally:
-            self.let_go()
+        with self._transaction() as con:
+            replace_digests(con, conversations, digest)
 
     def drop_conversation(self, conversation: str) -> None:
         """Delete a conversation's own rows once its messages are gone (their deletion
         is a transaction of its own, before: DuckDB refuses to delete a row whose
         referencing rows went in the same transaction): the conversation, its aliases and
         its digest. Leaves the generation as it is (the messages' deletion moved it)."""
+        with self._transaction() as con:
+            for table in ("aliases", "digests", "conversations"):
+                con.execute(f"DELETE FROM {table} WHERE conversation = ?", [conversation])
+
+    @contextmanager
+    def _transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """The store's connection held in a transaction of its own: committed when the
+        block ends, rolled back when it raises."""
         self._writable()
         con = self.hold()
         try:
             con.execute("BEGIN TRANSACTION")
             try:
-                for table in ("aliases", "digests", "conversations"):
-                    con.execute(f"DELETE FROM {table} WHERE conversation = ?", [conversation])
+                yield con
                 con.execute("COMMIT")
             except BaseException:
                 with suppress(duckdb.Error):
