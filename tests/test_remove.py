@@ -124,3 +124,10 @@ def test_a_file_ingested_again_under_another_name_says_it_will_be_in_both(
         assert ix.remove_conversation("de") == 3
         (same,) = ix.ingest([chat], conversation="family", force=True)
         assert not same.warnings
+
+
+def test_conversations_say_which_are_agents_rooms(index: Index, tmp_path: Path) -> None:
+    index.memory("bot").add("I live in Porto.", user="ana", room="dm")
+    rows = {r["id"]: r for r in index.conversation_summaries()}
+    assert rows["dm"]["kind"] == "memory_room" and rows["dm"]["agents"] == ["bot"]
+    assert rows["trip"]["kind"] == "conversation" and "agents" not in rows["trip"]

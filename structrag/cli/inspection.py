@@ -96,9 +96,10 @@ def conversations(db: str, as_json: bool, via: Via) -> None:
         if row["id"] in shown_apart:
             continue
         dates = f"{(row['first'] or '')[:10]} .. {(row['last'] or '')[:10]}" if row["first"] else ""
+        room = f"  (memory room of {', '.join(row['agents'])})" if row.get("agents") else ""
         click.echo(
             f"{row['id']:<24} {counted(row['messages'], 'message'):>15}  {dates:<24} "
-            f"{', '.join(row['speakers'][:6])}"
+            f"{', '.join(row['speakers'][:6])}{room}"
         )
     if documents:
         fragments = sum(int(row.get("fragments") or 0) for row in documents)

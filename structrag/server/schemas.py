@@ -87,6 +87,11 @@ class ConversationOut(Response):
     first: str | None
     last: str | None
     speakers: list[str]
+    kind: Literal["conversation", "memory_room", "document"] = Field(
+        default="conversation",
+        description="An ingested conversation, an agent's memory room (with its agents), or "
+        "a document's fragments (with its document_id, path, title and fragments).",
+    )
 
 
 class MessageOut(Response):

@@ -362,7 +362,8 @@ class DuckDBReader:
         # The conversation's own messages: an agent's facts, relationships and goals,
         # and a document's fragments, are rows of the same table that no page shows.
         # A document's conversation says which document it is (kind "document": its
-        # id, path, title and fragment count), as `knowledge list` shows it.
+        # id, path, title and fragment count), as `knowledge list` shows it; an agent's
+        # room says whose (kind "memory_room", with its agents).
         rows = self.sql(
             "WITH docs AS (SELECT d.document_id, d.path, d.title, "
             "(SELECT count(*) FROM fragments f WHERE f.document_id = d.document_id) AS n "
@@ -370,7 +371,8 @@ class DuckDBReader:
             "max(m.ts), "
             "list_sort(list_distinct(list(m.speaker) FILTER (WHERE m.speaker IS NOT NULL))), "
             "any_value(docs.document_id), any_value(docs.path), any_value(docs.title), "
-            "any_value(docs.n) "
+            "any_value(docs.n), "
+            "list_sort(list_distinct(list(m.agent) FILTER (WHERE m.agent IS NOT NULL))) "
             "FROM conversations c LEFT JOIN messages m "
             "ON m.conversation = c.conversation AND m.memory_table = 'messages' "
             f"LEFT JOIN docs ON c.conversation = '{DOCUMENT_ROOM}' || docs.document_id "
@@ -385,8 +387,14 @@ class DuckDBReader:
                 "first": r[3].isoformat() if r[3] else None,
                 "last": r[4].isoformat() if r[4] else None,
                 "speakers": list(r[5] or []),
-                "kind": "conversation" if r[6] is None else "document",
+                "kind": "document"
+                if r[6] is not None
+                else "memory_room"
+                if r[10]
+                else "conversation",
             }
+            if r[10]:  # an agent's room (rooms of one name are shared by agents)
+                row["agents"] = list(r[10])
             if r[6] is not None:
                 row.update(
                     {"document_id": r[6], "path": r[7], "title": r[8], "fragments": int(r[9])}
