@@ -234,3 +234,37 @@ def test_the_text_index_written_beside_the_store_commit_fails_the_ingest_whole(
         monkeypatch.setattr(whoosh_index.StagedWhooshWriter, "prepare", real_prepare)
         (report,) = index.ingest([EXAMPLE])
         assert report.messages_added == 46
+
+
+class _FullDisk:
+    """A DuckDB connection whose checkpoint meets a full disk, as DuckDB reports it: a
+    fatal error, after which every statement fails (the state cannot be made on demand
+    without filling a real disk)."""
+
+    def __init__(self) -> None:
+        self.invalid = False
+
+    def execute(self, statement: str) -> _FullDisk:
+        import duckdb
+
+        if self.invalid:
+            raise duckdb.FatalException("FATAL Error: database has been invalidated")
+        if statement == "CHECKPOINT":
+            self.invalid = True
+            raise duckdb.FatalException(
+                "FATAL Error: Failed: database has been invalidated because of a previous "
+                'fatal error.\nOriginal error: "Failed to create checkpoint because of '
+                'error: Could not write file: No space left on device"'
+            )
+        return self
+
+
+def test_a_checkpoint_on_a_full_disk_says_the_write_is_in_the_log() -> None:
+    from structrag.errors import IndexStateError
+    from structrag.store.duckdb.staging import checkpoint
+
+    with pytest.raises(IndexStateError) as failed:
+        checkpoint(_FullDisk())  # type: ignore[arg-type]
+    assert "committed to the store's log" in str(failed.value)
+    assert "No space left on device" in str(failed.value)
+    assert "replays the log" in (failed.value.hint or "")

@@ -15,6 +15,7 @@ running server) hold what they share.
 from __future__ import annotations
 
 import contextlib
+import errno
 import gc
 import importlib
 import os
@@ -288,10 +289,33 @@ def main(argv: list[str] | None = None) -> None:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(0)
     except Exception as exc:
-        if not _duckdb_interrupted(exc):
+        if _duckdb_interrupted(exc):
+            click.echo(interrupted, err=True)
+            sys.exit(130)
+        full = _disk_full(exc)
+        if full is None:
             raise
-        click.echo(interrupted, err=True)
-        sys.exit(130)
+        click.secho(f"error: {full}", err=True, fg="red")
+        click.echo(
+            "  hint: free space and run the command again: each write is committed whole or "
+            "not at all, a text index left behind its store is rebuilt when the index opens, "
+            "and what was written is skipped",
+            err=True,
+        )
+        sys.exit(1)
+
+
+def _disk_full(exc: BaseException) -> str | None:
+    """What a full disk made fail, as one line (the file, when the error names it): an
+    ``OSError`` ENOSPC from the text index or a file, or DuckDB's error writing its log;
+    None for any other error."""
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+        where = f": {exc.filename}" if exc.filename else ""
+        return f"no space left on device{where}"
+    is_duckdb = type(exc).__module__.split(".")[0] in {"duckdb", "_duckdb"}
+    if is_duckdb and "No space left on device" in str(exc):
+        return "no space left on device: the index's store could not write its log"
+    return None
 
 
 def _duckdb_interrupted(exc: BaseException) -> bool:

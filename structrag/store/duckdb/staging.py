@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
 
 import duckdb
 
+from structrag.errors import IndexStateError
 from structrag.models import Conversation
 from structrag.store.duckdb.lease import MEMORY_LIMIT
 from structrag.store.duckdb.writer import (
@@ -165,7 +167,8 @@ class StagedTransaction(RowsTransaction):
                     con.execute(f"SET memory_limit = '{AFTER_MERGE_LIMIT}'")
                 return generation
             finally:
-                con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
+                with contextlib.suppress(duckdb.Error):  # a fatal error closed it, say
+                    con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
         raise AssertionError("unreachable: the last limit raises")  # pragma: no cover
 
     def rollback(self) -> None:
@@ -213,10 +216,28 @@ def checkpoint(con: duckdb.DuckDBPyConnection) -> None:
             return
         except duckdb.OutOfMemoryException:
             continue
+        except duckdb.FatalException as exc:  # the connection is gone (a full disk, say)
+            raise IndexStateError(
+                "the write was committed to the store's log, but DuckDB could not write "
+                f"its checkpoint and closed the store: {_first_line(exc)}",
+                hint="free space (or fix what the message names), then run the command "
+                "again: opening the index replays the log, nothing committed is lost, and "
+                "what was written is not written twice",
+            ) from None
         except duckdb.Error:
             return
         finally:
-            con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
+            with contextlib.suppress(duckdb.Error):
+                con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
+
+
+def _first_line(exc: BaseException) -> str:
+    """What a fatal DuckDB error says went wrong: its ``Original error`` (a full disk: "No
+    space left on device") when it names one, else its first line."""
+    text = str(exc)
+    found = re.search(r'Original error: "?([^"\n]+)', text)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return found.group(1).strip() if found else (lines[0] if lines else type(exc).__name__)
 
 
 def current_setting(con: duckdb.DuckDBPyConnection, name: str) -> str:
