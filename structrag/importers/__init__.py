@@ -44,15 +44,17 @@ from structrag.importers.mail import (
     stream_email,
 )
 from structrag.importers.messages_json import load_json, load_jsonl, stream_json, stream_jsonl
+from structrag.importers.messenger import load_messenger, looks_like_messenger
 from structrag.importers.slack import (
     is_slack_folder,
     load_slack,
     looks_like_slack_day,
     stream_slack,
 )
+from structrag.importers.telegram import load_telegram, looks_like_telegram
 from structrag.importers.transcript import load_transcript, looks_timed, stream_transcript
 from structrag.importers.typeagent import load_typeagent, looks_like_typeagent, stream_typeagent
-from structrag.importers.webvtt import load_webvtt, stream_webvtt
+from structrag.importers.webvtt import load_webvtt, looks_like_captions, stream_webvtt
 from structrag.importers.whatsapp import load_whatsapp, looks_like_whatsapp, stream_whatsapp
 
 FORMATS: tuple[str, ...] = (
@@ -67,9 +69,13 @@ FORMATS: tuple[str, ...] = (
     "whatsapp",
     "chatgpt",
     "email",
+    "messenger",
+    "telegram",
 )
 ALIASES: dict[str, str] = {
     "vtt": "webvtt",
+    "srt": "webvtt",
+    "subrip": "webvtt",
     "txt": "transcript",
     "otter": "transcript",
     "zoom": "transcript",
@@ -77,11 +83,24 @@ ALIASES: dict[str, str] = {
     "knowpro": "typeagent",
     "mbox": "email",
     "eml": "email",
+    "facebook": "messenger",
+    "instagram": "messenger",
 }
 #: File name endings a folder is searched for (files with no ending are read when their
 #: content is an email or an mbox).
 KNOWN_SUFFIXES = frozenset(
-    {".json", ".jsonl", ".ndjson", ".txt", ".md", ".transcript", ".vtt", ".eml", ".mbox"}
+    {
+        ".json",
+        ".jsonl",
+        ".ndjson",
+        ".txt",
+        ".md",
+        ".transcript",
+        ".vtt",
+        ".srt",
+        ".eml",
+        ".mbox",
+    }
 )
 _TEXT_SUFFIXES = (".txt", ".md", ".transcript", "")
 # Files of a ChatGPT export that are not conversations.
@@ -207,7 +226,7 @@ def detect_format(path: Path, text: str) -> tuple[str, Any]:
         return "jsonl", None
     if suffix in (".eml", ".mbox"):
         return "email", None
-    if suffix == ".vtt" or text.lstrip("\ufeff \n").startswith("WEBVTT"):
+    if suffix in (".vtt", ".srt") or looks_like_captions(text):
         return "webvtt", None
     stripped = text.lstrip("\ufeff \t\r\n")
     if suffix != ".json":
@@ -232,10 +251,20 @@ def detect_format(path: Path, text: str) -> tuple[str, Any]:
         return _json_kind(path, data), data
     if suffix in _TEXT_SUFFIXES:
         return "transcript", None
+    if suffix in (".csv", ".tsv"):
+        raise UnknownFormatError(
+            path,
+            f"structrag does not read {suffix[1:].upper()} files",
+            hint="convert it to JSON Lines, one message a line: "
+            '{"speaker": "Ana", "timestamp": "2023-03-12T14:02:00", "text": "..."} '
+            "(a .jsonl file), then ingest that",
+        )
     raise UnknownFormatError(
         path,
         f"cannot tell the format of a {suffix!r} file",
-        hint=f"pass --format with one of: {', '.join(FORMATS)}",
+        hint="a file of 'Name: text' turns is read with --format transcript (or renamed "
+        ".txt); a chat export in another layout, converted to JSON Lines (one "
+        '{"speaker", "timestamp", "text"} object a line), is read as .jsonl',
     )
 
 
@@ -250,6 +279,10 @@ def _json_kind(path: Path, data: Any) -> str:
         return "locomo"
     if looks_like_typeagent(data):
         return "typeagent"
+    if looks_like_messenger(data):
+        return "messenger"
+    if looks_like_telegram(data):
+        return "telegram"
     return "json"
 
 
@@ -315,6 +348,8 @@ def scan_source(
         return load_source(path, format=format, options=options)
     if fmt is None:
         fmt = _streamed_kind(path, options)
+    elif fmt == "transcript" and _captions_file(path, options):
+        fmt = "webvtt"  # `--format zoom` for Zoom's transcript download, which is WebVTT
     if fmt == "jsonl":
         return stream_jsonl(path, options)
     if fmt == "transcript":
@@ -379,7 +414,7 @@ def _streamed_kind(path: Path, options: LoadOptions) -> str | None:
     suffix = path.suffix.lower()
     if suffix in (".jsonl", ".ndjson"):
         return "jsonl"
-    if suffix == ".vtt":
+    if suffix in (".vtt", ".srt"):
         return "webvtt"
     if suffix in (".eml", ".mbox"):
         return "email"
@@ -408,6 +443,17 @@ def _streamed_kind(path: Path, options: LoadOptions) -> str | None:
     return detect_format(path, text)[0]
 
 
+def _captions_file(path: Path, options: LoadOptions) -> bool:
+    """Whether a file is WebVTT or SubRip by its first lines (what ``--format
+    transcript`` or ``zoom`` reads as captions)."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(4096)
+    except OSError:
+        return False  # reading it says what is wrong
+    return looks_like_captions(head.decode(codec_of(options.encoding), errors="ignore"))
+
+
 def _load_text(
     path: Path, data: bytes, text: str, fmt: str | None, options: LoadOptions
 ) -> ParsedSource:
@@ -430,10 +476,14 @@ def _load_text(
         return load_discord(path, text, options, parsed)
     if fmt == "chatgpt":
         return load_chatgpt(path, text, options, parsed)
+    if fmt == "messenger":
+        return load_messenger(path, text, options, parsed)
+    if fmt == "telegram":
+        return load_telegram(path, text, options, parsed)
     if fmt == "whatsapp":
         return load_whatsapp(path, text, options)
-    if fmt == "webvtt":
-        return load_webvtt(path, text, options)
+    if fmt == "webvtt" or looks_like_captions(text):
+        return load_webvtt(path, text, options)  # --format transcript (zoom) on captions too
     return load_transcript(path, text, options)
 
 

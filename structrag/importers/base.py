@@ -14,7 +14,7 @@ import hashlib
 import io
 import json
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -704,6 +704,19 @@ class MessageNotes:
         return out
 
 
+def add_events(metadata: dict[str, Any], events: Sequence[dict[str, Any]]) -> None:
+    """A conversation's events (what is no message: media, system lines, deleted
+    messages), and how many of each kind, in its ``metadata``; nothing when there are
+    none."""
+    if not events:
+        return
+    metadata["events"] = list(events)
+    counts: dict[str, int] = {}
+    for event in events:
+        counts[event["kind"]] = counts.get(event["kind"], 0) + 1
+    metadata["event_counts"] = counts
+
+
 def finish(
     path: Path,
     fmt: str,
@@ -713,17 +726,19 @@ def finish(
     parse_time: Callable[[Any], Any] = parse_datetime,
     warnings: list[str] | None = None,
     default_recipients: bool = True,
+    people: Iterable[str] = (),
 ) -> ParsedSource:
     """Turn raw messages into checked :class:`Message` objects for one conversation.
 
     Assigns ids (``1``, ``2`` ... where the input has none) and ordinals, drops exact
     duplicates with a warning, rejects conflicting duplicate ids, and notes empty and huge
     messages. A message with no recipients of its own is addressed to the conversation's
-    other speakers, leaving out the ones that are not addressable (system prompts, tools).
+    other speakers, leaving out the ones that are not addressable (system prompts, tools),
+    and adding ``people`` (members who did not write).
     """
     builder = ConversationBuilder(
         conversation.id,
-        {r.speaker for r in raws if r.speaker and r.addressable},
+        {r.speaker for r in raws if r.speaker and r.addressable} | set(people),
         parse_time=parse_time,
         default_recipients=default_recipients,
     )
@@ -771,6 +786,9 @@ class TextReading:
     conversation: Callable[[int], Conversation]
     parse_time: Callable[[Any], Any] = parse_datetime
     warnings: list[str] = field(default_factory=list)
+    #: People in the conversation besides its speakers, as the latest complete call of
+    #: :attr:`raws` found them (a WhatsApp member who only sent media): recipients too.
+    people: Callable[[], Iterable[str]] = lambda: ()
 
 
 #: A format's first reading: (path, numbered lines, options) -> how to read its messages.
@@ -786,7 +804,13 @@ def load_text(
     raws = list(reading.raws(lines))
     conversation = reading.conversation(len(raws))
     return finish(
-        path, fmt, conversation, raws, parse_time=reading.parse_time, warnings=reading.warnings
+        path,
+        fmt,
+        conversation,
+        raws,
+        parse_time=reading.parse_time,
+        warnings=reading.warnings,
+        people=reading.people(),
     )
 
 
@@ -816,6 +840,7 @@ def stream_text(
                 speakers.add(raw.speaker)
         for _ in second:
             pass
+        speakers.update(reading.people())
         if first.sha256 == second.sha256:
             break
     else:

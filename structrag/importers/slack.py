@@ -418,7 +418,19 @@ def _load_channel(
         raws,
         parse_time=parse_datetime,
         warnings=warnings,
+        people=_members(info, export),
     )
+
+
+def _members(info: dict[str, Any], export: _Export) -> list[str]:
+    """The names of a channel's members as the export's channel lists give them
+    (``channels.json``, ``dms.json``, ``mpims.json``, ``groups.json``): recipients too,
+    whether they wrote or not."""
+    return [
+        export.users[member]
+        for member in as_list(info.get("members"))
+        if isinstance(member, str) and member in export.users
+    ]
 
 
 def _channel_title(name: str, info: dict[str, Any], export: _Export) -> str:
@@ -466,6 +478,8 @@ def _message(
         unresolved.setdefault(str(uid or "(no user)"), (day, where))
     body = msg.get("text")
     text, mentioned = render_text(body if isinstance(body, str) else "", export)
+    if not text.strip() and msg.get("blocks"):
+        text, mentioned = blocks_text(msg["blocks"], export)  # text only in rich text
     if msg.get("subtype") == "bot_message" or msg.get("bot_id"):
         metadata["bot"] = True
     if msg.get("subtype") == "me_message":
@@ -516,6 +530,56 @@ def _message(
         # A bot posts to the channel, not to its people; nor is it who people talk to.
         addressable=not metadata.get("bot"),
     )
+
+
+def blocks_text(blocks: Any, export: _Export) -> tuple[str, list[str]]:
+    """The text of a message's ``blocks`` (rich text, sections, headers, context), for a
+    message whose ``text`` is empty: mentions as ``@Name``, links as ``label (url)``,
+    emoji as ``:name:``, list items and quotes on lines of their own; and the people it
+    mentions."""
+    mentioned: list[str] = []
+
+    def element(item: Any) -> str:
+        if isinstance(item, list):
+            return "".join(element(part) for part in item)
+        if not isinstance(item, dict):
+            return ""
+        kind = item.get("type")
+        if kind == "text" and isinstance(item.get("text"), str):
+            return str(item["text"])
+        if kind in ("mrkdwn", "plain_text") and isinstance(item.get("text"), str):
+            said, named = render_text(item["text"], export)
+            mentioned.extend(named)
+            return said
+        if kind == "user" and isinstance(item.get("user_id"), str):
+            uid = str(item["user_id"])
+            name = export.users.get(uid, uid)
+            mentioned.append(name)
+            return f"@{name}"
+        if kind == "usergroup":
+            return "@" + str(item.get("usergroup_id") or "group")
+        if kind == "channel" and isinstance(item.get("channel_id"), str):
+            cid = str(item["channel_id"])
+            return "#" + export.channel_names.get(cid, cid)
+        if kind == "broadcast":
+            return "@" + str(item.get("range") or "here")
+        if kind == "emoji":
+            return f":{item.get('name', '')}:"
+        if kind == "link":
+            url = str(item.get("url") or "")
+            label = str(item.get("text") or "")
+            return f"{label} ({url})" if label and label != url else url
+        if kind in ("rich_text_list", "rich_text_quote", "rich_text_preformatted"):
+            parts = [element(part) for part in as_list(item.get("elements"))]
+            mark = "- " if kind == "rich_text_list" else "> " if kind == "rich_text_quote" else ""
+            return "\n" + "\n".join(mark + p for p in parts if p) + "\n"
+        pieces = [element(item.get("text"))] if isinstance(item.get("text"), dict) else []
+        pieces += [element(part) for part in as_list(item.get("fields"))]
+        pieces.append(element(item.get("elements")))
+        return "\n".join(p for p in pieces if p)
+
+    text = "\n".join(part for part in (element(block) for block in as_list(blocks)) if part)
+    return clean_text(text), mentioned
 
 
 def render_text(text: str, export: _Export) -> tuple[str, list[str]]:

@@ -48,10 +48,13 @@ from structrag.models import Conversation
 _TIME = r"\d{1,2}:\d{2}(?::\d{2})?(?:[.,]\d+)?"
 _LABEL_RE = re.compile(
     rf"^\s*(?:\[(?P<t1>{_TIME})\]\s*)?"
-    # words of letters in any script ("Jürgen", "Øyvind", "Élodie"); case is checked by
-    # _speaker, which the pattern cannot do for every script
-    r"(?P<name>[^\W\d_][\w.'’\-]*(?:[ \t]+[^\W_][\w.'’\-]*){0,4})"
-    rf"[ \t]*(?:[\[(](?P<t2>{_TIME})[\])])?[ \t]*:(?:[ \t]+(?P<text>.*)|[ \t]*$)"
+    # words of letters in any script ("Jürgen", "Øyvind", "Élodie", "李雷"), or a handle
+    # ("@carla", "bob_92"); case is checked by _speaker, which the pattern cannot do for
+    # every script. A note in brackets may follow: "ANA SOUZA (CEO):", "MARIA [via phone]:"
+    r"(?P<name>@?[^\W\d_][\w.'’\-]*(?:[ \t]+[^\W_][\w.'’\-]*){0,6})"
+    rf"[ \t]*(?:[\[(](?P<t2>{_TIME})[\])]|[\[(](?P<note>[^\[\]()\n:]{{1,40}})[\])])?"
+    # a colon and a space (or the line's end); a full-width colon needs no space
+    r"[ \t]*(?::(?=[ \t]|$)|：)[ \t]*(?P<text>.*)$"
 )
 # Title-case labels that are really the start of a sentence or a header field.
 _NOT_SPEAKERS = frozenset(
@@ -121,20 +124,82 @@ _EVERYONE = ("everyone", "everyone (in waiting room)", "all panelists", "hosts a
 _PRIVATE_RE = re.compile(r"\s*\((?:direct message|privately|private)\)\s*$", re.IGNORECASE)
 
 
-def _speaker(match: re.Match[str]) -> str | None:
+#: Lower-case words between the parts of a name ("Vincent van Gogh", "María de la
+#: Cruz", "Jose Maria da Silva Santos Junior").
+_PARTICLES = frozenset(
+    {
+        "van",
+        "von",
+        "der",
+        "den",
+        "de",
+        "del",
+        "della",
+        "dei",
+        "di",
+        "da",
+        "das",
+        "do",
+        "dos",
+        "du",
+        "la",
+        "le",
+        "y",
+        "e",
+        "bin",
+        "ibn",
+        "al",
+        "el",
+        "ten",
+        "ter",
+        "zu",
+        "af",
+    }
+)
+#: Words that open a line with a colon in notes and chats without being anyone's name;
+#: a one-word label in lower case is a speaker only when it recurs and is none of these.
+_NOT_HANDLES = frozenset(
+    {"btw", "fyi", "todo", "tldr", "eta", "nb", "ok", "re", "aka", "ie", "eg", "http", "https"}
+)
+#: How many distinct labels a transcript's first reading counts (to find the ones that
+#: recur); memory stays flat for a file of any size.
+_MAX_COUNTED = 10_000
+
+
+def _speaker(match: re.Match[str], recurring: frozenset[str] = frozenset()) -> str | None:
+    """The speaker a label names, or None when it is not a name: one to five words in
+    capitals or in Title Case (up to seven with text after the colon, lower-case particles
+    such as "van" or "de la" between them), a name in a script without capitals
+    ("李雷", "أحمد", one to three words), a handle ("@carla", "bob_92"), or any one-word
+    label in ``recurring`` (labels that open several lines of the file: "bob:")."""
     name = match.group("name").strip()
     words = name.split()
     if name.lower() in _NOT_SPEAKERS or not any(c.isalpha() for c in name):
         return None
+    letters = [c for c in name if c.isalpha()]
+    if len(words) == 1 and (name.startswith("@") or any(c.isdigit() or c == "_" for c in name)):
+        return name  # a handle: "@carla", "bob_92"
+    if not any(c.isupper() or c.islower() for c in letters):
+        return name if len(words) <= 3 else None  # no capitals in its script: "李雷"
+    if len(words) == 1 and name in recurring and name.lower() not in _NOT_HANDLES:
+        return name  # "bob:" at the start of several lines
     if not words[0][0].isupper():
         return None
-    letters = [c for c in name if c.isalpha()]
+    said = bool((match.group("text") or "").strip())
+    if len(words) > 5 and not said:
+        return None  # a long Title Case heading ending in a colon
     if all(c.isupper() for c in letters):
         return " ".join(w.capitalize() if w.isalpha() else w for w in words)
     # Title Case; a number after the first word names a speaker too ("Speaker 2",
     # "Agent 1", "Sprecher 1"), unless the word counts parts of a text ("Step 1")
     numbered = words[0].lower() not in _ENUMERATORS
-    if all(w[0].isupper() or (numbered and w.isdigit()) for w in words) and len(words) <= 4:
+    particles = sum(1 for w in words[1:-1] if w in _PARTICLES)
+    if not all(
+        w[0].isupper() or (numbered and w.isdigit()) or (0 < i < len(words) - 1 and w in _PARTICLES)
+        for i, w in enumerate(words)
+    ):
+        return None
+    if len(words) <= 4 or particles or said:
         return name
     return None
 
@@ -198,9 +263,11 @@ def _headed_name(match: re.Match[str]) -> str | None:
     return name if len(name.split()) <= 8 else None
 
 
-def _layout(lines: Iterable[str]) -> str:
-    """The layout most of the file's lines fit (ties go to plain labels)."""
+def _layout(lines: Iterable[str]) -> tuple[str, frozenset[str]]:
+    """The layout most of the file's lines fit (ties go to plain labels), and the
+    one-word labels that open more than one line (see :func:`_speaker`)."""
     counts = {"labels": 0, "timed": 0, "headed": 0}
+    words: dict[str, int] = {}  # one-word labels not taken for names on their own
     for line in lines:
         timed = _TIMED_RE.match(line)
         if timed and _timed_name(timed):
@@ -211,10 +278,17 @@ def _layout(lines: Iterable[str]) -> str:
         label = _LABEL_RE.match(line)
         if label and _speaker(label):
             counts["labels"] += 1
+        elif label:
+            name = label.group("name").strip()
+            one_word = " " not in name and "\t" not in name
+            if one_word and (name in words or len(words) < _MAX_COUNTED):
+                words[name] = words.get(name, 0) + 1
+    recurring = frozenset(name for name, seen in words.items() if seen > 1)
+    counts["labels"] += sum(words[name] for name in recurring if name.lower() not in _NOT_HANDLES)
     best = max(counts.values())
     if best and counts["labels"] < best:
-        return "timed" if counts["timed"] == best else "headed"
-    return "labels"
+        return ("timed" if counts["timed"] == best else "headed"), recurring
+    return "labels", recurring
 
 
 def _refuse_other_formats(path: Path, text: str) -> None:
@@ -231,6 +305,17 @@ def _refuse_other_formats(path: Path, text: str) -> None:
             "this is a WhatsApp chat export, not a transcript",
             line=1,
             hint="pass --format whatsapp (or leave --format out: it is detected)",
+        )
+    lines = [line for line in text.split("\n")[:50] if line.strip()][:6]
+    dated = sum(1 for line in lines[1:] if looks_like_whatsapp(line))
+    if len(lines) > 2 and dated >= len(lines[1:]) - 1 and dated >= 2:
+        raise InputError(
+            path,
+            "this looks like a WhatsApp chat export whose first line is not a WhatsApp "
+            f"line ({lines[0].strip()[:60]!r}), or one in a layout structrag does not read",
+            line=1,
+            hint="delete the lines above the first dated message and ingest it again "
+            "(or pass --format whatsapp to see which line is not read)",
         )
 
 
@@ -256,7 +341,7 @@ def plan_transcript(path: Path, lines: Lines, options: LoadOptions) -> TextReadi
                 size += len(line) + 1
             yield line
 
-    layout = _layout(noted())
+    layout, recurring = _layout(noted())
     _refuse_other_formats(path, "\n".join(head))
     header: list[str] = []
 
@@ -269,7 +354,7 @@ def plan_transcript(path: Path, lines: Lines, options: LoadOptions) -> TextReadi
                 continue
             if layout == "timed":
                 line = line.removeprefix("\t")  # Zoom indents a chat message's lines
-            turn = _turn(layout, line, lineno)
+            turn = _turn(layout, line, lineno, recurring)
             if turn is not None:
                 if current is not None:
                     current.text = clean_text("\n".join(body))
@@ -309,7 +394,9 @@ def plan_transcript(path: Path, lines: Lines, options: LoadOptions) -> TextReadi
     return TextReading(raws=raws, conversation=conversation)
 
 
-def _turn(layout: str, line: str, lineno: int) -> tuple[RawMessage, str] | None:
+def _turn(
+    layout: str, line: str, lineno: int, recurring: frozenset[str] = frozenset()
+) -> tuple[RawMessage, str] | None:
     """The turn a line opens in ``layout`` (and its first line of text), or ``None``."""
     speaker: str | None = None
     offset: str | None = None
@@ -332,9 +419,11 @@ def _turn(layout: str, line: str, lineno: int) -> tuple[RawMessage, str] | None:
             offset = headed.group("t")
     else:
         label = _LABEL_RE.match(line)
-        speaker = _speaker(label) if label else None
+        speaker = _speaker(label, recurring) if label else None
         if label and speaker:
             offset, first = label.group("t1") or label.group("t2"), label.group("text") or ""
+            if label.group("note"):
+                extra["speaker_note"] = label.group("note").strip()
     if speaker is None:
         return None
     metadata: dict[str, object] = {"source_line": lineno, **extra}

@@ -1,9 +1,13 @@
-"""WebVTT captions (meeting recordings, podcasts).
+"""WebVTT captions (meeting recordings, podcasts; Zoom's transcript download is WebVTT),
+and SubRip (``.srt``: numbered cues, ``00:00:01,000 --> 00:00:03,000``) read the same way.
 
-Cues carry the speaker in a voice tag (``<v Kevin Scott>``) or as a ``Name:`` prefix.
-Consecutive cues from the same speaker are merged into one message (a cue where several
-voices speak is one message per voice; cues of no speaker, captions, are joined up to 400
-characters or a pause of 5 seconds); markup is removed and character references decoded
+Cues carry the speaker in a voice tag (``<v Kevin Scott>``) or as a ``Name:`` prefix,
+also after a subtitle's dash (``- Ana: ...``) or a news caption's chevrons
+(``>> BOB: ...``); a line of a cue that starts so opens a message of its own.
+Consecutive cues from the same speaker are merged into one message until a pause of 60
+seconds (a cue where several voices speak is one message per voice; cues of no speaker,
+captions, are joined up to 400 characters or a pause of 5 seconds); markup (and SubRip's
+``{\an8}`` position tags) is removed and character references decoded
 (``&amp;`` is ``&``); ``metadata.start`` and
 ``metadata.end`` keep the cue times in seconds and ``metadata.cues`` the cue ids. NOTE,
 STYLE and REGION blocks are skipped, and so are the header lines after ``WEBVTT``
@@ -41,7 +45,22 @@ from structrag.timeparse import parse_datetime
 _TS = r"(?:(\d+):)?(\d{1,2}):(\d{2})[.,](\d{1,3})"
 _TIMING_RE = re.compile(rf"^\s*{_TS}\s*-->\s*{_TS}(?:\s+.*)?$")
 _VOICE_RE = re.compile(r"<v(?:\.[\w.-]+)?\s+([^>]+)>")
-_TAG_RE = re.compile(r"</?[^>]+>")
+_TAG_RE = re.compile(r"</?[^>]+>|\{\\[^{}\n]*\}")
+#: What opens a speaker's line in subtitles ("- Ana: Hi") and news captions (">> BOB:").
+_TURN_MARK_RE = re.compile(r"^(?:-|>>+)[ \t]*")
+
+
+def looks_like_captions(text: str) -> bool:
+    """WebVTT (a ``WEBVTT`` first line) or SubRip (a cue number, then a timing line; or
+    a timing line first) by the first lines of ``text``."""
+    head = [line.strip() for line in text.lstrip("\ufeff \t\r\n")[:4096].splitlines()[:3]]
+    if not head:
+        return False
+    if head[0].startswith("WEBVTT"):
+        return True
+    if _TIMING_RE.match(head[0]):
+        return True
+    return head[0].isdigit() and len(head) > 1 and bool(_TIMING_RE.match(head[1]))
 
 
 def _seconds(groups: tuple[str | None, ...]) -> float:
@@ -68,19 +87,25 @@ def plan_webvtt(path: Path, lines: Lines, options: LoadOptions) -> TextReading:
     that ends the header (see :class:`TextReading`)."""
     numbered = iter(lines)
     first = next(((n, line) for n, line in numbered if line.strip()), None)
-    if first is None or not first[1].lstrip("\ufeff").startswith("WEBVTT"):
+    second = next(numbered, (0, "")) if first is not None else (0, "")
+    srt = first is not None and (
+        bool(_TIMING_RE.match(first[1].lstrip("\ufeff")))
+        or (first[1].strip().lstrip("\ufeff").isdigit() and bool(_TIMING_RE.match(second[1])))
+    )
+    if first is None or not (first[1].lstrip("\ufeff").startswith("WEBVTT") or srt):
         raise InputError(
             path,
-            "not a WebVTT file: the first line must start with 'WEBVTT'",
+            "not a WebVTT or SubRip file: the first line must start with 'WEBVTT', or be a "
+            "cue number above a timing line ('00:00:01,000 --> 00:00:03,000')",
             line=first[0] if first else 1,
-            hint="pass --format transcript for plain 'SPEAKER: text' transcripts",
+            hint="plain 'SPEAKER: text' transcripts are read with --format transcript",
         )
-    base = parse_datetime(first[1].lstrip("\ufeff")[6:].strip(" -\t"))
+    header: dict[str, str] = {}
+    base = None if srt else parse_datetime(first[1].lstrip("\ufeff")[6:].strip(" -\t"))
+    cues_from = first[0] if srt else first[0] + 1
     # The header runs from the WEBVTT line to the first blank line: "Kind: captions",
     # "Language: en" and the like (YouTube and Zoom write them). A cue timing ends it too.
-    header: dict[str, str] = {}
-    cues_from = first[0] + 1
-    for lineno, line in numbered:
+    for lineno, line in [] if srt else chain([second] if second[0] else [], numbered):
         cues_from = lineno
         if not line.strip() or "-->" in line:
             break
@@ -115,7 +140,7 @@ def plan_webvtt(path: Path, lines: Lines, options: LoadOptions) -> TextReading:
     def conversation(count: int) -> Conversation:
         if not count:
             raise InputError(path, "no cues with text found")
-        metadata: dict[str, Any] = {"source": str(path), "format": "webvtt"}
+        metadata: dict[str, Any] = {"source": str(path), "format": "srt" if srt else "webvtt"}
         if header:
             metadata["header"] = header
         return Conversation(id=options.conversation or path.stem, metadata=metadata)
@@ -196,6 +221,9 @@ def _cue(
 #: until a pause of ``_PAUSE`` seconds: a caption file is not one message.
 _CAPTION_CHARS = 400
 _PAUSE = 5.0
+#: Cues of one speaker are one message until a pause this long (seconds): a speaker who
+#: comes back 45 minutes later starts a new message.
+_SPEAKER_PAUSE = 60.0
 #: Untagged cues after a speaker's are theirs while they follow without a pause, joined
 #: up to this length (then the turn goes on in a message of its own).
 _TURN_CHARS = 2000
@@ -210,7 +238,7 @@ def _continues(last: RawMessage, speaker: str | None, begin: float) -> bool:
     the same speaker's, or an untagged cue after a pause shorter than ``_PAUSE`` while
     ``last`` is shorter than a caption's (no speaker) or a turn's (a speaker's) limit."""
     if speaker is not None:
-        return speaker == last.speaker
+        return speaker == last.speaker and _gap(last, begin) < _SPEAKER_PAUSE
     limit = _CAPTION_CHARS if last.speaker is None else _TURN_CHARS
     return len(last.text) < limit and _gap(last, begin) < _PAUSE
 
@@ -228,10 +256,21 @@ def _voices(joined: str) -> list[tuple[str | None, str]]:
     out: list[tuple[str | None, str]] = []
     for who, raw in parts:
         body = clean_text(html.unescape(_TAG_RE.sub("", raw)))
-        if who is None:
-            label = _LABEL_RE.match(body)
+        if who is not None:
+            out.append((who, body))
+            continue
+        # "Name:" at the start of a line (after a subtitle's "- " or a news caption's
+        # ">>") opens a speaker's part; other lines go on with the part before them
+        lines: list[str] = []
+        for line in body.split("\n"):
+            bare = _TURN_MARK_RE.sub("", line, count=1)
+            label = _LABEL_RE.match(bare)
             name = _speaker(label) if label else None
             if label and name:
-                who, body = name, (label.group("text") or "").strip()
-        out.append((who, body))
+                if lines or who is not None:
+                    out.append((who, "\n".join(lines).strip()))
+                who, lines = name, [(label.group("text") or "").strip()]
+            else:
+                lines.append(line)
+        out.append((who, "\n".join(lines).strip()))
     return out

@@ -38,6 +38,7 @@ from structrag.importers.base import (
     RawMessage,
     StreamedSource,
     TextReading,
+    add_events,
     clean_text,
     file_lines,
     load_text,
@@ -49,7 +50,11 @@ from structrag.timeparse import DateOrderVotes, parse_datetime
 _SP = r"[ \u00a0\u202f]"
 _DATE = r"\d{1,4}[./-]\d{1,2}[./-]\d{2,4}\.?"
 _TIME = rf"\d{{1,2}}:\d{{2}}(?::\d{{2}})?(?:{_SP}?[AaPp]\.?{_SP}?[Mm]\.?)?"
-_ANDROID_RE = re.compile(rf"^(?P<date>{_DATE}),?{_SP}(?P<time>{_TIME}){_SP}[-–]{_SP}(?P<rest>.*)$")
+#: A word some locales put between the date and the time ("12/03/2023 à 14:02").
+_AT = rf"(?:{_SP}(?:à|um|om|alle|a las|klo|kl\.?))?"
+_ANDROID_RE = re.compile(
+    rf"^(?P<date>{_DATE}),?{_AT}{_SP}(?P<time>{_TIME}){_SP}[-–]{_SP}(?P<rest>.*)$"
+)
 _IOS_RE = re.compile(rf"^\[(?P<date>{_DATE}),?{_SP}(?P<time>{_TIME})\]{_SP}(?P<rest>.*)$")
 _NAME_RE = re.compile(r"^(?P<name>[^:\n]{1,80}?): (?P<text>.*)$|^(?P<bare>[^:\n]{1,80}?):$")
 _MARKS = "\u200e\u200f\u202a\u202b\u202c\u202d\u202e\ufeff"
@@ -77,9 +82,17 @@ _SYSTEM_RE = re.compile(
 # typed sentence that ends so ("the appendix of the contract document omitted").
 _MEDIA_RE = re.compile(
     r"^(?:<Media omitted>|(?:image|video|audio|sticker|GIF|GIF image|Contact card) omitted"
+    r"|<View once (?:voice message|photo|video|audio|message|media) omitted>"
     r"|<attached: (?P<file>[^>]+)>)$",
     re.IGNORECASE,
 )
+#: Android writes a view-once photo or voice message as the word "null".
+_VIEW_ONCE = "null"
+#: iOS: a document with its details before the file, "report.pdf • 3 pages <attached: ...>".
+_ATTACHED_TAIL_RE = re.compile(r"^(?P<before>\S.*?)[ \u200e]*<attached: (?P<file>[^>]+)>$")
+#: What iOS marks with U+200E in a person's own message: a poll, a shared location. The
+#: message stays theirs (other marked lines are WhatsApp's own).
+_SHARED_RE = re.compile(r"^(?P<kind>POLL|Location|live location shared)\b", re.IGNORECASE)
 _FILE_OMITTED = (" document omitted", " contact card omitted")
 _FILE_NAME_RE = re.compile(r"\S\.\w{2,5}$")
 
@@ -97,7 +110,11 @@ def _file_omitted(text: str) -> bool:
 
 
 _ANDROID_FILE_RE = re.compile(r"^(?P<file>\S.*?\.\w{2,5}) \(file attached\)$")
-_DELETED_RE = re.compile(r"^(?:This message was deleted|You deleted this message)\.?$", re.I)
+_DELETED_RE = re.compile(
+    r"^(?:This message was deleted(?: by admin \S.{0,80})?|You deleted this message"
+    r"|Waiting for this message(?:\. This may take a while)?)\.?$",
+    re.I,
+)
 # A call's line as WhatsApp writes it ("Missed voice call", "Voice call, 12 min", "Video
 # call. Answered on other device"), not a message that starts with the words ("Video call
 # tomorrow at 5?").
@@ -198,6 +215,10 @@ def plan_whatsapp(path: Path, lines: Lines, options: LoadOptions) -> TextReading
                 event["time"] = moment.isoformat() if moment else when
                 events.append(event)
 
+    def people() -> set[str]:
+        """Who sent only media, calls or deleted messages is in the chat too."""
+        return {event["speaker"] for event in events if event.get("speaker")}
+
     def conversation(count: int) -> Conversation:
         if not count:
             raise InputError(
@@ -210,12 +231,7 @@ def plan_whatsapp(path: Path, lines: Lines, options: LoadOptions) -> TextReading
             "format": "whatsapp",
             "date_order": dates.basis,
         }
-        if events:
-            metadata["events"] = list(events)
-            counts: dict[str, int] = {}
-            for event in events:
-                counts[event["kind"]] = counts.get(event["kind"], 0) + 1
-            metadata["event_counts"] = counts
+        add_events(metadata, events)
         conv_id = options.conversation or _conversation_id(path)
         return Conversation(id=conv_id, name=_conversation_id(path), metadata=metadata)
 
@@ -224,6 +240,7 @@ def plan_whatsapp(path: Path, lines: Lines, options: LoadOptions) -> TextReading
         conversation=conversation,
         parse_time=lambda value: parse(value) if isinstance(value, str) else None,
         warnings=dates.notes(path),
+        people=people,
     )
 
 
@@ -258,15 +275,19 @@ def _entry(entry: dict[str, Any], when: str) -> tuple[RawMessage | None, dict[st
     if continuation.rstrip().endswith(_EDITED):
         body, edited = body.rstrip()[: -len(_EDITED)].rstrip(), True
     bare = said.translate(_NO_MARKS)  # iOS marks words inside its own lines too
-    media = _MEDIA_RE.match(bare)
-    omitted = bool(media) or _file_omitted(bare)
+    media = _MEDIA_RE.match(bare) or _ATTACHED_TAIL_RE.match(bare)
+    omitted = bool(media) or _file_omitted(bare) or (not entry["ios"] and bare == _VIEW_ONCE)
     if omitted and not continuation.strip():
-        return None, event("media", said, name)
+        out = event("media", said, name)
+        if media and media.group("file"):
+            out["attachment"] = media.group("file").strip()
+        return None, out
     if _DELETED_RE.match(said):
         return None, event("deleted", said, name)
     if _CALL_RE.match(bare) and not continuation.strip():
         return None, event("call", said, name)
-    if marked and not omitted and (entry["ios"] or _SYSTEM_RE.search(said)):
+    shared = _SHARED_RE.match(bare) if marked else None
+    if marked and not omitted and not shared and (entry["ios"] or _SYSTEM_RE.search(said)):
         # iOS marks its own lines: "Trip to Porto: <U+200E>Ana added Bo" (the group's name
         # in the speaker's place), "Ana: <U+200E>Messages and calls are end-to-end ...".
         return None, event("system", said)
@@ -282,6 +303,10 @@ def _entry(entry: dict[str, Any], when: str) -> tuple[RawMessage | None, dict[st
         body = body.partition("\n")[2]  # the caption, on the lines below the file
         if not body.strip():
             return None, event("media", said, name)
+    if media and media.groupdict().get("before"):
+        metadata["document"] = media.group("before").strip()
+    if shared:
+        metadata["shared"] = shared.group("kind").lower()
     if edited:
         metadata["edited"] = True
     return (
