@@ -268,3 +268,17 @@ def test_a_checkpoint_on_a_full_disk_says_the_write_is_in_the_log() -> None:
     assert "committed to the store's log" in str(failed.value)
     assert "No space left on device" in str(failed.value)
     assert "replays the log" in (failed.value.hint or "")
+
+
+def test_a_store_cut_short_says_so_and_what_to_do(example_index: Path, tmp_path: Path) -> None:
+    import shutil
+
+    damaged = tmp_path / "index"
+    shutil.copytree(example_index, damaged)
+    store = damaged / "structrag.duckdb"
+    with store.open("r+b") as handle:
+        handle.truncate(store.stat().st_size // 2)
+    done = run_cli("stats", "--db", str(damaged))
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "cannot be read (damaged or cut short?)" in done.stderr
+    assert "restore structrag.duckdb from a backup" in done.stderr

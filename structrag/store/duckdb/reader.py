@@ -16,7 +16,7 @@ from typing import Any
 import duckdb
 import numpy as np
 
-from structrag.errors import ConfigError, QueryError, StructragError
+from structrag.errors import ConfigError, IndexStateError, QueryError, StructragError
 from structrag.knowledge.records import SOURCE_FILE
 from structrag.models import (
     Action,
@@ -160,8 +160,14 @@ class DuckDBReader:
     def using(self) -> Iterator[duckdb.DuckDBPyConnection]:
         """The connection for one use: its statements and their results (see
         :class:`~structrag.store.duckdb.lease.Lease`)."""
-        with self._lease.using() as con:
-            yield con
+        try:
+            with self._lease.using() as con:
+                yield con
+        except duckdb.IOException as exc:
+            text = str(exc)
+            if "Could not read" not in text and "orrupt" not in text:
+                raise
+            raise damaged_store(self._lease.path, exc) from None
 
     def sql(
         self, query: str, params: Sequence[Any] | Mapping[str, Any] = ()
@@ -993,3 +999,15 @@ def _json_decoded(row: tuple[Any, ...], columns: Sequence[int]) -> tuple[Any, ..
         if isinstance(values[k], str):
             values[k] = json.loads(values[k])
     return tuple(values)
+
+
+def damaged_store(path: Path, exc: BaseException) -> IndexStateError:
+    """The error of an index whose DuckDB file cannot be read (cut short, damaged)."""
+    lines = str(exc).strip().splitlines()
+    return IndexStateError(
+        f"the index's store {path} cannot be read (damaged or cut short?): "
+        f"{lines[0] if lines else type(exc).__name__}",
+        hint="it is the index's only record of its messages and knowledge: restore "
+        f"{path.name} from a backup, or move the index away and ingest the files again "
+        "(the text index is rebuilt from the store, not the other way)",
+    )

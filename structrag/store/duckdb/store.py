@@ -18,7 +18,7 @@ from structrag.errors import IndexStateError
 from structrag.models import Conversation
 from structrag.store.duckdb import schema
 from structrag.store.duckdb.lease import CursorLease, Lease
-from structrag.store.duckdb.reader import DuckDBReader
+from structrag.store.duckdb.reader import DuckDBReader, damaged_store
 from structrag.store.duckdb.staging import StagedTransaction
 from structrag.store.duckdb.writer import DuckDBTransaction, replace_digests, utc_now
 from structrag.store.protocols import SourceRecord
@@ -60,7 +60,10 @@ class DuckDBStore(DuckDBReader):
             raise
 
     def _check_schema(self, con: duckdb.DuckDBPyConnection) -> None:
-        found = schema.stored_version(con)
+        try:
+            found = schema.stored_version(con)
+        except duckdb.Error as exc:  # the file opened, and its first read failed
+            raise damaged_store(self.path, exc) from None
         if found == schema.SCHEMA_VERSION:
             return
         if found is None and not self.read_only:
