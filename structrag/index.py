@@ -274,7 +274,7 @@ class Index:
             count = self.reindex()
         why = (
             "was missing or in an older layout"
-            if found is None
+            if found is None or self.text_index.created
             else f"was behind the store (generation {found} vs {expected}: an earlier ingest "
             "was interrupted)"
         )

@@ -282,3 +282,17 @@ def test_a_store_cut_short_says_so_and_what_to_do(example_index: Path, tmp_path:
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
     assert "cannot be read (damaged or cut short?)" in done.stderr
     assert "restore structrag.duckdb from a backup" in done.stderr
+
+
+def test_a_deleted_text_index_is_rebuilt_and_said_missing(
+    example_index: Path, tmp_path: Path
+) -> None:
+    import shutil
+
+    copy = tmp_path / "index"
+    shutil.copytree(example_index, copy)
+    shutil.rmtree(copy / "whoosh")
+    with Index(copy) as index:
+        (note,) = index.notes
+        assert note.startswith("the text index was missing") and "rebuilt it" in note
+        assert index.query("Biscuit").messages

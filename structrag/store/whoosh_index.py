@@ -352,12 +352,15 @@ class WhooshTextIndex:
         self._write_lock = threading.RLock()
         self._seen: int | None = None  # the generation the reader was opened at
         self._ix: Any = None
+        #: Whether this opening made the index anew (its folder was missing or empty).
+        self.created = False
         try:
             if not read_only:
                 self._sweep()
             if index.exists_in(str(self.path)):
                 self._ix = index.open_dir(str(self.path))
             elif not read_only:
+                self.created = True
                 self.path.mkdir(parents=True, exist_ok=True)
                 self._ix = index.create_in(str(self.path), _schema())
                 if not any(self.path.glob("*.seg")):
