@@ -472,11 +472,14 @@ class Ingestor:
         return len(self.store.conversation_inputs(ids)) == len(set(ids))
 
     def _written_as_others(self, path: Path, conversations: list[str]) -> list[str]:
-        """A warning when this file wrote other conversations before (``--conversation
-        family`` then none): its messages are about to be in both."""
-        before = sorted(self.store.conversations_from(str(path.resolve())) - set(conversations))
-        if not before or not conversations:
+        """A warning when this file, one conversation, wrote one other conversation
+        before (``--conversation family``, then none): its messages are about to be in
+        both. A file of several conversations that lost one (an export without a chat
+        any more) is no rename, and gets none."""
+        earlier = self.store.conversations_from(str(path.resolve()))
+        if len(conversations) != 1 or len(earlier) != 1 or earlier == set(conversations):
             return []
+        before = sorted(earlier)
         named = ", ".join(repr(c) for c in before)
         return [
             f"this file was ingested before as {named}; this ingest writes it as "

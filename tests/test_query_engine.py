@@ -244,6 +244,9 @@ def test_a_query_that_finds_nothing_says_what_the_scope_lacks(ix: Index) -> None
     (documents,) = notes("source:knowledge")
     assert "holds no documents" in documents and "knowledge add" in documents
     assert not ix.query("speaker:Marco OR speaker:Priya").notes
+    # what NOT leaves out is no scope a message must be in; one name in two cases is one
+    assert not any("one speaker" in n for n in notes("speaker:Marco NOT speaker:Priya xyzzyq"))
+    assert not any("one speaker" in n for n in notes("speaker:Marco speaker:marco xyzzyq"))
     # a scope with only stopwords beside it finds the scope's messages, and says why
     scoped = ix.query("speaker:Marco the", limit=None)
     assert speakers(ix, [m.id for m in scoped.messages]) == {"Marco"}

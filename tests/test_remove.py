@@ -131,3 +131,35 @@ def test_conversations_say_which_are_agents_rooms(index: Index, tmp_path: Path) 
     rows = {r["id"]: r for r in index.conversation_summaries()}
     assert rows["dm"]["kind"] == "memory_room" and rows["dm"]["agents"] == ["bot"]
     assert rows["trip"]["kind"] == "conversation" and "agents" not in rows["trip"]
+
+
+def test_a_file_that_lost_a_conversation_is_no_rename(tmp_path: Path) -> None:
+    chats = tmp_path / "chats.jsonl"
+    line = '{{"conversation": "{c}", "id": "{i}", "speaker": "Ana", "text": "{t}"}}'
+    chats.write_text(
+        line.format(c="a", i="1", t="Hello there.") + "\n" + line.format(c="b", i="1", t="Hi.")
+    )
+    with Index(tmp_path / "ix") as ix:
+        ix.ingest([chats])
+        chats.write_text(line.format(c="a", i="1", t="Hello there, again."))
+        (again,) = ix.ingest([chats])
+        assert not any("ingested before" in w for w in again.warnings)
+
+
+def test_remove_through_a_server_checks_every_name_before_removing_any(tmp_path: Path) -> None:
+    from tests.serve_helpers import start_server
+
+    db = tmp_path / "ix"
+    with Index(db) as ix:
+        ix.ingest([_chat(tmp_path / "trip.jsonl", TRIP), _chat(tmp_path / "other.jsonl", OTHER)])
+    served = start_server(db)
+    try:
+        runner = CliRunner()
+        missing = runner.invoke(cli, ["remove", "trip", "nowhere", "--db", str(db)])
+        assert missing.exit_code == 1 and "nothing was removed" in str(missing.exception)
+        listed = runner.invoke(cli, ["conversations", "--db", str(db), "--json"])
+        assert {row["id"] for row in json.loads(listed.stdout)} == {"trip", "other"}
+        done = runner.invoke(cli, ["remove", "trip", "--db", str(db), "--json"])
+        assert json.loads(done.stdout) == [{"conversation": "trip", "removed": 3}]
+    finally:
+        assert served.stop() == 0

@@ -26,6 +26,7 @@ from structrag.cli.common import (
 )
 from structrag.cli.llm import llm_config, llm_options
 from structrag.cli.remote import Remote, Via, quoted, via_options
+from structrag.errors import NotFoundError
 from structrag.importers import ALIASES, FORMATS
 
 if TYPE_CHECKING:
@@ -473,6 +474,13 @@ def remove(conversations: tuple[str, ...], db: str, as_json: bool, via: Via) -> 
         return [index.remove_conversation(c) for c in wanted]
 
     def remote(server: Remote) -> list[int]:
+        held = {str(row["id"]) for row in server.get("/v1/conversations")}
+        missing = [c for c in wanted if c not in held]  # every one checked first, here too
+        if missing:
+            raise NotFoundError(
+                f"no conversation {missing[0]!r} in the index; nothing was removed",
+                hint="list them with `structrag conversations`",
+            )
         return [int(server.delete(f"/v1/conversations/{quoted(c)}")["removed"]) for c in wanted]
 
     removed = on_index(db, via, remote=remote, local=local, write=True)

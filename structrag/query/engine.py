@@ -752,6 +752,18 @@ def _stopwords_only(node: ast.Node) -> list[str]:
     ]
 
 
+def _outside_not(node: ast.Node) -> Iterator[ast.Node]:
+    """The nodes of a query that are not under a NOT (what a message must be)."""
+    if isinstance(node, ast.Not):
+        return
+    yield node
+    if isinstance(node, ast.And | ast.Or):
+        for item in node.items:
+            yield from _outside_not(item)
+    elif isinstance(node, ast.Boost):
+        yield from _outside_not(node.item)
+
+
 def _why_nothing(node: ast.Node, view: ConversationView) -> list[str]:
     """What a query that found nothing asked for that the scope does not have: words no
     message says (with their neighbours one edit away, for a typo), people who say
@@ -826,13 +838,12 @@ def _why_nothing(node: ast.Node, view: ConversationView) -> list[str]:
 def _exclusive_scopes(node: ast.Node) -> list[str]:
     """Scopes a query with no OR asks a message to be in at once, that no message can be:
     two speakers, or two date ranges that do not overlap."""
-    items = list(ast.walk(node))
+    items = list(_outside_not(node))
     if any(isinstance(i, ast.Or) and i.explicit for i in items):
         return []  # scopes beside each other in a group restrict it; OR gives either
     notes = []
-    said_by = sorted(
-        {i.name for i in items if isinstance(i, ast.PeopleScope) and i.role == "speaker"}
-    )
+    speakers = [i.name for i in items if isinstance(i, ast.PeopleScope) and i.role == "speaker"]
+    said_by = sorted({name.casefold(): name for name in speakers}.values())
     if len(said_by) > 1:
         either = " OR ".join(f"speaker:{ast.quote(n)}" for n in said_by)
         notes.append(
