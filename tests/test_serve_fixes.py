@@ -21,7 +21,7 @@ import pytest
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
-from structrag import Index
+from structrag import Index, MemoryInputError
 from structrag.errors import InputError
 from structrag.importers import expand_inputs, load_source, scan_source
 from structrag.server.app import create_app
@@ -310,13 +310,16 @@ def test_a_size_of_zero_or_less_is_refused(option: str, value: str, tmp_path: Pa
 # -- 8. a memory id that is another route ---------------------------------------------------
 
 
-def test_a_memory_id_that_is_the_count_route_is_refused(client: TestClient) -> None:
+def test_a_memory_id_that_is_the_count_route_is_refused(client: TestClient, tmp_path: Path) -> None:
     answer = client.post("/v1/agents/count-bot/memories", json={"text": "hi", "id": "count"})
     assert answer.status_code == 400, answer.text
     assert answer.json()["error"]["code"] == "memory_input_error"
     assert "count" in answer.json()["error"]["message"]
     counted = client.get("/v1/agents/count-bot/memories/count").json()
     assert counted["count"] == 0
+    # the Python API (and so the CLI and MCP) refuses it too
+    with Index(tmp_path / "ix") as index, pytest.raises(MemoryInputError, match="'count'"):
+        index.memory("bot").add("hi", id="count")
 
 
 # -- 13. the request log, and a body sent without its Content-Type ----------------------------

@@ -112,7 +112,7 @@ def create_option(func: F) -> F:
 )
 @click.option(
     "--grace",
-    type=click.FloatRange(0, 3600),
+    type=click.FloatRange(1, 3600),
     default=60,
     show_default=True,
     help="Seconds to wait for requests in flight when stopping (SIGTERM, Ctrl-C); a "

@@ -207,6 +207,12 @@ class Memory:
         _expect("timestamp", timestamp, datetime)
         if not text.strip():
             raise MemoryInputError("a memory needs text", hint="pass the message or fact text")
+        if id in RESERVED_IDS:
+            raise MemoryInputError(
+                f"a memory's id cannot be {id!r}: GET .../memories/{id} is the route of the "
+                "memories' count over HTTP, so that memory could not be read by its id",
+                hint="choose another id (or none: one is made up)",
+            )
         if timestamp is not None and timestamp.tzinfo is not None:
             timestamp = timestamp.astimezone(UTC).replace(tzinfo=None)  # stored as naive UTC
         _check_table(table)
@@ -1138,6 +1144,10 @@ def _check_status(status: str | None, table: str) -> None:
         raise MemoryInputError(
             f"unknown goal status {status!r}", hint=f"choose one of: {', '.join(GOAL_STATUSES)}"
         )
+
+
+#: Memory ids that a route of the HTTP API takes for itself (``.../memories/count``).
+RESERVED_IDS = frozenset({"count"})
 
 
 def _room(room: str | None) -> str:

@@ -259,7 +259,12 @@ class _ToAst(Transformer):  # type: ignore[type-arg]
         if all(slots.get(role) is None for role in ast.ROLES):
             raise _Problem(
                 keyword.start_pos or 0,
-                f"{pattern.to_query()} matches every action",
+                f"{pattern.to_query()} matches every action"
+                + (
+                    " (negated= only narrows the actions a subject, verb or object finds)"
+                    if pattern.negated is not None
+                    else ""
+                ),
                 hint="give it a subject, a verb or an object",
                 runs=True,
             )

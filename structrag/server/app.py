@@ -72,12 +72,7 @@ MAX_BODY = 1 << 20
 MAX_UPLOAD = 512 << 20
 UPLOAD_PATH = "/v1/ingest/upload"
 #: An upload's form fields: the files, and the options of a JSON ingest (but paths, exclude).
-UPLOAD_FIELDS = frozenset(
-    {"files", "format", "conversation", "encoding", "date_order", "extractor", "ner"}
-    | {"embeddings", "workers", "force"}
-)
-#: Memory ids no route can reach by ``.../memories/{id}`` (it is another route's).
-RESERVED_IDS = frozenset({"count"})
+UPLOAD_FIELDS = frozenset({"files", *s.IngestIn.model_fields} - {"paths", "exclude"})
 access_log = logging.getLogger("structrag.server.access")
 log = logging.getLogger("structrag.server")
 
@@ -512,12 +507,6 @@ def _routes(app: FastAPI, service: Service) -> None:
     @app.post(f"{memory}/memories", response_model=s.MemoryOut, status_code=201, tags=["memory"])
     def add_memory(agent: Agent, body: s.MemoryIn) -> dict[str, Any]:
         """Store a memory; it is extracted and searchable when this returns."""
-        if body.id in RESERVED_IDS:
-            raise MemoryInputError(
-                f"a memory's id cannot be {body.id!r}: GET .../memories/{body.id} is the "
-                "route of the memories' count, so that memory could not be read by its id",
-                hint="choose another id (or none: the server makes one up)",
-            )
         fields = body.model_dump(exclude={"text"})
         fields["timestamp"] = naive_utc(body.timestamp)
         return service.add_memory(agent, body.text, **fields)
@@ -967,6 +956,9 @@ class AccessLog:
             )
             if answering:
                 raise  # cut off: the client sees fewer bytes than the answer's length
+            # A write may still finish after this (its thread runs on, and the server
+            # closes only once its writes are done): its outcome is unknown here.
+            reads = scope.get("method") in ("GET", "HEAD")
             with contextlib.suppress(Exception):
                 await _send_error(
                     logging_send,
@@ -974,8 +966,14 @@ class AccessLog:
                     {
                         "code": "server_closing",
                         "message": "the server stopped before the request was answered",
-                        "hint": "send it again once the server is back (its --grace "
-                        "bounds how long it waits for requests when stopping)",
+                        "hint": (
+                            "send it again once the server is back"
+                            if reads
+                            else "the write may have been done before the server stopped: "
+                            "once it is back, look (list, count, get by id) before sending "
+                            "it again"
+                        )
+                        + " (its --grace bounds how long it waits for requests when stopping)",
                         "request_id": request_id,
                     },
                     [(b"connection", b"close")],

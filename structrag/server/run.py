@@ -18,6 +18,7 @@ import errno
 import fcntl
 import json
 import logging
+import math
 import os
 import signal
 import socket
@@ -183,7 +184,18 @@ def hold_writer_lock(service: Service, url: str) -> None:
     """Hold the index's writer lock for the server's life (its writes take it again, in
     this process, at no cost): another process's ingest on the files is refused at its
     start, naming the server, instead of failing at its commit after all its work."""
-    service.writer.writer_lock.acquire(f"structrag serve at {url}; send writes through it")
+    what = f"structrag serve at {url}; send writes through it"
+    lock = service.writer.writer_lock
+    try:
+        lock.acquire(what, timeout=0)
+    except IndexStateError:  # an ingest began while the server opened the index: wait
+        print(
+            f"structrag serve: waiting for another process to finish writing "
+            f"{shown_path(service.writer.directory)} before serving it (Ctrl-C to give up)",
+            file=sys.stderr,
+            flush=True,
+        )
+        lock.acquire(what, timeout=math.inf)
 
 
 def listen_on(host: str, port: int) -> socket.socket:

@@ -161,6 +161,8 @@ class QueryMessage(Response):
     id: str
     conversation: str
     score: float
+    speaker: str | None = None
+    timestamp: str | None = Field(default=None, description="ISO 8601.")
     text: str
 
 
@@ -169,11 +171,14 @@ class QueryRef(Response):
     score: float
     kind: str | None
     text: str | None
+    conversation: str | None = Field(default=None, description="Where the ref comes from.")
+    message_id: str | None = None
 
 
 class QueryOut(Response):
     query: str
     messages: list[QueryMessage]
+    matched: int = Field(default=0, description="Messages the query matched (beyond limit).")
     semantic_refs: list[QueryRef]
     notes: list[str]
     seconds: float

@@ -82,12 +82,14 @@ class WriterLock:
         finally:
             self.release()
 
-    def acquire(self, what: str) -> None:
+    def acquire(self, what: str, *, timeout: float | None = None) -> None:
+        """Take the lock (again, in this process, at no cost), waiting for another
+        process's up to ``timeout`` seconds (None: ``STRUCTRAG_LOCK_TIMEOUT``)."""
         with self._guard:
             if self._count:
                 self._count += 1
                 return
-            self._fd = self._take(what)
+            self._fd = self._take(what, lock_timeout() if timeout is None else timeout)
             self._count = 1
 
     def release(self) -> None:
@@ -100,7 +102,7 @@ class WriterLock:
                 fcntl.flock(fd, fcntl.LOCK_UN)
                 os.close(fd)
 
-    def _take(self, what: str) -> int:
+    def _take(self, what: str, timeout: float) -> int:
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
@@ -109,7 +111,7 @@ class WriterLock:
                 hint="check that you may write to the index directory; reading commands "
                 "need no write access",
             ) from exc
-        deadline = time.monotonic() + lock_timeout()
+        deadline = time.monotonic() + timeout
         delay = 0.005
         while True:
             try:
@@ -121,7 +123,7 @@ class WriterLock:
                     os.close(fd)
                     raise IndexStateError(
                         f"another process is writing the index at {self.path.parent}"
-                        f"{f' ({holder})' if holder else ''}; waited {lock_timeout():g} s",
+                        f"{f' ({holder})' if holder else ''}; waited {timeout:g} s",
                         hint="one process writes an index at a time: wait for it to finish, "
                         "raise STRUCTRAG_LOCK_TIMEOUT, or send the writes to a running "
                         "`structrag serve`",
