@@ -616,8 +616,10 @@ class Index:
 
     def remove_conversation(self, conversation: str) -> int:
         """Delete an ingested conversation: its messages, everything extracted from them,
-        their embeddings, its entries in the text index and its digest, in one write
-        (the ingest log keeps its sources: ingesting the file again brings it back).
+        their embeddings and their entries in the text index in one write, then the
+        conversation's own rows (its aliases and digest; DuckDB deletes a row that others
+        referenced only in a later transaction). The ingest log keeps its sources:
+        ingesting the file again brings it back.
         Returns how many messages went. A document's fragments go with
         ``index.knowledge.remove``, an agent's memories with its memory API."""
         from structrag.extract.spacy_extractor import SpacyExtractor

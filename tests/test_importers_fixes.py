@@ -313,3 +313,22 @@ def test_whatsapp_french_layout_a_header_line_and_csv_files_say_what_they_are(
     with pytest.raises(InputError, match="does not read CSV") as caught:
         load_source(table)
     assert "JSON Lines" in str(caught.value.hint)
+
+
+def test_a_thread_in_several_parts_is_stored_oldest_first(tmp_path: Path) -> None:
+    folder = tmp_path / "inbox" / "bob_7"
+    folder.mkdir(parents=True)
+    minute = 60_000
+    for part, start in ((1, 1678630000000), (2, 1678620000000)):  # message_1: the newest
+        said = [
+            {"sender_name": "Bob", "timestamp_ms": start + k * minute, "content": f"p{part}m{k}"}
+            for k in (1, 0)  # newest first in each part
+        ]
+        export = {"participants": [{"name": "Bob"}, {"name": "Ana"}], "messages": said}
+        (folder / f"message_{part}.json").write_text(json.dumps(export), encoding="utf-8")
+    for given in ([tmp_path / "inbox"], [folder / "message_1.json", folder / "message_2.json"]):
+        with Index(tmp_path / f"ix{len(given)}") as index:
+            index.ingest(given)
+            stored = [s.message for s in index.messages()]
+        texts = [m.text for m in sorted(stored, key=lambda m: m.ordinal)]
+        assert texts == ["p2m0", "p2m1", "p1m0", "p1m1"], given

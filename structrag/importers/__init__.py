@@ -13,6 +13,7 @@ folder of ``.eml``). Detection looks at the extension first and then at the cont
 from __future__ import annotations
 
 import fnmatch
+import re
 import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -550,7 +551,37 @@ def expand_inputs(
             more = f" and {len(left_out) - 5} more" if len(left_out) > 5 else ""
             kinds = "file(s) or folder(s)" if any(p.is_dir() for p, _ in left_out) else "file(s)"
             out.skipped.append((str(path), f"left out {len(left_out)} {kinds}: {shown}{more}"))
+    out.paths = _oldest_part_first(out.paths)
     return out
+
+
+_MESSENGER_PART = re.compile(r"message_(\d+)\.json", re.IGNORECASE)
+
+
+def _oldest_part_first(paths: list[Path]) -> list[Path]:
+    """Paths in their order, save a Meta download's parts of one thread (``message_1.json``
+    is its newest messages, ``message_2.json`` older ones): those of one folder go highest
+    number first, at the place of the first of them, so that the thread is appended
+    oldest first."""
+    parts: dict[Path, list[Path]] = {}
+    for path in paths:
+        if _MESSENGER_PART.fullmatch(path.name):
+            parts.setdefault(path.parent, []).append(path)
+    if not any(len(group) > 1 for group in parts.values()):
+        return paths
+    out: list[Path] = []
+    for path in paths:
+        group = parts.get(path.parent) if _MESSENGER_PART.fullmatch(path.name) else None
+        if group is None:
+            out.append(path)
+        elif path == group[0]:
+            out.extend(sorted(group, key=_part_number, reverse=True))
+    return out
+
+
+def _part_number(path: Path) -> int:
+    found = _MESSENGER_PART.fullmatch(path.name)
+    return int(found.group(1)) if found else 0
 
 
 @dataclass(frozen=True)

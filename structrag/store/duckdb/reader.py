@@ -164,8 +164,7 @@ class DuckDBReader:
             with self._lease.using() as con:
                 yield con
         except duckdb.IOException as exc:
-            text = str(exc)
-            if "Could not read" not in text and "orrupt" not in text:
+            if not unreadable(exc):
                 raise
             raise damaged_store(self._lease.path, exc) from None
 
@@ -999,6 +998,13 @@ def _json_decoded(row: tuple[Any, ...], columns: Sequence[int]) -> tuple[Any, ..
         if isinstance(values[k], str):
             values[k] = json.loads(values[k])
     return tuple(values)
+
+
+def unreadable(exc: BaseException) -> bool:
+    """Whether a DuckDB error says the file cannot be read (cut short, corrupt), not that
+    the query failed, was interrupted or ran out of memory."""
+    text = str(exc)
+    return isinstance(exc, duckdb.IOException) and ("Could not read" in text or "orrupt" in text)
 
 
 def damaged_store(path: Path, exc: BaseException) -> IndexStateError:

@@ -18,7 +18,7 @@ from structrag.errors import IndexStateError
 from structrag.models import Conversation
 from structrag.store.duckdb import schema
 from structrag.store.duckdb.lease import CursorLease, Lease
-from structrag.store.duckdb.reader import DuckDBReader, damaged_store
+from structrag.store.duckdb.reader import DuckDBReader, damaged_store, unreadable
 from structrag.store.duckdb.staging import StagedTransaction
 from structrag.store.duckdb.writer import DuckDBTransaction, replace_digests, utc_now
 from structrag.store.protocols import SourceRecord
@@ -62,7 +62,9 @@ class DuckDBStore(DuckDBReader):
     def _check_schema(self, con: duckdb.DuckDBPyConnection) -> None:
         try:
             found = schema.stored_version(con)
-        except duckdb.Error as exc:  # the file opened, and its first read failed
+        except duckdb.IOException as exc:  # the file opened, and its first read failed
+            if not unreadable(exc):
+                raise
             raise damaged_store(self.path, exc) from None
         if found == schema.SCHEMA_VERSION:
             return
