@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from structrag import Index
 from structrag.importers import load_source, scan_source
@@ -112,10 +112,14 @@ def test_telegram_chat_and_account_exports(tmp_path: Path) -> None:
     account = tmp_path / "account" / "result.json"
     account.parent.mkdir()
     second = {**chat, "id": 43, "name": "Bob", "type": "personal_chat"}
-    account.write_text(json.dumps({"chats": {"list": [chat, second]}}), encoding="utf-8")
+    pins = [m for m in cast(list[dict[str, Any]], chat["messages"]) if m["type"] == "service"]
+    quiet = {**chat, "id": 44, "name": "Pins", "messages": pins}
+    listed = {"chats": {"list": [chat, second, quiet]}}
+    account.write_text(json.dumps(listed), encoding="utf-8")
     source = load_source(account)
     assert source.format == "telegram"
     assert [c.id for c in source.conversations] == ["telegram:42", "telegram:43"]
+    assert any("1 chat(s) left out" in w and "'Pins'" in w for w in source.warnings)
 
 
 def test_transcript_labels_with_particles_notes_handles_and_caseless_scripts(

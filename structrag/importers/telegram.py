@@ -245,15 +245,22 @@ def load_telegram(path: Path, text: str, options: LoadOptions, data: Any = None)
     expect(path, data, dict, "the top level", "a Telegram export")
     chats = _chats(path, data)
     check_one_conversation(path, options, len(chats), "chats")
-    parts = [
-        part
-        for where, chat in chats
-        if (part := _chat(path, where, chat, options, single=len(chats) == 1)).messages
-    ]
+    parts: list[ParsedSource] = []
+    empty: list[ParsedSource] = []
+    for where, chat in chats:
+        part = _chat(path, where, chat, options, single=len(chats) == 1)
+        (parts if part.messages else empty).append(part)
     if not parts:
         raise InputError(
             path,
             "the Telegram export has no messages with text, only service messages and media",
             hint="export the chat again from Telegram Desktop in JSON ('Machine-readable JSON')",
         )
-    return merge_sources(path, "telegram", parts)
+    merged = merge_sources(path, "telegram", parts)
+    if empty:  # no message to store them with: say which chats went
+        names = [c.name or c.id for part in empty for c in part.conversations]
+        shown = ", ".join(repr(n) for n in names[:5]) + (" ..." if len(names) > 5 else "")
+        merged.warnings.append(
+            f"{len(names)} chat(s) left out: only service messages or media without text ({shown})"
+        )
+    return merged
