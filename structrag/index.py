@@ -443,6 +443,15 @@ class Index:
         Returns the setting to record and the embedder; the setting is written in the
         ingest's own transaction, so a failed ingest leaves no trace of it.
         """
+        current = self.check_embeddings(requested)
+        chosen = current or requested or "static"
+        return chosen, get_embedder(chosen)
+
+    def check_embeddings(
+        self, requested: str | None, *, option: str = "--embeddings"
+    ) -> str | None:
+        """Refuse an embedding model this index cannot take (unknown, or other than the
+        one its first ingest fixed); the index's model (None before its first ingest)."""
         current = self.store.get_setting("embeddings")
         if requested is not None and requested not in EMBEDDERS:
             raise ConfigError(
@@ -451,10 +460,9 @@ class Index:
         if current is not None and requested is not None and requested != current:
             raise ConfigError(
                 f"this index embeds messages with {current!r}, not {requested!r}",
-                hint="drop --embeddings, or build a new index with the other model",
+                hint=f"drop {option}, or build a new index with the other model",
             )
-        chosen = current or requested or "static"
-        return chosen, get_embedder(chosen)
+        return current
 
     @property
     def embedder(self) -> Embedder | None:

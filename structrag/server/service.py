@@ -784,16 +784,7 @@ def _field(match: re.Match[str]) -> str:
 def check_against_index(index: Index, options: IngestOptions) -> None:
     """Refuse, before a job is queued, options the index cannot take (the job would fail
     on them): an embedding model other than the one the index was built with."""
-    from structrag.errors import ConfigError
-
-    requested = options.embeddings
-    current = index.store.get_setting("embeddings")
-    if requested is not None and current is not None and requested != current:
-        raise ConfigError(
-            f"this index embeds messages with {current!r}, not {requested!r}",
-            hint='drop "embeddings" (the index keeps its model), or build a new index with '
-            "the other model",
-        )
+    index.check_embeddings(options.embeddings, option='"embeddings"')
 
 
 def _stamps(inputs: Sequence[str], options: IngestOptions) -> list[tuple[str, int, int]]:
