@@ -22,6 +22,7 @@ POINTS = {
     "rebuild-swap": "a text index rebuild is about to swap the new index in",
     "text-adopt": "an ingest's staged text segment has moved into the index, uncommitted",
     "segment-write": "the segment process is about to write an ingest's text segment",
+    "serve-batch": "the server is about to answer a batch of questions",
 }
 
 

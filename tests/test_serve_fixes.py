@@ -164,15 +164,26 @@ def test_a_request_past_the_grace_gets_a_json_503_not_a_cut_off_answer(
     example_index: Path, tmp_path: Path
 ) -> None:
     directory = copy_index(example_index, tmp_path / "index")
-    server = start_server(directory, "--grace", "1")
-    out = _ask_during_stop(server.url, server.process, 600)
+    held = tmp_path / "held"  # the batch waits at its fault point while this file is there
+    server = start_server(
+        directory, "--grace", "1", env={"STRUCTRAG_FAULT": f"serve-batch:wait:{held}"}
+    )
+    out: dict[str, Any] = {}
+    thread = threading.Thread(target=_batch, args=(server.url, 3, out))
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not held.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert held.exists(), "the batch did not reach its fault point"
+    server.process.send_signal(signal.SIGINT)
+    thread.join(timeout=60)
+    held.unlink()  # let the request's thread end
     server.process.wait(timeout=120)
     assert "error" not in out, out
-    if out["status"] == 200:  # this machine answered the batch within the grace
-        assert len(json.loads(out["body"])["answers"]) == 600
-        return
     assert out["status"] == 503, out
-    assert json.loads(out["body"])["error"]["code"] == "server_closing"
+    error = json.loads(out["body"])["error"]
+    assert error["code"] == "server_closing" and "send it again" in error["hint"]
+    assert "a write (a memory, an ingest, a removal) may have been done" in error["hint"]
 
 
 # -- 3. serve while an ingest writes ------------------------------------------------------

@@ -966,12 +966,13 @@ class AccessLog:
                     {
                         "code": "server_closing",
                         "message": "the server stopped before the request was answered",
-                        "hint": (
-                            "send it again once the server is back"
+                        "hint": "send it again once the server is back"
+                        + (
+                            ""
                             if reads
-                            else "the write may have been done before the server stopped: "
-                            "once it is back, look (list, count, get by id) before sending "
-                            "it again"
+                            else "; a write (a memory, an ingest, a removal) may have been "
+                            "done before it stopped: look (list, count, get by id) before "
+                            "sending that again"
                         )
                         + " (its --grace bounds how long it waits for requests when stopping)",
                         "request_id": request_id,

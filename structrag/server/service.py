@@ -44,7 +44,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
-from structrag import shapes
+from structrag import faults, shapes
 from structrag.errors import IndexStateError, NotFoundError, StructragError
 from structrag.index import Index, IngestOptions
 from structrag.ingest import IngestReport
@@ -438,6 +438,7 @@ class Service:
         which (its index in ``position``), as ``ask --batch`` names the line."""
 
         def work(index: Index) -> list[dict[str, Any]]:
+            faults.point("serve-batch")
             answers = []
             for number, item in enumerate(questions):
                 options = {**defaults, **{k: v for k, v in item.items() if v is not None}}
