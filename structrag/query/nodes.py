@@ -249,11 +249,14 @@ class PatternMatch(PlanNode):
         # name is no condition to start from (it is an index term only for a job or a
         # role, and any ref may hold the word "owner"): with nothing else, candidates
         # come from the property index itself (entity(facet.owner=*)).
-        # A value of no index words ("C++", "AT&T": symbols the analysis drops) is looked
-        # for in the property index itself.
+        # A value of no index words for its symbols ("C++", "AT&T": the analysis drops
+        # them) is looked for in the property index itself; one of stopwords alone
+        # ("who") matches nothing, as before.
         named = [c for c in conditions if c.name != "facet.name"]
-        searchable = named and all(stems(v) for c in named for v in c.values)
-        candidates = _candidates(ctx, named) if searchable else ctx.refs_having(conditions)
+        symbols = any(_only_symbols(v) for c in named for v in c.values)
+        candidates = (
+            _candidates(ctx, named) if named and not symbols else ctx.refs_having(conditions)
+        )
         if not candidates:
             return Match.empty(n)
         hits = ctx.refs_meeting(sorted(candidates), conditions)
@@ -266,6 +269,12 @@ class PatternMatch(PlanNode):
         np.add.at(scores, np.array([candidates[r] for r in hits], dtype=np.int64), 1.0)
         scores = np.minimum(scores, ctx.settings.pattern_cap)
         return Match(scores, scores > 0, {int(r): 1.0 for r in hits})
+
+
+def _only_symbols(value: str) -> bool:
+    """Whether a pattern's value has no index word because of its symbols ("c++"), not
+    because its words are stopwords."""
+    return not stems(value) and any(not (c.isalnum() or c.isspace() or c in "'’-.,") for c in value)
 
 
 def _candidates(ctx: PlanContext, conditions: Sequence[PropertyCondition]) -> dict[int, int]:
