@@ -263,6 +263,14 @@ class _Chunk:
         return len(self.new) + len(self.changed)
 
 
+class IngestInterrupted(KeyboardInterrupt):
+    """Ctrl-C during an ingest of several files, some of them written (whole) before it."""
+
+    def __init__(self, written: list[str]) -> None:
+        super().__init__(f"interrupted after writing {len(written)} file(s)")
+        self.written = written
+
+
 class Ingestor:
     """Runs ingests against a store and a text index with one extractor."""
 
@@ -326,9 +334,15 @@ class Ingestor:
         if progress and total:
             progress.start(total, "extracting")
         self._start_extractor(plans)
+        written: list[str] = []
         try:
             for plan in plans:
                 self._ingest_plan(plan, format, options, progress, force)
+                written.append(str(plan.path))
+        except KeyboardInterrupt as exc:
+            if written:  # say which files are in: each was committed whole
+                raise IngestInterrupted(written) from exc
+            raise
         finally:
             if progress and total:
                 progress.finish()

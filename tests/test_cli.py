@@ -457,3 +457,44 @@ def test_a_full_disk_is_one_line_not_a_traceback(tmp_path: Path) -> None:
     assert _disk_full(ValueError("No space left on device")) is None
     wal = duckdb.TransactionException("Could not write x.wal: No space left on device")
     assert _disk_full(wal) == "no space left on device: the index's store could not write its log"
+
+
+def test_ctrl_c_after_some_files_names_the_files_written(tmp_path: Path) -> None:
+    """Each file is written whole; an ingest of several that Ctrl-C stops says which of
+    them are in (it printed nothing of them)."""
+    import os
+    import signal
+    import time
+
+    tiny, big = tmp_path / "tiny.jsonl", tmp_path / "big.jsonl"
+    said = "Ana told Ben about the trip to Porto and the boat"
+    tiny.write_text(json.dumps({"id": "t1", "speaker": "Ana", "text": said}) + "\n")
+    big.write_text(
+        "\n".join(
+            json.dumps({"id": f"m{i}", "speaker": ("Ana", "Ben")[i % 2], "text": f"{said} {i}."})
+            for i in range(4000)
+        )
+        + "\n"
+    )
+    db = tmp_path / "db"
+    args = [sys.executable, "-m", "structrag", "ingest", str(tiny), str(big), "--db", str(db)]
+    proc = subprocess.Popen(
+        [*args, "-q"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    marker = db / "whoosh" / "GENERATION"  # the text index's generation: 1 once tiny is in
+    deadline = time.monotonic() + 120
+    while proc.poll() is None and time.monotonic() < deadline:
+        if marker.exists() and marker.read_text().strip() == "1":
+            break
+        time.sleep(0.02)
+    time.sleep(0.5)  # extracting the big file
+    assert proc.poll() is None, proc.communicate()
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and "Traceback" not in err, err
+    assert f"{tiny}: written before the interruption" in err and str(big) not in err
+    assert "interrupted: each file is written whole" in err

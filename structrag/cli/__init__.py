@@ -274,7 +274,10 @@ def main(argv: list[str] | None = None) -> None:
             _exit_now()
     except click.exceptions.Exit as exc:  # --help, --version
         sys.exit(exc.exit_code)
-    except (click.exceptions.Abort, KeyboardInterrupt):  # click turns Ctrl-C into Abort
+    except (click.exceptions.Abort, KeyboardInterrupt) as exc:  # click: Ctrl-C is Abort
+        written = getattr(exc, "written", None) or getattr(exc.__context__, "written", None)
+        for path in written or ():
+            click.echo(f"{path}: written before the interruption", err=True)
         click.echo(interrupted, err=True)
         sys.exit(130)
     except click.ClickException as exc:
