@@ -201,6 +201,8 @@ def test_an_output_folder_that_cannot_be_made_is_a_one_line_error(
         ["bench", "recall", "--data", data, "--out", out, "--systems", "structured", "-q"],
         ["bench", "loo", "--data", data, "--out", out, "-q", "--grid", "speaker_boost=0,1"],
         ["bench", "report", str(runs["loo"]), "--out", out],
+        ["bench", "perf", "--data", data, "--out", out, "-q"],
+        ["bench", "memory", "--data", data, "--out", out, "-q"],
     ):
         result = runner.invoke(cli, args)
         assert result.exit_code == 1, result.output

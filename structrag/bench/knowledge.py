@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from structrag.bench.machine import environment
+from structrag.bench.output import prepare_out
 from structrag.bench.recall import check_choices
 from structrag.errors import ConfigError
 from structrag.extract.base import Extractor, Progress
@@ -205,7 +206,7 @@ def run_knowledge(
 ) -> dict[str, Any]:
     """Run the benchmark (see the module docstring); returns what ``knowledge.json`` holds."""
     check_choices(systems, SEARCH_MODES, budgets)
-    out.mkdir(parents=True, exist_ok=True)
+    prepare_out(out)
     pages = out / "pages"
     shutil.rmtree(pages, ignore_errors=True)
     items = build_set(data, pages)

@@ -40,7 +40,7 @@ from typing import Any
 
 from structrag.bench.locomo import Question, check_distinct, in_sample_note, load_questions
 from structrag.bench.machine import environment
-from structrag.bench.output import Outputs
+from structrag.bench.output import Outputs, prepare_out
 from structrag.bench.perf import percentiles
 from structrag.bench.recall import as_paths, limit_questions, markdown_table, score_records
 from structrag.bench.synth import write_corpus
@@ -450,7 +450,7 @@ def run_memory(
         raise ConfigError(f"--samples must be at least 2, not {samples}")
     if not (speed or quality):
         raise ConfigError("nothing to run", hint="leave out --skip-speed or --skip-quality")
-    out.mkdir(parents=True, exist_ok=True)
+    prepare_out(out)
     meta: dict[str, Any] = environment(command)
     meta.update(data=[str(p) for p in data], sizes=list(sizes), samples=samples)
     result: dict[str, Any] = {"meta": meta}

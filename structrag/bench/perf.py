@@ -53,6 +53,7 @@ import numpy as np
 
 from structrag.bench.locomo import Question, load_questions, turn_count
 from structrag.bench.machine import environment
+from structrag.bench.output import prepare_out
 from structrag.bench.synth import write_corpus
 from structrag.errors import ConfigError
 from structrag.index import Index
@@ -816,7 +817,7 @@ def run_perf(
     """
     if not data:
         raise ConfigError("no data files", hint="pass LoCoMo files with --data")
-    out.mkdir(parents=True, exist_ok=True)
+    prepare_out(out)
     say = log or (lambda text: print(text, file=sys.stderr, flush=True))
     result: dict[str, Any] = {
         "meta": {

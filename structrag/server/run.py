@@ -188,13 +188,8 @@ def hold_writer_lock(service: Service, url: str) -> None:
     lock = service.writer.writer_lock
     try:
         lock.acquire(what, timeout=0)
-    except IndexStateError:  # an ingest began while the server opened the index: wait
-        print(
-            f"structrag serve: waiting for another process to finish writing "
-            f"{shown_path(service.writer.directory)} before serving it (Ctrl-C to give up)",
-            file=sys.stderr,
-            flush=True,
-        )
+    except IndexStateError:  # an ingest began while the server opened the index
+        wait_for_writer(service.writer.directory)  # says so, and waits for it
         lock.acquire(what, timeout=math.inf)
 
 
