@@ -315,10 +315,14 @@ def _disk_full(exc: BaseException) -> str | None:
     if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
         where = f": {exc.filename}" if exc.filename else ""
         return f"no space left on device{where}"
-    is_duckdb = type(exc).__module__.split(".")[0] in {"duckdb", "_duckdb"}
-    if is_duckdb and "No space left on device" in str(exc):
+    if _from_duckdb(exc) and "No space left on device" in str(exc):
         return "no space left on device: the index's store could not write its log"
     return None
+
+
+def _from_duckdb(exc: BaseException) -> bool:
+    """Whether ``exc`` is one of DuckDB's own error types."""
+    return type(exc).__module__.split(".")[0] in {"duckdb", "_duckdb"}
 
 
 def _duckdb_interrupted(exc: BaseException) -> bool:
@@ -327,7 +331,7 @@ def _duckdb_interrupted(exc: BaseException) -> bool:
     instead of Python's ``KeyboardInterrupt``."""
     if isinstance(exc, RuntimeError) and str(exc) == "Query interrupted":
         return True
-    if type(exc).__module__.split(".")[0] in {"duckdb", "_duckdb"}:
+    if _from_duckdb(exc):
         return type(exc).__name__ == "InterruptException" or str(exc).startswith(
             "KeyboardInterrupt"
         )
