@@ -1127,7 +1127,7 @@ def _message_ids(read: Callable[[], Iterable[Message]]) -> Callable[[str], dict[
 #: (WhatsApp numbers messages by place), so it is removed. Files of their own message ids
 #: in other formats may hold part of a history (a mailbox holds part of its threads, a
 #: Slack export a date range): what they leave out is kept.
-WHOLE_FORMATS = frozenset({"whatsapp", "transcript", "webvtt", "chatgpt", "locomo"})
+WHOLE_FORMATS = frozenset({"whatsapp", "imessage", "transcript", "webvtt", "chatgpt", "locomo"})
 
 
 def _named_after(conversation: str, path: Path) -> bool:

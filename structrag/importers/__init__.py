@@ -4,7 +4,8 @@
 Formats: ``json`` and ``jsonl`` (generic messages), ``transcript`` (``SPEAKER: text``,
 Otter and Zoom text exports), ``webvtt``, ``locomo``, ``typeagent`` (a KnowPro index with
 its LLM-extracted knowledge), ``slack`` (a workspace export folder), ``discord``
-(DiscordChatExporter JSON), ``whatsapp`` (a chat exported as text), ``chatgpt``
+(DiscordChatExporter JSON), ``whatsapp`` (a chat exported as text), ``imessage``
+(imessage-exporter's text export), ``chatgpt``
 (``conversations.json`` of a ChatGPT data export) and ``email`` (mbox, ``.eml``, or a
 folder of ``.eml``). Detection looks at the extension first and then at the content; see
 :func:`detect_format`. :func:`expand_inputs` turns folders into the inputs inside them.
@@ -36,6 +37,7 @@ from structrag.importers.base import (
 )
 from structrag.importers.chatgpt import load_chatgpt, looks_like_chatgpt, stream_chatgpt
 from structrag.importers.discord import load_discord, looks_like_discord, stream_discord
+from structrag.importers.imessage import load_imessage, looks_like_imessage, stream_imessage
 from structrag.importers.json_stream import JsonSurvey, survey_json
 from structrag.importers.locomo import load_locomo, looks_like_locomo, stream_locomo
 from structrag.importers.mail import (
@@ -72,6 +74,7 @@ FORMATS: tuple[str, ...] = (
     "email",
     "messenger",
     "telegram",
+    "imessage",
 )
 ALIASES: dict[str, str] = {
     "vtt": "webvtt",
@@ -206,8 +209,9 @@ def detect_format(path: Path, text: str) -> tuple[str, Any]:
     first); ``.jsonl``/``.ndjson`` are JSON Lines, ``.eml``/``.mbox`` email, ``.vtt`` or a
     ``WEBVTT`` first line WebVTT; text starting with an email header block (or an mbox
     ``From`` line) is email, text whose first line is a dated WhatsApp line
-    (``12/03/2023, 14:02 - ``, ``[12/03/2023, 14:02:05] ``) is WhatsApp, and text whose
-    first line starts ``[00:00:01]`` is a transcript; then JSON (``.json``, or text
+    (``12/03/2023, 14:02 - ``, ``[12/03/2023, 14:02:05] ``) is WhatsApp, text whose first
+    line is imessage-exporter's ``Mar 12, 2024  2:05:33 PM`` above a sender is iMessage,
+    and text whose first line starts ``[00:00:01]`` is a transcript; then JSON (``.json``, or text
     starting with ``{``/``[``) is told apart by its shape: a Slack day file, a
     DiscordChatExporter file (``guild``/``channel``/``messages``), a ChatGPT export (chats
     with ``mapping``), LoCoMo, TypeAgent, else generic messages. Other ``.txt``, ``.md``
@@ -235,6 +239,8 @@ def detect_format(path: Path, text: str) -> tuple[str, Any]:
             return "email", None
         if looks_like_whatsapp(text):
             return "whatsapp", None
+        if looks_like_imessage(text):
+            return "imessage", None
         if looks_timed(stripped.split("\n", 1)[0]):
             return "transcript", None
     if suffix == ".json" or stripped.startswith(("{", "[")):
@@ -357,6 +363,8 @@ def scan_source(
         return stream_transcript(path, options)
     if fmt == "whatsapp":
         return stream_whatsapp(path, options)
+    if fmt == "imessage":
+        return stream_imessage(path, options)
     if fmt == "webvtt":
         return stream_webvtt(path, options)
     if fmt == "email":
@@ -435,6 +443,8 @@ def _streamed_kind(path: Path, options: LoadOptions) -> str | None:
         return None if stripped.startswith("WEBVTT") else _DOCUMENT
     if looks_like_whatsapp(text):
         return "whatsapp"  # an iOS export starts with a bracket: "[12/03/2023, 14:02:05] "
+    if looks_like_imessage(text):
+        return "imessage"
     first, _, rest = stripped.partition("\n")
     if stripped.startswith(("{", "[")) and not looks_timed(first):
         line = first.strip()
@@ -483,6 +493,8 @@ def _load_text(
         return load_telegram(path, text, options, parsed)
     if fmt == "whatsapp":
         return load_whatsapp(path, text, options)
+    if fmt == "imessage":
+        return load_imessage(path, text, options)
     if fmt == "webvtt" or looks_like_captions(text):
         return load_webvtt(path, text, options)  # --format transcript (zoom) on captions too
     return load_transcript(path, text, options)

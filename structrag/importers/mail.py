@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Iterable, Iterator
 from datetime import datetime
 from email import message_from_bytes, policy
 from email.message import EmailMessage
@@ -95,10 +96,57 @@ def looks_like_email(text: str) -> bool:
     return "from" in seen and len(seen & set(_EMAIL_HEADERS)) >= 2
 
 
+#: How much of a message :func:`_parse` looks at to tell that it is one.
+_HEAD_BYTES = 16384
+#: An mbox separator as mail programs write it: ``From <sender> <date>``, the date as C's
+#: asctime writes it ("Tue Mar 12 14:05:00 2024", Gmail's "Wed Mar 06 17:30:48 +0000
+#: 2024") or day first ("Tue, 12 Mar 2024 14:05:00"); the sender may be "-" (Thunderbird).
+_SEPARATOR_RE = re.compile(
+    rb"^From \S+ +(?:[A-Z][a-z]{2},? +)?(?:[A-Z][a-z]{2} +\d{1,2}|\d{1,2} +[A-Z][a-z]{2}"
+    rb"(?: +\d{4})?) +\d{1,2}:\d{2}\b"
+)
+
+
+def _separates(line: bytes, after: Iterable[bytes]) -> bool:
+    """Whether a ``From `` line after the first separates two messages: when it is
+    ``From <sender> <date>``, or when a header block follows it; else it is a line of
+    the message above that the mbox writer left unescaped ("From what I heard, ...")."""
+    return bool(_SEPARATOR_RE.match(line)) or _opens_message(after)
+
+
+def _opens_message(lines: Iterable[bytes]) -> bool:
+    """Whether the lines after a ``From `` line start a message (a header block, as
+    :func:`_parse` requires of one). Reads no
+    further than :func:`looks_like_email` looks: blank lines and byte-order marks at the
+    start, then up to the first blank line or next ``From `` line (at most 61 lines, or
+    :data:`_HEAD_BYTES`)."""
+    head: list[bytes] = []
+    size = read = 0
+    for line in lines:
+        if line.startswith(b"From "):
+            break  # where the message would end
+        head.append(line)
+        size += len(line)
+        if read or line.lstrip(_LEADING):
+            read += 1
+            if not line.strip() or read > 61:
+                break
+        if size >= _HEAD_BYTES:
+            break
+    text = b"".join(head)[:_HEAD_BYTES]
+    return looks_like_email(_unescape(text).decode("utf-8", "replace"))
+
+
 def split_mbox(data: bytes) -> list[tuple[int, bytes]]:
-    """An mbox's messages: (line number of its ``From `` line, the message's bytes)."""
+    """An mbox's messages: (line number of its ``From `` line, the message's bytes). A
+    ``From `` line is a separator when a header block follows it; else it is a line of the
+    message above (written unescaped)."""
     starts = [0] if data.startswith(b"From ") else []
-    starts.extend(m.end() for m in re.finditer(rb"\n(?=From )", data))
+    for m in re.finditer(rb"\n(?=From )", data):
+        after = data.find(b"\n", m.end())
+        line = data[m.end() : len(data) if after < 0 else after + 1]
+        if _separates(line, _lines_from(data, len(data) if after < 0 else after + 1)):
+            starts.append(m.end())
     out = []
     for i, start in enumerate(starts):
         end = starts[i + 1] if i + 1 < len(starts) else len(data)
@@ -106,6 +154,15 @@ def split_mbox(data: bytes) -> list[tuple[int, bytes]]:
         body = chunk.split(b"\n", 1)[1] if b"\n" in chunk else b""
         out.append((data.count(b"\n", 0, start) + 1, _unescape(body)))
     return out
+
+
+def _lines_from(data: bytes, start: int) -> Iterator[bytes]:
+    """The lines of ``data`` from ``start`` on, each with its ``\n``."""
+    while start < len(data):
+        end = data.find(b"\n", start)
+        end = len(data) if end < 0 else end + 1
+        yield data[start:end]
+        start = end
 
 
 def _unescape(body: bytes) -> bytes:
@@ -122,7 +179,8 @@ def _mbox_parts(path: Path, digest: Any = None) -> Iterator[tuple[int, int, int,
     lineno = offset = start = at = 0
     current: list[bytes] | None = None
     with path.open("rb") as handle:
-        for line in handle:
+        lines = _Lookahead(handle)
+        for line in lines:
             lineno += 1
             offset += len(line)
             if digest is not None:
@@ -131,13 +189,39 @@ def _mbox_parts(path: Path, digest: Any = None) -> Iterator[tuple[int, int, int,
                 if line.lstrip(_LEADING):
                     at, start, current = lineno, offset, []
                 continue
-            if line.startswith(b"From "):
+            if line.startswith(b"From ") and _separates(line, lines.ahead()):
                 yield at, start, offset - len(line) - start, _unescape(b"".join(current))
                 at, start, current = lineno, offset, []
                 continue
             current.append(line)
     if current is not None:
         yield at, start, offset - start, _unescape(b"".join(current))
+
+
+class _Lookahead:
+    """A file's lines, one at a time, with a look at the lines after the current one
+    (:meth:`ahead`) that does not consume them."""
+
+    def __init__(self, handle: Iterable[bytes]) -> None:
+        self._lines = iter(handle)
+        self._kept: deque[bytes] = deque()
+
+    def __iter__(self) -> Iterator[bytes]:
+        while True:
+            if self._kept:
+                yield self._kept.popleft()
+                continue
+            line = next(self._lines, None)
+            if line is None:
+                return
+            yield line
+
+    def ahead(self) -> Iterator[bytes]:
+        """The lines after the current one; those read are kept for :meth:`__iter__`."""
+        yield from list(self._kept)
+        for line in self._lines:
+            self._kept.append(line)
+            yield line
 
 
 def load_email(path: Path, data: bytes, options: LoadOptions) -> ParsedSource:

@@ -5,7 +5,9 @@ Two layouts, both with the date and time as the phone's locale writes them:
 * Android: ``12/03/2023, 14:02 - Ana Souza: text`` (also ``3/12/23, 2:02 PM - ...``,
   ``12.03.23, 14:02 - ...``, ``2023-03-12 14:02 - ...``);
 * iOS: ``[12/03/2023, 14:02:05] Ana Souza: text``, with U+200E marks before attachments
-  and system lines, and a narrow no-break space before ``PM``.
+  and system lines, and a narrow no-break space before ``PM``;
+* Korean phones, year first and 오전/오후 (AM/PM) before the time: Android
+  ``2024. 3. 12. 오후 2:05 - Ana: text``, iOS ``[2024. 3. 12. 오후 2:05:33] Ana: text``.
 
 A line without that prefix continues the message above (multi-line messages). Lines that
 are not someone saying something become the conversation's ``metadata.events`` (time,
@@ -13,7 +15,9 @@ line, kind and text), never speakers or message text: system lines (the end-to-e
 encryption notice, "Ana added Bo", "changed the subject", group name lines on iOS),
 ``<Media omitted>`` / ``image omitted`` / ``<attached: ...>`` without a caption, deleted
 messages and missed calls. A shared file with a caption stays a message, the file name
-in ``metadata.attachment``; ``<This message was edited>`` becomes ``metadata.edited``.
+in ``metadata.attachment``; so does media left out with a caption below it (``<Media
+omitted>``, ``image omitted``), WhatsApp's placeholder in ``metadata.media``;
+``<This message was edited>`` becomes ``metadata.edited``.
 
 Day or month first is decided once per file from its dates: a first number above 12
 settles day-first, a second one above 12 month-first, dots are day-first. When no date
@@ -56,6 +60,14 @@ _ANDROID_RE = re.compile(
     rf"^(?P<date>{_DATE}),?{_AT}{_SP}(?P<time>{_TIME}){_SP}[-–]{_SP}(?P<rest>.*)$"
 )
 _IOS_RE = re.compile(rf"^\[(?P<date>{_DATE}),?{_SP}(?P<time>{_TIME})\]{_SP}(?P<rest>.*)$")
+# Korean phones write the year first with a dot and a space after each part, and 오전 (AM)
+# or 오후 (PM) before a 12-hour time: Android "2024. 3. 12. 오후 2:05 - Name: text" (also
+# "24. 3. 12. ..."), iOS "[2024. 3. 12. 오후 2:05:33] Name: text"; 24-hour phones leave
+# the marker out.
+_KO_DATE = rf"(?P<y>\d{{2}}|\d{{4}})\.{_SP}?(?P<m>\d{{1,2}})\.{_SP}?(?P<d>\d{{1,2}})\."
+_KO_TIME = rf"(?:(?P<half>오전|오후){_SP}?)?(?P<clock>\d{{1,2}}:\d{{2}}(?::\d{{2}})?)"
+_KO_ANDROID_RE = re.compile(rf"^{_KO_DATE},?{_SP}{_KO_TIME}{_SP}[-–]{_SP}(?P<rest>.*)$")
+_KO_IOS_RE = re.compile(rf"^\[{_KO_DATE},?{_SP}{_KO_TIME}\]{_SP}(?P<rest>.*)$")
 _NAME_RE = re.compile(r"^(?P<name>[^:\n]{1,80}?): (?P<text>.*)$|^(?P<bare>[^:\n]{1,80}?):$")
 _MARKS = "\u200e\u200f\u202a\u202b\u202c\u202d\u202e\ufeff"
 _NO_MARKS = str.maketrans("", "", _MARKS)
@@ -129,7 +141,26 @@ _EDITED = "<This message was edited>"
 
 def _prefix(line: str) -> re.Match[str] | None:
     bare = line.lstrip(_MARKS)
-    return _IOS_RE.match(bare) or _ANDROID_RE.match(bare)
+    return (
+        _IOS_RE.match(bare)
+        or _ANDROID_RE.match(bare)
+        or _KO_IOS_RE.match(bare)
+        or _KO_ANDROID_RE.match(bare)
+    )
+
+
+def _when(match: re.Match[str]) -> tuple[str, str]:
+    """The date and time of a dated line, as written; a Korean line's as ISO date and a
+    12-hour time with AM/PM, which read the same whatever the file's day/month order."""
+    if "half" not in match.re.groupindex:
+        return match.group("date"), match.group("time")
+    year = match.group("y")
+    date = f"{'20' + year if len(year) == 2 else year}-{int(match.group('m')):02d}-" + (
+        f"{int(match.group('d')):02d}"
+    )
+    half = match.group("half")
+    clock = match.group("clock")
+    return date, f"{clock} {'AM' if half == '오전' else 'PM'}" if half else clock
 
 
 def looks_like_whatsapp(text: str) -> bool:
@@ -178,10 +209,11 @@ def _entries(path: Path, lines: Lines) -> Iterator[dict[str, Any]]:
             continue
         if entry is not None:
             yield entry
+        date, time = _when(match)
         entry = {
             "line": lineno,
-            "date": match.group("date"),
-            "time": match.group("time"),
+            "date": date,
+            "time": time,
             "ios": line.lstrip(_MARKS).startswith("["),
             "rest": match.group("rest"),
             "body": [],
@@ -303,6 +335,12 @@ def _entry(entry: dict[str, Any], when: str) -> tuple[RawMessage | None, dict[st
         body = body.partition("\n")[2]  # the caption, on the lines below the file
         if not body.strip():
             return None, event("media", said, name)
+    elif omitted and bare != _VIEW_ONCE:
+        # Media left out of the export with its caption below ("<Media omitted>",
+        # "image omitted", "report.pdf • 3 pages document omitted"): the caption is the
+        # message, WhatsApp's placeholder is kept in metadata.media.
+        metadata["media"] = bare.strip()
+        body = body.partition("\n")[2]
     if media and media.groupdict().get("before"):
         metadata["document"] = media.group("before").strip()
     if shared:
