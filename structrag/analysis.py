@@ -4,6 +4,15 @@ Words are runs of two or more word characters; a short stoplist is dropped at in
 and spaCy's longer English stoplist at query time (question words, pronouns, auxiliaries),
 so "What did Caroline research?" looks up ``carolin`` and ``research``. Stems come from the
 Snowball English stemmer (PyStemmer), so ``agencies`` finds ``agency``.
+
+Chinese and Japanese are written without spaces between words, so a run of Han ideographs,
+Hiragana and Katakana is no word of its own: without a segmenter it becomes its characters
+and their overlapping bigrams, in order (``寿司屋`` -> ``寿 寿司 司 司屋 屋``), the
+unigram-and-bigram scheme of Lucene's CJK bigram filter. A word inside a sentence then
+finds the sentence (``寿司`` is a bigram of ``我喜欢吃寿司``; ``猫`` a character of
+``我的猫很可爱``), and the query side asks for every term of a word (see
+:func:`cjk_words`). Korean is written with spaces and stays words. Text without any of
+these characters takes the plain path, term for term what it always was.
 """
 
 from __future__ import annotations
@@ -15,6 +24,46 @@ from functools import lru_cache
 import Stemmer
 
 WORD_RE = re.compile(r"\b\w\w+\b")
+
+#: Han ideographs (with the iteration marks 々〆〇), Hiragana, Katakana (the prolonged
+#: sound mark ー too, the middle dot ・ not), half-width Katakana: the scripts written
+#: without spaces between words.
+_CJK = (
+    "\u3005-\u3007\u3041-\u3096\u309d-\u309f\u30a1-\u30fa\u30fc-\u30ff\u31f0-\u31ff"
+    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003134f"
+)
+_CJK_RE = re.compile(f"[{_CJK}]")
+#: In text with CJK characters: a run of them (word characters only, so no unassigned
+#: code point), or a word of two or more other word characters, as ``WORD_RE`` has it.
+_CJK_WORD_RE = re.compile(rf"((?:(?=\w)[{_CJK}])+)|[^\W{_CJK}]{{2,}}")
+
+
+def has_cjk(text: str) -> bool:
+    """Whether ``text`` has a Chinese or Japanese character (see the module docstring)."""
+    return not text.isascii() and _CJK_RE.search(text) is not None
+
+
+def _grams(run: str) -> list[str]:
+    """A CJK run's characters and overlapping bigrams, in order: ``abc`` -> a ab b bc c."""
+    out = [run[0]]
+    for i in range(1, len(run)):
+        out.append(run[i - 1 : i + 1])
+        out.append(run[i])
+    return out
+
+
+def cjk_runs(text: str) -> list[str]:
+    """The runs of Chinese and Japanese characters in ``text``, as written."""
+    if not has_cjk(text):
+        return []
+    return [m.group(1) for m in _CJK_WORD_RE.finditer(text.lower()) if m.group(1)]
+
+
+def cjk_words(text: str) -> list[tuple[str, ...]]:
+    """The index terms of each CJK run of two or more characters in ``text``: the terms a
+    query word written in these scripts (``北京大学``) needs together, where words of
+    other scripts count one by one."""
+    return [tuple(_grams(run)) for run in cjk_runs(text) if len(run) > 1]
 
 
 def wordset(*lines: str) -> frozenset[str]:
@@ -63,9 +112,25 @@ _STEMMER = Stemmer.Stemmer("english")
 _STEMMER.maxCacheSize = 200_000
 
 
-def words(text: str, stop: frozenset[str] = INDEX_STOPWORDS) -> list[str]:
-    """Lower-cased words of ``text`` without stopwords (unstemmed)."""
-    return [w for w in WORD_RE.findall(text.lower()) if w not in stop]
+def words(text: str, stop: frozenset[str] = INDEX_STOPWORDS, *, unigrams: bool = True) -> list[str]:
+    """Lower-cased words of ``text`` without stopwords (unstemmed); a CJK run gives its
+    characters and bigrams, or with ``unigrams=False`` its bigrams alone (a run of one
+    character still gives it)."""
+    lowered = text.lower()
+    if lowered.isascii() or _CJK_RE.search(lowered) is None:
+        return [w for w in WORD_RE.findall(lowered) if w not in stop]
+    out: list[str] = []
+    for m in _CJK_WORD_RE.finditer(lowered):
+        run = m.group(1)
+        if not run:
+            word = m.group()
+            if word not in stop:
+                out.append(word)
+        elif unigrams or len(run) == 1:
+            out.extend(_grams(run))
+        else:
+            out.extend(run[i - 1 : i + 1] for i in range(1, len(run)))
+    return out
 
 
 def stems(text: str, stop: frozenset[str] = INDEX_STOPWORDS) -> list[str]:

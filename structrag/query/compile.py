@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Protocol
 
-from structrag.analysis import stems, term_key
+from structrag.analysis import cjk_words, stems, term_key
 from structrag.errors import QueryError, QueryPlanError
 from structrag.models import ROLE_FACET_NAMES
 from structrag.query import ast
@@ -148,12 +148,24 @@ class Compiler:
                     filters.append(phrase)
                 else:
                     prefers.append((phrase, s.phrase_boost))
+        # A Chinese or Japanese word stands for its characters and bigrams: they count
+        # together (TextMatch ``whole``), and a word of three characters or more is also
+        # a phrase, as if in double quotes (two make one bigram, which has them in order).
+        whole = _whole_words(terms)
+        for term in terms:
+            for group in cjk_words(term.text) if not term.together else ():
+                if len(group) > 3:
+                    phrase = Phrase("".join(group[0::2]), group)
+                    if self.own:
+                        filters.append(phrase)
+                    else:
+                        prefers.append((phrase, s.phrase_boost))
         bag = self.term_weights(terms)
         fused: list[tuple[str, float, PlanNode]] = []
         if bag:
-            fused.append(("text", s.text_weight, TextMatch(bag, own=self.own)))
+            fused.append(("text", s.text_weight, TextMatch(bag, own=self.own, whole=whole)))
             if s.knowledge_weight:
-                fused.append(("knowledge", s.knowledge_weight, KnowledgeMatch(bag)))
+                fused.append(("knowledge", s.knowledge_weight, KnowledgeMatch(bag, whole=whole)))
         if signals:
             fused.append(("patterns", s.pattern_weight, _any(signals)))
         # A boosted pattern is a signal of its own, weighed ``factor`` times a pattern; a
@@ -348,3 +360,29 @@ def _all(nodes: list[PlanNode]) -> PlanNode:
 def compile_query(node: ast.Node, context: CompileContext, settings: RankingSettings) -> PlanNode:
     """The plan of a query expression."""
     return Compiler(context, settings).compile(node)
+
+
+def _whole_words(terms: Sequence[ast.Term]) -> tuple[tuple[str, ...], ...]:
+    """The stem groups of the terms' Chinese and Japanese words (see
+    :class:`~structrag.query.nodes.TextMatch`), with a group of one for each of their
+    stems that a term also has outside such a word (``猫 我的猫``: 猫 alone)."""
+    groups: list[tuple[str, ...]] = []
+    loose: set[str] = set()
+    for term in terms:
+        runs = cjk_words(term.text)
+        if not runs:
+            continue
+        groups.extend(runs)
+        rest = list(stems(term.text))
+        for group in runs:
+            for stem in group:
+                rest.remove(stem)
+        loose.update(rest)
+    if not groups:
+        return ()
+    grouped = {stem for group in groups for stem in group}
+    for term in terms:
+        if not cjk_words(term.text):
+            loose.update(stems(term.text))
+    singles = [(stem,) for stem in sorted(loose & grouped)]
+    return tuple(dict.fromkeys([*groups, *singles]))

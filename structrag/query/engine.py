@@ -407,6 +407,9 @@ class QueryEngine:
                 "no message matches the question's words (questions are read as English): "
                 "the context holds the messages nearest to it by embedding",
             ]
+            older = older_cjk_analysis(found.view, question)
+            if older:
+                notes.append(older)
         elif len(packed):
             best = packed[0]
             first = context.messages[0] if context.messages else None
@@ -752,6 +755,35 @@ def _stopwords_only(node: ast.Node) -> list[str]:
     ]
 
 
+def older_cjk_analysis(view: ConversationView, text: str) -> str | None:
+    """A note when messages in scope say Chinese or Japanese words of ``text`` (its
+    bigrams, or a character standing alone) that the text index lacks: the index was
+    built before such text was analysed into characters and bigrams (each run of it was
+    one term), and needs a reindex. A current index holds whatever its messages say."""
+    from structrag.analysis import has_cjk, words
+
+    if not has_cjk(text):
+        return None
+    pieces = [w for w in words(text, frozenset(), unigrams=False) if has_cjk(w)]
+    missing = [p for p in dict.fromkeys(pieces) if not view.holds(p)][:16]
+    if not missing:
+        return None
+    rows = view.owner.store.sql(
+        "SELECT mkey FROM messages WHERE "
+        + " OR ".join(["contains(text, ?)"] * len(missing))
+        + " LIMIT 1000",
+        missing,
+    )
+    mkeys = view.scope.frame.mkeys
+    if not np.isin(mkeys, np.asarray([r[0] for r in rows], dtype=mkeys.dtype)).any():
+        return None
+    return (
+        "messages in scope say Chinese or Japanese words that the text index lacks: it "
+        "was built before such text was split into characters and bigrams; rebuild it "
+        "with `structrag reindex` to search them"
+    )
+
+
 def _outside_not(node: ast.Node) -> Iterator[ast.Node]:
     """The nodes of a query that are not under a NOT (what a message must be)."""
     if isinstance(node, ast.Not):
@@ -785,6 +817,9 @@ def _why_nothing(node: ast.Node, view: ConversationView) -> list[str]:
                         else ""
                     )
                 )
+                older = older_cjk_analysis(view, item.text)
+                if older:
+                    notes.append(older)
                 break
         elif isinstance(item, ast.PeopleScope) and not set(view.people_named(item.name)) & set(
             view.speakers

@@ -129,23 +129,62 @@ def _size(ctx: PlanContext) -> int:
 # -- text and knowledge terms ----------------------------------------------------------------
 
 
+def _whole_label(whole: Sequence[tuple[str, ...]]) -> str:
+    """The words of :attr:`TextMatch.whole` groups as written (``北 北京 京`` -> 北京)."""
+    shown = ["".join(group[0::2]) for group in whole if len(group) > 1]
+    return f" whole [{' '.join(shown)}]" if shown else ""
+
+
+def _group_stems(whole: Sequence[tuple[str, ...]]) -> set[str]:
+    return {stem for group in whole for stem in group}
+
+
 @dataclass
 class TextMatch(PlanNode):
     """BM25 of weighted stems over message text windows. An ``own`` match (the words of
     ``AND`` and ``NOT``) holds only the messages whose own text has a stem: "NOT pottery"
-    leaves out the messages that say it, not the ones next to them."""
+    leaves out the messages that say it, not the ones next to them.
+
+    The stems of a ``whole`` group (a Chinese or Japanese word's characters and bigrams,
+    :func:`~structrag.analysis.cjk_words`) count only where the window (or, ``own``, the
+    message) has every stem of the group: ``北京大学`` is not any message with ``大``. A
+    stem in a group counts on its own too when a group of one holds it (a word that has
+    it alone)."""
 
     terms: dict[str, float]
     own: bool = False
+    whole: tuple[tuple[str, ...], ...] = ()
 
     def label(self) -> str:
         shown = " ".join(f"{t}^{w:g}" if w != 1 else t for t, w in self.terms.items())
-        return f"TextMatch{' own' if self.own else ''} [{shown}]"
+        return f"TextMatch{' own' if self.own else ''} [{shown}]{_whole_label(self.whole)}"
 
     def eval(self, ctx: PlanContext) -> Match:
-        scores = ctx.text_scores(self.terms)
-        if self.own:
-            scores = np.where(ctx.text_holders(self.terms), scores, 0.0)
+        grouped = _group_stems(self.whole) & self.terms.keys()
+        if not grouped:
+            scores = ctx.text_scores(self.terms)
+            if self.own:
+                scores = np.where(ctx.text_holders(self.terms), scores, 0.0)
+            return Match(scores, scores > 0)
+        loose = {t: w for t, w in self.terms.items() if t not in grouped}
+        n = _size(ctx)
+        scores = ctx.text_scores(loose) if loose else np.zeros(n)
+        if self.own and loose:
+            scores = np.where(ctx.text_holders(loose), scores, 0.0)
+        # BM25 is a sum over terms: each grouped stem's share, where a group of it is met
+        parts = {t: ctx.text_scores({t: self.terms[t]}) for t in grouped}
+        held = {t: ctx.text_holders([t]) for t in grouped} if self.own else {}
+        allowed = {t: np.zeros(n, dtype=bool) for t in grouped}
+        for group in self.whole:
+            if not set(group) <= grouped:
+                continue
+            met = np.ones(n, dtype=bool)
+            for t in group:
+                met &= held[t] if self.own else parts[t] > 0
+            for t in group:
+                allowed[t] |= met
+        for t, part in parts.items():
+            scores = scores + np.where(allowed[t], part, 0.0)
         return Match(scores, scores > 0)
 
 
@@ -161,12 +200,14 @@ _KIND_WEIGHTS = {
 @dataclass
 class KnowledgeMatch(PlanNode):
     """Semantic refs (from message text, not metadata) whose index terms include the
-    stems, scored by kind and rarity."""
+    stems, scored by kind and rarity; a stem of a ``whole`` group (see :class:`TextMatch`)
+    counts for the refs that hold every stem of the group."""
 
     terms: dict[str, float]
+    whole: tuple[tuple[str, ...], ...] = ()
 
     def label(self) -> str:
-        return f"KnowledgeMatch [{' '.join(self.terms)}]"
+        return f"KnowledgeMatch [{' '.join(self.terms)}]{_whole_label(self.whole)}"
 
     def eval(self, ctx: PlanContext) -> Match:
         n, settings = _size(ctx), ctx.settings
@@ -175,8 +216,18 @@ class KnowledgeMatch(PlanNode):
             table[kind] = getattr(settings, name)
         scores = np.zeros(n)
         refs: dict[int, float] = {}
+        hits = {term: ctx.knowledge_hits(term) for term in self.terms}
+        allowed: dict[str, set[int]] = {t: set() for t in _group_stems(self.whole) & hits.keys()}
+        for group in self.whole:
+            if set(group) <= allowed.keys():
+                met = set.intersection(*(set(hits[t][1].tolist()) for t in group))
+                for t in group:
+                    allowed[t] |= met
         for term, term_weight in self.terms.items():
-            positions, ref_ids = ctx.knowledge_hits(term)
+            positions, ref_ids = hits[term]
+            if term in allowed and len(positions):
+                keep = np.isin(ref_ids, np.fromiter(allowed[term], dtype=ref_ids.dtype))
+                positions, ref_ids = positions[keep], ref_ids[keep]
             if not len(positions):
                 continue
             weight = table[ctx.ref_kinds(ref_ids)]

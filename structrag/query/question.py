@@ -25,7 +25,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from structrag.analysis import query_stopwords, stem_words, stems, words
+from structrag.analysis import cjk_words, query_stopwords, stem_words, stems, words
 from structrag.query import ast
 
 
@@ -120,6 +120,10 @@ def question_query(
         if isinstance(node, ast.PATTERNS) and node not in patterns:
             patterns.append(node)
         elif isinstance(node, ast.Term) and node not in phrases:
+            if cjk_words(node.text):
+                # Chinese or Japanese: the translator cannot tell a word from the whole
+                # question written without spaces; its bigrams are content terms below.
+                continue
             if unknown & set(node.text.lower().split()):
                 node = replace(node, fuzzy=True)
             phrases.append(node)
@@ -160,8 +164,10 @@ def content_terms(
 ) -> list[ast.Term]:
     """The question's content words as terms, one per stem, weighted by how often the
     stem occurs; stems in ``left_out`` are skipped, and so are the words of ``covered``
-    phrases (which count as they are). Words in ``unknown`` (typos) become fuzzy terms."""
-    found = words(question, query_stopwords())
+    phrases (which count as they are). Words in ``unknown`` (typos) become fuzzy terms.
+    Chinese and Japanese, written without spaces, give their bigrams (a character alone
+    between other text gives itself): a message ranks by how many the question shares."""
+    found = words(question, query_stopwords(), unigrams=False)
     counts: dict[str, int] = {}
     first: dict[str, str] = {}
     for word, stem in zip(found, stem_words(found), strict=True):

@@ -16,7 +16,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from structrag.analysis import fold_accents, term_key, wordset
+from structrag.analysis import fold_accents, has_cjk, term_key, wordset
 from structrag.nlp.lemma import is_known_word, is_verb_word, lemma
 from structrag.nlp.names import is_name_token
 from structrag.nlp.pipeline import DEFAULT_MODEL, parse
@@ -207,6 +207,12 @@ class SpacyTranslator:
                 if person not in people:
                     people.append(person)
                 name_tokens.add(token.i)
+        if has_cjk(text):
+            # Chinese and Japanese have no spaces for a name to stand between: a speaker
+            # whose name the question holds ("李明喜欢吃什么") is named.
+            for speaker in speakers:
+                if has_cjk(speaker) and speaker in text and speaker not in people:
+                    people.append(speaker)
         items: list[ast.Node] = []
         action, verb_token = _action(doc, people, names, name_tokens)
         if action is not None:

@@ -1,0 +1,144 @@
+"""Chinese and Japanese text, written without spaces, searched by word: real ingests (DuckDB,
+Whoosh, spaCy) into ``tmp_path``, then ``query`` and ``ask``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from structrag import Index
+from structrag.analysis import stems, term_key, words
+
+#: Messages by a word, with English small talk between them (by three speakers, three
+#: turns), so that the text window of one (its neighbours' words count too) does not
+#: reach the next.
+FILLER = [
+    "The weather was lovely on the weekend.",
+    "I finally fixed the leaking kitchen tap.",
+    "The train was late again this morning.",
+]
+CHAT = [
+    ("1", "Li", "我喜欢吃寿司。"),
+    ("2", "Wang", "我的猫很可爱。"),
+    ("3", "Yuki", "昨日コンピュータを買いました。"),
+    ("4", "Li", "We went to Tokyo and ate 美味しいラーメン together."),
+    ("5", "Wang", "北京大学的图书馆很大。"),
+    ("6", "Li", "我在大学学习了四年。"),
+]
+
+
+def _chat(path: Path) -> Path:
+    rows = []
+    for message_id, speaker, text in CHAT:
+        rows.append({"id": message_id, "speaker": speaker, "text": text})
+        for j, filler in enumerate(FILLER):
+            speaker = ("Sam", "Ana", "Bo")[j]
+            rows.append({"id": f"{message_id}f{j}", "speaker": speaker, "text": filler})
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), "utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def ix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Index]:
+    folder = tmp_path_factory.mktemp("cjk")
+    chat = _chat(folder / "chat.jsonl")
+    with Index(folder / "index") as index:
+        index.ingest([chat])
+        yield index
+
+
+def ids(index: Index, expression: str) -> list[str]:
+    return [m.id for m in index.query(expression, limit=None).messages]
+
+
+def said(index: Index, expression: str) -> list[str]:
+    """The messages found that are no filler (the filler is found by its neighbour)."""
+    return [i for i in ids(index, expression) if "f" not in i]
+
+
+def test_a_chinese_word_inside_a_sentence_is_found_by_query(ix: Index) -> None:
+    assert ids(ix, "寿司")[0] == "1"
+    assert said(ix, "寿司") == ["1"]
+    assert said(ix, "图书馆") == ["5"]
+    # a word of several bigrams is the word, not any message with one of them: 大学
+    # alone (message 6) is no 北京大学
+    assert said(ix, "北京大学") == ["5"]
+    assert set(said(ix, "大学")) == {"5", "6"}
+    assert "whole [北京大学]" in ix.query("北京大学").plan
+    # under AND and NOT it is exact, as a quoted phrase is
+    assert ids(ix, "大学 AND NOT 北京大学") == ["6"]
+    assert ids(ix, "寿司 AND speaker:Li") == ["1"]
+
+
+def test_a_chinese_question_finds_the_message_by_ask(ix: Index) -> None:
+    answer = ix.ask("谁喜欢吃寿司？")
+    assert answer.ranked[0].id == "1"
+    assert "寿司" in answer.query
+    assert ix.ask("北京大学的图书馆怎么样？").ranked[0].id == "5"
+    # the query that ask prints runs in query with the same result
+    assert ids(ix, answer.query)[0] == "1"
+
+
+def test_a_japanese_katakana_word_is_found(ix: Index) -> None:
+    assert ids(ix, "コンピュータ")[0] == "3"
+    assert said(ix, "コンピュータ") == ["3"]
+    assert ix.ask("誰がコンピュータを買いましたか").ranked[0].id == "3"
+
+
+def test_a_single_character_word_is_found(ix: Index) -> None:
+    assert said(ix, "猫") == ["2"]
+    assert ids(ix, "猫 AND speaker:Wang") == ["2"]
+    assert not any("only stopwords" in n for n in ix.query("猫").notes)
+
+
+def test_english_words_of_a_mixed_message_match_as_before(ix: Index) -> None:
+    assert ids(ix, "Tokyo")[0] == "4"
+    assert ids(ix, "together")[0] == "4"  # stemmed: togeth
+    assert ids(ix, "tokyo AND ラーメン") == ["4"]
+    assert said(ix, "ラーメン") == ["4"]
+    assert ix.ask("Who ate ラーメン in Tokyo?").ranked[0].id == "4"
+
+
+def test_a_speaker_named_in_chinese_inside_a_question(tmp_path: Path) -> None:
+    chat = tmp_path / "c.jsonl"
+    rows = [
+        {"id": "1", "speaker": "李明", "text": "我喜欢吃寿司。"},
+        {"id": "2", "speaker": "王芳", "text": "我也喜欢吃寿司，但是更喜欢拉面。"},
+    ]
+    chat.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), "utf-8")
+    with Index(tmp_path / "ix") as index:
+        index.ingest([chat])
+        answer = index.ask("王芳喜欢吃什么？")
+        assert "speaker:王芳" in answer.query
+        assert answer.ranked[0].id == "2"
+
+
+def test_ascii_analysis_is_unchanged_and_cjk_beside_it_is_split() -> None:
+    assert stems("What did Caroline research about the agencies?") == [
+        "what",
+        "did",
+        "carolin",
+        "research",
+        "about",
+        "agenc",
+    ]
+    assert stems("I booked the flights to Tokyo for April, x-ray & C++ 2024!") == [
+        "book",
+        "flight",
+        "tokyo",
+        "april",
+        "ray",
+        "2024",
+    ]
+    assert stems("Zoë's café, naïve résumés") == ["zoë", "café", "naïv", "résumé"]
+    assert term_key("Kevin Scott") == "kevin scott"
+    # Korean is written with spaces: its words stay words
+    assert stems("한국어 텍스트") == ["한국어", "텍스트"]
+    # Chinese and Japanese: characters and bigrams, the English words beside as before
+    assert stems("We ate 寿司 in Tokyo, 猫!") == ["we", "ate", "寿", "寿司", "司", "tokyo", "猫"]
+    assert stems("北京大学") == ["北", "北京", "京", "京大", "大", "大学", "学"]
+    assert words("我喜欢寿司", unigrams=False) == ["我喜", "喜欢", "欢寿", "寿司"]
+    assert term_key("北京大学") == "北 北京 京 京大 大 大学 学"
