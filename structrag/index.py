@@ -41,7 +41,13 @@ from structrag.naming import DOCUMENT_ROOM
 from structrag.query.engine import Answer, QueryEngine, QueryResult
 from structrag.query.settings import DEFAULT_SETTINGS, RankingSettings
 from structrag.store.duckdb import DB_FILENAME, DuckDBStore, SchemaUpgradeNeeded
-from structrag.store.protocols import IndexedMessage, MemoryInfo, Scope, StoredMessage
+from structrag.store.protocols import (
+    MEMORY_TABLES,
+    IndexedMessage,
+    MemoryInfo,
+    Scope,
+    StoredMessage,
+)
 from structrag.store.whoosh_index import WhooshTextIndex
 from structrag.store.workspace import RAY_SHARDS_DIRNAME, WriterLock, holds_shards, sweep_staging
 from structrag.timeparse import DateOrder
@@ -495,7 +501,10 @@ class Index:
         ``limit`` None: every match."""
         check_count("limit", limit)
         scope = None if conversation is not None else self._scope(None, tuple(SOURCES))
-        return self.engine.query(expression, conversation=conversation, limit=limit, scope=scope)
+        result = self.engine.query(expression, conversation=conversation, limit=limit, scope=scope)
+        if not result.messages:
+            result.notes.extend(self._empty_note())
+        return result
 
     def ask(
         self,
@@ -556,6 +565,8 @@ class Index:
                 "the index holds documents and no conversations: ask them with "
                 "--sources knowledge (sources=['knowledge'])"
             )
+        if not result.context.messages:
+            result.notes.extend(self._empty_note())
         if answer:
             result.written = self._write_answer(client, question, result)
         return result
@@ -577,6 +588,17 @@ class Index:
         if conversation is not None and tables == ("knowledge",):
             conversation = None  # documents have conversations of their own
         return Scope(conversation=conversation, tables=tables)
+
+    def _empty_note(self) -> list[str]:
+        """A note when the index holds nothing at all: a mistyped path makes a new, empty
+        index (``Index(path)`` creates one; ``create=False`` refuses a folder without)."""
+        if self.store.sql("SELECT count(*) FROM messages")[0][0]:
+            return []
+        return [
+            f"the index at {shown_path(self.directory)} holds no messages: ingest into it "
+            "first (is the path right? Index(path, create=False) refuses a folder that holds "
+            "no index)"
+        ]
 
     def _documents_only(self) -> bool:
         """Whether every message of the index is a document's fragment (and it has some)."""
@@ -859,9 +881,18 @@ class Index:
         """Each conversation's id, name, message count, date range and speakers."""
         return self.store.conversation_summaries()
 
-    def messages(self, conversation: str | None = None) -> Iterator[StoredMessage]:
-        """All messages (of one conversation), in store order."""
-        return self.store.iter_messages(conversation)
+    def messages(
+        self, conversation: str | None = None, *, table: str | None = "messages"
+    ) -> Iterator[StoredMessage]:
+        """The messages (of one conversation), in store order: by default those of
+        conversations, ingested or written by agents (as the ``v_messages`` view has them);
+        ``table`` another memory table (``facts``, ``relationships``, ``goals``, or
+        ``knowledge``: document fragments), or None for every row of the store."""
+        if table is not None and table not in MEMORY_TABLES:
+            raise ConfigError(
+                f"no memory table {table!r}", hint=f"use one of: {', '.join(MEMORY_TABLES)}"
+            )
+        return self.store.iter_messages(conversation, table=table)
 
     def refs(
         self, kind: str | None = None, conversation: str | None = None

@@ -380,8 +380,11 @@ class KnowledgeStore(Protocol):
     def find_message(self, conversation: str | None, message_id: str) -> list[StoredMessage]: ...
 
     def iter_messages(
-        self, conversation: str | None = None, batch: int = 2000
-    ) -> Iterator[StoredMessage]: ...
+        self, conversation: str | None = None, batch: int = 2000, *, table: str | None = None
+    ) -> Iterator[StoredMessage]:
+        """Messages in store order: of one ``conversation``, of one memory ``table``
+        (``messages``, ``facts``, ... ``knowledge``) or all."""
+        ...
 
     def refs_for_messages(self, mkeys: Sequence[int]) -> dict[int, list[SemanticRef]]: ...
 

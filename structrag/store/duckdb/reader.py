@@ -446,14 +446,18 @@ class DuckDBReader:
         return self._messages("conversation = ? AND message_id = ?", [conversation, message_id])
 
     def iter_messages(
-        self, conversation: str | None = None, batch: int = 2000
+        self, conversation: str | None = None, batch: int = 2000, *, table: str | None = None
     ) -> Iterator[StoredMessage]:
         last = -1
+        where, params = ["mkey > ?"], []
+        if conversation is not None:
+            where.append("conversation = ?")
+            params.append(conversation)
+        if table is not None:
+            where.append("memory_table = ?")
+            params.append(table)
         while True:
-            if conversation is None:
-                rows = self._messages("mkey > ?", [last], batch)
-            else:
-                rows = self._messages("conversation = ? AND mkey > ?", [conversation, last], batch)
+            rows = self._messages(" AND ".join(where), [last, *params], batch)
             if not rows:
                 return
             yield from rows
@@ -494,20 +498,24 @@ class DuckDBReader:
         yield from self._refs(" AND ".join(clauses), params)
 
     def top_entities(self, limit: int, conversation: str | None = None) -> list[dict[str, Any]]:
-        # types: the most frequent among the mentions first
+        # each group is named by its most frequent spelling ("dogs" over "2 dogs"); types:
+        # the most frequent among the mentions first
         rows = self.sql(
             "WITH m AS (SELECT e.stem_key, e.name, e.types, r.mkey "
             "  FROM entities e JOIN semantic_refs r USING (ref_id) "
             "  WHERE (? IS NULL OR r.conversation = ?)), "
-            "top AS (SELECT stem_key, min(name) AS name, count(*) AS mentions, "
-            "  count(DISTINCT mkey) AS messages FROM m GROUP BY stem_key "
+            "spelt AS (SELECT stem_key, name, count(*) AS n FROM m GROUP BY ALL), "
+            "top AS (SELECT stem_key, first(name ORDER BY n DESC, name) AS name, "
+            "  sum(n) AS mentions FROM spelt GROUP BY stem_key "
             "  ORDER BY mentions DESC, name LIMIT ?), "
+            "seen AS (SELECT stem_key, count(DISTINCT mkey) AS messages "
+            "  FROM m SEMI JOIN top USING (stem_key) GROUP BY stem_key), "
             "typed AS (SELECT stem_key, type, count(*) AS n FROM "
             "  (SELECT stem_key, unnest(types) AS type FROM m SEMI JOIN top USING (stem_key)) "
             "  GROUP BY ALL) "
-            "SELECT top.name, top.mentions, top.messages, "
+            "SELECT top.name, top.mentions, seen.messages, "
             "  list(typed.type ORDER BY typed.n DESC, typed.type) FILTER (typed.type IS NOT NULL) "
-            "FROM top LEFT JOIN typed USING (stem_key) "
+            "FROM top JOIN seen USING (stem_key) LEFT JOIN typed USING (stem_key) "
             "GROUP BY ALL ORDER BY top.mentions DESC, top.name",
             [conversation, conversation, limit],
         )
@@ -517,11 +525,15 @@ class DuckDBReader:
         ]
 
     def top_topics(self, limit: int, conversation: str | None = None) -> list[dict[str, Any]]:
+        # each group is named by its most frequent spelling ("dogs" over "2 dogs")
         rows = self.sql(
-            "SELECT min(t.text) AS text, count(*) AS mentions, count(DISTINCT r.mkey) "
-            "FROM topics t JOIN semantic_refs r USING (ref_id) "
-            "WHERE (? IS NULL OR r.conversation = ?) "
-            "GROUP BY t.stem_key ORDER BY mentions DESC, text LIMIT ?",
+            "WITH m AS (SELECT t.stem_key, t.text, r.mkey "
+            "  FROM topics t JOIN semantic_refs r USING (ref_id) "
+            "  WHERE (? IS NULL OR r.conversation = ?)), "
+            "spelt AS (SELECT stem_key, text, count(*) AS n FROM m GROUP BY ALL) "
+            "SELECT first(text ORDER BY n DESC, text) AS text, sum(n) AS mentions, "
+            "  (SELECT count(DISTINCT mkey) FROM m WHERE m.stem_key = spelt.stem_key) "
+            "FROM spelt GROUP BY stem_key ORDER BY mentions DESC, text LIMIT ?",
             [conversation, conversation, limit],
         )
         return [{"topic": r[0], "mentions": int(r[1]), "messages": int(r[2])} for r in rows]
