@@ -84,6 +84,10 @@ def run(notebook: Path, index: Path, figures: Path, monkeypatch: pytest.MonkeyPa
     client.execute()
     outputs: list[Any] = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
+    # No warnings either (matplotlib's "No artists with labels found to put in legend" for
+    # a speaker without mentions, say): they are printed to stderr, under the cell.
+    warned = [o.text for o in outputs if o.output_type == "stream" and o.name == "stderr"]
+    assert not [text for text in warned if "Warning" in text], warned
     assert any("image/png" in o.get("data", {}) for o in outputs)  # drawn inline as well
     # A kernel under load may flush one print's words in two stream outputs: streams are
     # joined as written, other outputs each on lines of their own.
@@ -188,11 +192,41 @@ def test_an_index_without_conversations_is_named_with_what_to_do(
     index = tmp_path / "docs"
     with Index(index) as ix:
         ix.knowledge.add("Biscuit is a beagle who likes the park.", shared=True)
-    for stem in ("who_talks_about_what", "entity_graph"):
+    for stem in ("who_talks_about_what", "entity_graph", "sql_over_views"):
         with pytest.raises(nbclient.exceptions.CellExecutionError) as failed:
             run(NOTEBOOKS / f"{stem}.ipynb", index, tmp_path / "figures", monkeypatch)
         assert f"{index} holds no conversation messages" in str(failed.value), stem
         assert "structrag ingest FILE --db" in str(failed.value)
+
+
+def test_top_actions_are_the_speakers_own(
+    example_index: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """sql_over_views' "top actions per speaker" counts the actions whose subject is the
+    speaker ("I adopted a puppy"), not every action in the speaker's messages ("the dog
+    chased every pigeon" in Sam's, "Ana says" in Priya's), and its example span is one
+    with the usual object."""
+    monkeypatch.setenv("STRUCTRAG_INDEX", str(example_index))
+    monkeypatch.setenv("STRUCTRAG_FIGURES", str(tmp_path / "figures"))
+    nb = nbformat.read(NOTEBOOKS / "sql_over_views.ipynb", as_version=4)
+    top = next(i for i, c in enumerate(nb.cells) if c.source.startswith("top_actions = "))
+    nb.cells = [
+        *nb.cells[: top + 1],
+        nbformat.v4.new_code_cell('print(top_actions.to_json(orient="records"))'),
+    ]
+    nbclient.NotebookClient(
+        nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}
+    ).execute()
+    rows = json.loads(nb.cells[-1].outputs[0]["text"])
+    pairs = {(r["speaker"], r["verb"]) for r in rows}
+    with Index(example_index, read_only=True) as ix:
+        own = ix.sql("SELECT DISTINCT speaker, verb FROM v_actions WHERE subject = speaker")
+    assert pairs <= {(str(speaker), str(verb)) for speaker, verb in own}
+    assert ("Marco", "adopt") in pairs and ("Priya", "bake") in pairs
+    assert not {("Sam", "chase"), ("Priya", "say")} & pairs
+    for r in rows:
+        if r["usual_object"]:
+            assert r["usual_object"].lower() in r["example"].lower(), r
 
 
 def test_a_notebook_lets_an_ingest_in(

@@ -164,6 +164,10 @@ def _short_help(name: str, limit: int) -> str:
     return click.Command(name, help=COMMANDS[name][2]).get_short_help_str(limit)
 
 
+#: Words given as a command that are options of ``structrag``.
+_OPTIONS_NOT_COMMANDS = {"version": "--version", "help": "--help"}
+
+
 class _LazyGroup(click.Group):
     """A group whose commands are imported when they run; its help lists them from
     :data:`COMMANDS` without importing them."""
@@ -171,6 +175,18 @@ class _LazyGroup(click.Group):
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.commands = _LazyCommands()
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        """As click's, but ``structrag version`` (or ``help``) points at the option,
+        where click would suggest a command of a similar name ('conversations')."""
+        option = _OPTIONS_NOT_COMMANDS.get(args[0]) if args else None
+        if option is not None and args[0] not in self.commands:
+            raise click.UsageError(
+                f"No such command {args[0]!r}. Did you mean 'structrag {option}'?", ctx
+            )
+        return super().resolve_command(ctx, args)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         names = [n for n in self.list_commands(ctx) if n in COMMANDS]

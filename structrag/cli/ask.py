@@ -36,7 +36,13 @@ BATCH_CHUNK = 200
 @click.argument("expression")
 @db_option
 @click.option("--conversation", help="Only this conversation.")
-@click.option("--limit", type=click.IntRange(1), default=20, show_default=True)
+@click.option(
+    "--limit",
+    type=click.IntRange(1),
+    default=20,
+    show_default=True,
+    help="List at most this many messages, best first.",
+)
 @click.option("--explain", is_flag=True, help="Print the AST and the plan.")
 @json_option
 @via_options

@@ -685,8 +685,20 @@ def bench_report(results: Path, out: Path | None) -> None:
     type=click.Path(file_okay=False, path_type=Path),
     help="Results directory: serve.json, serve.md, the index and the server's logs.",
 )
-@click.option("--seconds", type=click.FloatRange(1, 3600), default=60, show_default=True)
-@click.option("--clients", type=click.IntRange(1, 256), default=16, show_default=True)
+@click.option(
+    "--seconds",
+    type=click.FloatRange(1, 3600),
+    default=60,
+    show_default=True,
+    help="How long the load runs, in seconds.",
+)
+@click.option(
+    "--clients",
+    type=click.IntRange(1, 256),
+    default=16,
+    show_default=True,
+    help="Client threads calling the server at once, each on its own connection.",
+)
 @click.option(
     "--readers",
     type=click.IntRange(1, 32),

@@ -34,6 +34,27 @@ if TYPE_CHECKING:
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+#: What some of :data:`~structrag.importers.FORMATS` read, for ``ingest --help``, whose
+#: list of formats is made from FORMATS (tests/test_cli_help.py checks it names them all).
+_FORMAT_NOTES: dict[str, str] = {
+    "jsonl": "messages",
+    "transcript": "'SPEAKER: text', Otter, Zoom",
+    "typeagent": "a KnowPro index: its LLM-extracted knowledge is imported",
+    "discord": "DiscordChatExporter JSON",
+    "chatgpt": "conversations.json",
+    "email": "mbox, .eml",
+    "messenger": "Facebook's and Instagram's JSON download",
+    "telegram": "Telegram Desktop's result.json",
+    "imessage": "imessage-exporter's text export",
+}
+
+
+def _formats_help() -> str:
+    """FORMATS as ``ingest --help`` lists them: 'json, jsonl (messages), ... and imessage
+    (...)'."""
+    named = [f"{f} ({_FORMAT_NOTES[f]})" if f in _FORMAT_NOTES else f for f in FORMATS]
+    return ", ".join(named[:-1]) + " and " + named[-1]
+
 
 #: The parameter names ``ingest_options`` adds (``fmt`` is ``--format``).
 _OPTION_NAMES = (
@@ -180,12 +201,9 @@ def ingest(
     """Index conversation files into the index at --db.
 
     PATHS are files or folders; a folder stands for every file of a known kind inside it
-    (recursively), and a Slack export folder is one input. Formats: json, jsonl
-    (messages), transcript ('SPEAKER: text', Otter, Zoom), webvtt, locomo, typeagent (a
-    KnowPro index: its LLM-extracted knowledge is imported), slack, discord
-    (DiscordChatExporter JSON), whatsapp, chatgpt (conversations.json) and email (mbox,
-    .eml). Every input is checked completely before anything is written; re-ingesting an
-    unchanged file does nothing, and only new or edited messages are extracted.
+    (recursively), and a Slack export folder is one input. Formats: FORMATS. Every input
+    is checked completely before anything is written; re-ingesting an unchanged file
+    does nothing, and only new or edited messages are extracted.
 
     With --extractor llm or hybrid, the LLM endpoint comes from --llm-* flags or
     STRUCTRAG_LLM_* variables; answers are cached in the index, failed messages are
@@ -249,6 +267,8 @@ def ingest(
             note(f"note: {text}")
         _print_reports([r.as_dict() for r in reports], options, db, as_json)
 
+
+ingest.help = (ingest.help or "").replace("Formats: FORMATS.", f"Formats: {_formats_help()}.")
 
 #: Files that are documents, never conversations, by their extension.
 _DOCUMENT_SUFFIXES = {".pdf": "PDF", ".docx": "Word", ".html": "HTML", ".htm": "HTML"}

@@ -72,10 +72,10 @@ def stats(db: str, as_json: bool, via: Via) -> None:
 def conversations(db: str, as_json: bool, via: Via) -> None:
     """The conversations in the index: ids, message counts, dates and speakers.
 
-    Documents added as knowledge are conversations of their fragments (``doc:<id>``):
-    the listing counts them on a line of their own (`structrag knowledge list` shows
-    them); --json lists them too, with ``kind`` "document", their path, title and
-    fragment count."""
+    Documents added as knowledge are conversations of their fragments (doc:<id>): the
+    listing counts them on a line of their own (`structrag knowledge list` shows them);
+    --json lists them too, with "kind": "document", their path, title and fragment
+    count."""
     rows = on_index(
         db,
         via,
@@ -195,7 +195,13 @@ def _top_command(kind: str) -> Callable[..., None]:
 def _top(kind: str) -> click.Command:
     return click.command(name=kind)(
         db_option(
-            click.option("--top", type=click.IntRange(1), default=20, show_default=True)(
+            click.option(
+                "--top",
+                type=click.IntRange(1),
+                default=20,
+                show_default=True,
+                help=f"List this many {kind}, the most mentioned first.",
+            )(
                 click.option("--conversation", help="Only this conversation.")(
                     json_option(via_options(_top_command(kind)))
                 )
@@ -254,7 +260,10 @@ def sql(statement: str, db: str, limit: int, as_json: bool, via: Via) -> None:
     click.echo("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
     for row in cells:
         click.echo("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
-    click.echo(f"{'more than ' if more else ''}{counted(len(shown), 'row')}", err=True)
+    if more:
+        click.echo(f"more than {counted(limit, 'row')}: raise --limit to see them", err=True)
+    else:
+        click.echo(counted(len(shown), "row"), err=True)
 
 
 def _distinct(columns: list[str]) -> list[str]:

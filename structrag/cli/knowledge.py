@@ -141,7 +141,13 @@ def _print_report(report: AddReport) -> None:
 @click.argument("query")
 @db_option
 @click.option("--agent", help="Search shared knowledge and this agent's own.")
-@click.option("--count", type=click.IntRange(1, 1000), default=5, show_default=True)
+@click.option(
+    "--count",
+    type=click.IntRange(1, 1000),
+    default=5,
+    show_default=True,
+    help="Return at most this many fragments, best first.",
+)
 @click.option(
     "--threshold",
     type=float,

@@ -69,7 +69,13 @@ def create_option(func: F) -> F:
     show_default=True,
     help="Address to listen on. Any but loopback needs a token.",
 )
-@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8765,
+    show_default=True,
+    help="Port to listen on (0: any free port).",
+)
 @click.option(
     "--token",
     envvar="STRUCTRAG_SERVER_TOKEN",
