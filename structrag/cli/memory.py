@@ -111,8 +111,20 @@ def memory() -> None:
 @click.option("--user", help="Who says it (a user of the agent's).")
 @click.option("--room", help="The conversation it belongs to (default: 'default').")
 @click.option("--world", help="A group of rooms.")
-@click.option("--table", type=click.Choice(TABLES), default="messages", show_default=True)
-@click.option("--importance", type=click.Choice(["low", "normal", "high"]), default="normal")
+@click.option(
+    "--table",
+    type=click.Choice(TABLES),
+    default="messages",
+    show_default=True,
+    help="The memory table to write to.",
+)
+@click.option(
+    "--importance",
+    type=click.Choice(["low", "normal", "high"]),
+    default="normal",
+    show_default=True,
+    help="How important the memory is (prune keeps the important ones).",
+)
 @click.option("--unique", is_flag=True, help="Do not store an exact duplicate twice.")
 @click.option("--id", "memory_id", help="The memory's id (default: made up).")
 @click.option("--source", help="For a fact: the id of the memory it comes from.")
@@ -193,7 +205,9 @@ def get(memory_id: str, db: str, agent: str, room: str | None, as_json: bool, vi
     type=click.Choice(["open", "in_progress", "done", "abandoned"]),
     help="A goal's status.",
 )
-@click.option("--importance", type=click.Choice(["low", "normal", "high"]))
+@click.option(
+    "--importance", type=click.Choice(["low", "normal", "high"]), help="A new importance."
+)
 @click.option("--metadata", help='Replaces the metadata whole: a JSON object, e.g. \'{"k": "v"}\'.')
 @json_option
 @via_options
@@ -254,8 +268,20 @@ def _time(value: str | None) -> datetime | None:
 @db_option
 @agent_option
 @click.option("--room", help="Only this room.")
-@click.option("--table", type=click.Choice(TABLES), default="messages", show_default=True)
-@click.option("--count", type=click.IntRange(1), default=20, show_default=True)
+@click.option(
+    "--table",
+    type=click.Choice(TABLES),
+    default="messages",
+    show_default=True,
+    help="The memory table to list.",
+)
+@click.option(
+    "--count",
+    type=click.IntRange(1),
+    default=20,
+    show_default=True,
+    help="List at most this many, newest first.",
+)
 @click.option("--start", help="From this time on (ISO 8601).")
 @click.option("--end", help="Before this time (ISO 8601).")
 @json_option
@@ -298,8 +324,20 @@ def recent(
 @db_option
 @agent_option
 @click.option("--room", help="Only this room.")
-@click.option("--table", type=click.Choice(TABLES), default="messages", show_default=True)
-@click.option("--count", type=click.IntRange(1), default=10, show_default=True)
+@click.option(
+    "--table",
+    type=click.Choice(TABLES),
+    default="messages",
+    show_default=True,
+    help="The memory table to search.",
+)
+@click.option(
+    "--count",
+    type=click.IntRange(1),
+    default=10,
+    show_default=True,
+    help="Return at most this many hits, best first.",
+)
 @mode_option
 @click.option("--threshold", type=float, help="Keep hits scoring at least this.")
 @click.option("--start", help="From this time on (ISO 8601).")
@@ -428,7 +466,13 @@ def remove(
 @db_option
 @agent_option
 @click.option("--older-than", default="90d", show_default=True, help="Age: 90d, 12h, 2w.")
-@click.option("--keep-if-accessed-more-than", type=click.IntRange(0), default=3, show_default=True)
+@click.option(
+    "--keep-if-accessed-more-than",
+    type=click.IntRange(0),
+    default=3,
+    show_default=True,
+    help="Keep memories read more often than this.",
+)
 @click.option(
     "--keep-importance",
     type=click.Choice(["low", "normal", "high"]),
@@ -437,7 +481,13 @@ def remove(
     help="Keep memories at least this important.",
 )
 @click.option("--room", help="Only this room.")
-@click.option("--table", type=click.Choice(TABLES), default="messages", show_default=True)
+@click.option(
+    "--table",
+    type=click.Choice(TABLES),
+    default="messages",
+    show_default=True,
+    help="The memory table to prune.",
+)
 @click.option("--apply", is_flag=True, help="Delete (without it, only say what would go).")
 @json_option
 @via_options
@@ -599,7 +649,13 @@ def compact(
 @agent_option
 @click.option("--room", help="The room the message is in.")
 @click.option("--user", help="Who the agent is talking to (default: the room's last user).")
-@click.option("--budget", type=BUDGET, default=4000, show_default=True)
+@click.option(
+    "--budget",
+    type=BUDGET,
+    default=4000,
+    show_default=True,
+    help="Tokens the context window may take (tiktoken, cl100k_base).",
+)
 @click.option(
     "--shares",
     help="How the budget is shared, e.g. history=0.5,retrieval=0.3,profile=0.2.",
