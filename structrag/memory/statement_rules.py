@@ -5,10 +5,12 @@ of :mod:`structrag.nlp`, quotes made plain and stage directions blanked without 
 character, batched with ``nlp.pipe``) and returns, per message, the
 :class:`~structrag.memory.statements.Statement` records its patterns find:
 
-* facts: "I live in X", "I'm living in X", "I moved to X", "I work at/for X", "I work as a
-  Y", "I'm a Y" (a job noun), "I study X at Y", "I'm a student at Y";
+* facts: "I live in X", "I'm living in X", "I moved (back) to X" ("I've moved to X" is
+  told as "moved"), "I work at/for X", "I work as a Y", "I'm a Y" (a job noun), "I study
+  X at Y", "I'm a student at Y";
 * personal: "I'm from X", "I grew up in X", "I'm N (years old)", "I turned N", pets ("I
-  have a dog named X", "my dog X", "X is my dog", "I adopted a puppy"), "call me X";
+  have a dog named X", "my dog X", "X is my dog", "I adopted a puppy"), "call me X", "I'm
+  allergic to X" (each of a list: "to shellfish and gluten");
 * relationships: "my sister/brother/wife/husband/partner/friend/mom/dad/son/daughter/
   boss/colleague X", "my sister is X", "X is my sister", "I have a sister named X", "I
   married X", "I'm dating X"; family and pets also unnamed ("my husband", "two kids");
@@ -268,6 +270,26 @@ _ASIDES = wordset("anymore again too either also now still already though lately
 _RAGGED_ENDS = frozenset({"JJ", "JJR", "RB", "CD"})
 _DEICTIC = wordset("it them this that these those him her one")
 _BREAKS = frozenset({"-", "--", "\u2013", "\u2014", ":", ";", "(", ")", "[", "]"})
+# "allergic to X, Y and Z": the words that join a list of allergens, those before an
+# allergen that are no part of it, and those that end the list (a new clause, a
+# preposition: "allergic to cats since I was a kid", "to pollen in the spring").
+_ALLERGEN_JOINS = wordset(
+    "and or nor plus like especially particularly including mostly mainly even also"
+)
+_ALLERGEN_SKIP = wordset("both either basically pretty literally just all")
+_ALLERGEN_STOPS = wordset(
+    "so but because since though although when while if unless until as than which who",
+    "that in at on for from during without after before by about into around",
+    "whenever where whose etc not n't never except apart besides other",
+    "with containing",
+    "have has had get got need needs must carry avoid can cannot ca eat take use",
+)
+# What a verb the tagger misread still does when it is no allergen: an object, a
+# complement ("and have to carry an EpiPen").
+_VERB_ARGS = frozenset(
+    {"dobj", "xcomp", "ccomp", "neg", "prt", "dative", "attr", "acomp", "oprd", "prep"}
+)
+_ALLERGEN_WORDS = 5
 # Favorites of these are moments of the conversation, not tastes ("my favorite part").
 _VAGUE_KINDS = wordset("part parts thing things moment moments memory memories one ones day bit")
 
@@ -366,6 +388,31 @@ def _preps(token: Token, *words: str) -> Iterator[tuple[Token, Token]]:
             pobj = _child(prep, "pobj")
             if pobj is not None:
                 yield prep, pobj
+
+
+def _preps_via(
+    token: Token, words: tuple[str, ...], via: frozenset[str]
+) -> Iterator[tuple[Token, Token]]:
+    """Like _preps, and the prepositions the parse hangs on an adverb of ``via`` under
+    ``token`` ("moved back to Paris": "to" under "back"; "moved back home to Paris":
+    under "home", itself under "moved")."""
+    yield from _preps(token, *words)
+    todo = [c for c in token.children if c.dep_ in ("advmod", "npadvmod") and c.lower_ in via]
+    seen: set[int] = set()
+    while todo:
+        adverb = todo.pop(0)
+        if adverb.i in seen:
+            continue
+        seen.add(adverb.i)
+        yield from _preps(adverb, *words)
+        todo += [c for c in adverb.children if c.dep_ in ("advmod", "npadvmod") and c.lower_ in via]
+
+
+#: Adverbs of a move the parse may hang its destination on: "moved back to Paris",
+#: "moved back home to Paris", "moved away from London", "moved here from Lisbon".
+#: What one moves along with oneself: "we moved our family to Lisbon".
+_MOVED_WITH = wordset("family kids children stuff things everything belongings life house home")
+_MOVE_ADVERBS = frozenset({"back", "home", "away", "abroad", "over", "down", "here", "there"})
 
 
 def _prep_objects(token: Token, *words: str) -> Iterator[tuple[Token, Token]]:
@@ -910,11 +957,13 @@ class _Reader:
         *,
         tense: Tense | None = None,
         confidence: float = _SURE,
+        via: frozenset[str] = frozenset(),
     ) -> None:
-        """``subject VERB PREP object`` with the object a place or a workplace."""
+        """``subject VERB PREP object`` with the object a place or a workplace; ``via``:
+        adverbs the parse may hang the preposition on ("moved back to Paris")."""
         if not self._fact_ok(verb):
             return
-        for prep, pobj in _preps(verb, *words):
+        for prep, pobj in _preps_via(verb, words, via):
             for obj in _with_conjuncts(pobj):
                 phrase = self._phrase(obj)
                 fits = self._place(obj) if test == "place" else self._workplace(obj, prep.lower_)
@@ -939,12 +988,28 @@ class _Reader:
             c.dep_ == "prt" and c.lower_ in ("on", "out", "forward", "up") for c in verb.children
         ):
             return
+        if any(c.dep_ == "dobj" and c.lower_ not in _MOVED_WITH for c in verb.children):
+            return  # "I moved the meeting (back) to Monday": the meeting moved
         tense = _tense(verb)
         if verb.tag_ == "VBG" and any(c.dep_ == "aux" and _lemma(c) == "be" for c in verb.children):
             tense = "future"  # "I'm moving to Lisbon": a plan
-        self._simple(verb, "moved_to", ("to",), "place", tense=tense)
+        elif (
+            tense == "present"
+            and verb.tag_ == "VBN"
+            and any(c.dep_ == "aux" and _lemma(c) == "have" for c in _auxes(verb))
+        ):
+            tense = "past"  # "I've moved to Paris" says what "I moved to Paris" says
+        self._simple(verb, "moved_to", ("to",), "place", tense=tense, via=_MOVE_ADVERBS)
         if tense == "past":  # "I moved from Sweden": lived there before
-            self._simple(verb, "lives_in", ("from",), "place", tense="past", confidence=_MAYBE)
+            self._simple(
+                verb,
+                "lives_in",
+                ("from",),
+                "place",
+                tense="past",
+                confidence=_MAYBE,
+                via=_MOVE_ADVERBS,
+            )
 
     def _come_from(self, verb: Token) -> None:
         if verb.tag_ in ("VBP", "VBZ"):  # "I come from X"; "I came from the gym" is no origin
@@ -1450,17 +1515,15 @@ class _Reader:
                         confidence=_LIKELY,
                     )
         if acomp is not None and acomp.lower_ == "allergic":  # "I'm allergic to peanuts"
-            for prep, pobj in _prep_objects(acomp, "to"):
-                for each in _with_conjuncts(pobj):
-                    what = self._phrase(each)
-                    if what is None:
-                        continue
+            to = acomp.doc[acomp.i + 1] if acomp.i + 1 < len(acomp.doc) else None
+            if to is not None and to.lower_ == "to":
+                for what in self._allergens(to):
                     for person in self._people(subject):
                         self._add(
                             person,
                             "allergic_to",
                             what,
-                            [verb, acomp, prep],
+                            [verb, acomp, to],
                             negated=negated,
                             tense=tense,
                         )
@@ -1482,6 +1545,66 @@ class _Reader:
                     tense="future" if tense == "present" else tense,
                     detail=subject.lower_.rstrip("s") if subject.lower_ != "goals" else "goal",
                 )
+
+    def _allergens(self, to: Token) -> list[tuple[str, int, int]]:
+        """What "allergic to" names, each of a list: "shellfish and gluten", "dairy,
+        shellfish and tree nuts", "bee stings". Read from the words, not the parse: the
+        small model takes a noun it has not seen after "to" for a verb ("to shellfish":
+        an infinitive), and may hang a list's last words anywhere. The list ends at the
+        next clause ("so I avoid tofu", "but I love sushi", "which sucks"), a preposition
+        ("since I was a kid"), a sentence mark or an aside; an item of more than
+        :data:`_ALLERGEN_WORDS` words is a clause, not an allergen, and is dropped."""
+        items: list[list[Token]] = [[]]
+        doc, end = to.doc, to.sent.end
+        k = to.i + 1
+        while k < end:
+            t = doc[k]
+            low = t.lower_
+            item = items[-1]
+            if (
+                low == "as"
+                and k + 2 < end
+                and doc[k + 1].lower_ == "well"
+                and doc[k + 2].lower_ == "as"
+            ):
+                items.append([])  # "peanuts as well as shellfish"
+                k += 3
+                continue
+            if low in _ALLERGEN_JOINS or t.text in (",", "/", "&"):
+                items.append([])
+            elif low in _ALLERGEN_SKIP and not item:
+                pass  # "to both cats and dogs", "to basically everything"
+            elif (
+                (t.dep_ in _SUBJECT_DEPS and item)
+                or t.tag_ in ("MD", "VBZ", "VBP", "VBD", "UH", "WDT", "WP", "WRB")
+                or (t.tag_.startswith("VB") and any(c.dep_ in _VERB_ARGS for c in t.children))
+                or (t.tag_ in ("RB", "RBR", "RBS") and item)
+                or low in _ALLERGEN_STOPS
+                or low in _ASIDES
+                or low in _CHAT_TAGS
+                or (t.is_punct and not _inside_word(t))
+                or t.is_space
+            ):
+                # "anything with nuts": the preposition says which things.
+                if not (low in ("with", "containing") and _indefinite(item)):
+                    break
+                item.append(t)
+            else:
+                item.append(t)
+            k += 1
+        found = []
+        for item in items:
+            while item and (item[0].lower_ in _DETERMINERS or item[0].tag_ in ("DT", "PRP$")):
+                item.pop(0)
+            while item and (item[-1].is_punct or item[-1].tag_ in ("CC", "DT", "IN", "TO")):
+                item.pop()
+            if not item or len(item) > _ALLERGEN_WORDS:
+                continue
+            if any(t.tag_ in ("PRP", "WP", "EX") or t.lower_ in _DEICTIC for t in item):
+                continue  # "allergic to it": only the conversation says what
+            start, stop = item[0].idx, item[-1].idx + len(item[-1].text)
+            found.append((" ".join(self.text[start:stop].split()), start, stop))
+        return found
 
     def _favorite(
         self, verb: Token, subject: Token, attr: Token, negated: bool, tense: Tense
@@ -1954,6 +2077,26 @@ def _vague_goal(verb: Token) -> bool:
         and not (c.dep_ == "prep" and not list(c.children))  # "join in"
     ]
     return not args and _lemma(verb) in _LIGHT_GOALS
+
+
+def _inside_word(token: Token) -> bool:
+    """A hyphen glued to the words on both sides: "tree-nuts", "self-acceptance"."""
+    doc = token.doc
+    return (
+        token.text in ("-", "\u2013")
+        and not token.whitespace_
+        and token.i > 0
+        and not doc[token.i - 1].whitespace_
+        and token.i + 1 < len(doc)
+    )
+
+
+def _indefinite(words: list[Token]) -> bool:
+    """ "anything", "foods": what a following "with nuts" says more of."""
+    return len(words) == 1 and words[0].lower_ in _INDEFINITE
+
+
+_INDEFINITE = wordset("anything something everything food foods stuff things products")
 
 
 def _break(token: Token) -> bool:

@@ -8,7 +8,8 @@ granted the whole index.
 
 Tools: ``ask``, ``query``, ``show_message``, ``list_entities`` (the index);
 ``search_memories``, ``add_memory``, ``get_context``, ``get_facts``, ``update_memory``,
-``forget_memory`` (an agent's memory). Resources:
+``forget_memory`` (an agent's memory), and ``show_message`` with ``agent`` (one of the
+agent's memories whole: what the others clip). Resources:
 ``structrag://conversations`` (the list), ``structrag://conversations/{conversation}``
 (its first messages) and ``structrag://conversations/{conversation}/messages/{message_id}``.
 """
@@ -37,7 +38,8 @@ Source = Literal["conversations", "knowledge"]
 #: How many messages the conversation resource lists.
 RESOURCE_MESSAGES = 200
 #: A memory's text in a tool's result is cut after this many characters (a pasted
-#: document must not flood the model's context; `show_message` gives it whole).
+#: document must not flood the model's context; `show_message` with the memory's agent
+#: gives it whole, to that agent's token too).
 TOOL_TEXT_CHARS = 4000
 
 INSTRUCTIONS = """\
@@ -48,7 +50,9 @@ happens (extracted and searchable at once), `search_memories` finds it, and
 `get_context` returns what to put in the prompt before replying (history, retrieved
 memories, what is known about the user), within a budget; `get_facts` lists what is known
 about a user, `update_memory` marks a goal done (or changes a memory's importance) and
-`forget_memory` removes a memory and what rests on it."""
+`forget_memory` removes a memory and what rests on it. A memory's text clipped in a result
+(`clipped`) is given whole by `show_message` with the memory's `agent` (its `whole`
+field holds the call)."""
 
 
 def build_mcp(service: Service, tokens: Tokens | None = None) -> MCPServer:
@@ -124,10 +128,22 @@ def build_mcp(service: Service, tokens: Tokens | None = None) -> MCPServer:
 
     @server.tool()
     async def show_message(
-        message_id: str, ctx: Context, conversation: str | None = None
+        message_id: str,
+        ctx: Context,
+        conversation: str | None = None,
+        agent: str | None = None,
     ) -> dict[str, Any]:
         """A message and the knowledge extracted from it (entities, actions, topics), each
-        with its character span."""
+        with its character span. With `agent`: one of that agent's memories by id, whole
+        (a memory's text that `search_memories` or `add_memory` clipped), which the
+        agent's own token may read; `conversation` is then its room, where two rooms have
+        the id."""
+        if agent is not None:
+            return await run(
+                ctx,
+                agent_scope(agent),
+                lambda: service.get_memory(agent, message_id, conversation),
+            )
         return await run(ctx, index_wide, lambda: service.show(message_id, conversation))
 
     @server.tool()
@@ -332,15 +348,21 @@ def build_mcp(service: Service, tokens: Tokens | None = None) -> MCPServer:
 
 def _clipped(record: dict[str, Any]) -> dict[str, Any]:
     """A memory for a tool's result: its text cut after :data:`TOOL_TEXT_CHARS`, saying
-    how much was left out (``clipped``: the text's whole length)."""
+    how much was left out (``clipped``: the text's whole length) and the call that gives
+    it whole (``whole``: `show_message` with the memory's agent, which the agent's own
+    token may make)."""
     text = record.get("text")
     if not isinstance(text, str) or len(text) <= TOOL_TEXT_CHARS:
         return record
     more = len(text) - TOOL_TEXT_CHARS
+    arguments = {"message_id": record.get("id"), "agent": record.get("agent")}
+    if record.get("room"):
+        arguments["conversation"] = record["room"]
     return {
         **record,
         "text": f"{text[:TOOL_TEXT_CHARS]} … ({more:,} more characters)",
         "clipped": len(text),
+        "whole": {"tool": "show_message", "arguments": arguments},
     }
 
 
