@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 import secrets
 import time
+import unicodedata
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
@@ -44,7 +45,16 @@ from structrag.memory.records import (
     RoomSummary,
 )
 from structrag.memory.statements import PREDICATES, Statement, same_subject, supersedes
-from structrag.memory.store import MemoryQuery, MemoryStore, NewProfileEntry, SourceRow
+from structrag.memory.store import (
+    ID_SCOPE,
+    AgentIds,
+    MemoryQuery,
+    MemoryStore,
+    NewProfileEntry,
+    SourceRow,
+    scoped_id,
+    visible_id,
+)
 from structrag.memory.supersession import SUPERSEDED, Supersession
 from structrag.memory.window import (
     DEFAULT_SHARES,
@@ -56,7 +66,7 @@ from structrag.memory.window import (
 from structrag.models import Conversation, Message
 from structrag.naming import DOCUMENT_ROOM
 from structrag.query.context import TokenCounter, budget_problem
-from structrag.query.engine import QueryEngine
+from structrag.query.engine import MAX_QUESTION_CHARS, QueryEngine
 from structrag.query.modes import SEARCH_MODES, Hits, rank
 from structrag.store.protocols import (
     KnowledgeStore,
@@ -166,8 +176,13 @@ class Memory:
             raise MemoryInputError(
                 "an agent name is needed", hint='e.g. index.memory("support-bot")'
             )
-        self.parts = parts
         self.agent = agent.strip()
+        # Ids given when adding are the agent's own: one another agent holds in the room
+        # is stored scoped to this agent, and read back as given (see AgentIds).
+        if not isinstance(parts.memory, AgentIds) or parts.memory.agent != self.agent:
+            inner = parts.memory.inner if isinstance(parts.memory, AgentIds) else parts.memory
+            parts = replace(parts, memory=AgentIds(inner, self.agent))
+        self.parts = parts
 
     @property
     def store(self) -> KnowledgeStore:
@@ -207,12 +222,8 @@ class Memory:
         _expect("timestamp", timestamp, datetime)
         if not text.strip():
             raise MemoryInputError("a memory needs text", hint="pass the message or fact text")
-        if id in RESERVED_IDS:
-            raise MemoryInputError(
-                f"a memory's id cannot be {id!r}: GET .../memories/{id} is the route of the "
-                "memories' count over HTTP, so that memory could not be read by its id",
-                hint="choose another id (or none: one is made up)",
-            )
+        if id is not None:
+            _check_id(id)
         if timestamp is not None and timestamp.tzinfo is not None:
             timestamp = timestamp.astimezone(UTC).replace(tzinfo=None)  # stored as naive UTC
         _check_table(table)
@@ -276,12 +287,22 @@ class Memory:
             created_at=now,
         )
         if id is not None and self.parts.store.find_message(room, message.id):
-            raise MemoryInputError(
-                f"room {room!r} already has a memory with id {message.id!r}",
-                hint="leave id out to have one made",
-            )
-        derived = self._statements(message, user) if table == "messages" and user else []
-        mkey = self._write([(message, info)], derived, source_row, now)
+            # Ids are the agent's own: only its own memory with the id is a clash (and
+            # named); another agent's memory, or an ingested message, holding the id in
+            # the room is not this agent's to know of: this one is stored under the id
+            # scoped to the agent, and read back as given.
+            if self.parts.memory.count_memories(MemoryQuery(self.agent, ids=(id,), room=room)):
+                raise MemoryInputError(
+                    f"room {room!r} already has a memory of agent {self.agent!r} with id {id!r}",
+                    hint="leave id out to have one made, or remove that memory first",
+                )
+            message = message.model_copy(update={"id": scoped_id(id, self.agent)})
+        derived = (
+            self._statements(message, user, stated=table != "messages")
+            if table in _READ_TABLES and user
+            else []
+        )
+        mkey = self._write([(message, info)], derived, source_row, now, own=table != "messages")
         rooms = self.parts.rooms
         rooms.check(self.parts.store.generation() - 1)
         rooms.generation += 1  # this write's: the counts follow it
@@ -293,7 +314,7 @@ class Memory:
             if self.parts.settings.compact_after:
                 self._compact_if_due(room)
         return MemoryRecord(
-            id=message.id,
+            id=visible_id(message.id),
             table=table,
             agent=self.agent,
             user=user,
@@ -370,10 +391,20 @@ class Memory:
             grounded=_grounded(text, found.text, found.user),
         )
 
-    def _statements(self, message: Message, user: str) -> list[Statement]:
+    def _statements(self, message: Message, user: str, *, stated: bool = False) -> list[Statement]:
+        """What a message says of people. ``stated``: a fact, relationship or goal the
+        agent wrote of the user ("priya lives in Berlin"): the user's name at its start is
+        read as the name it is, however it is written."""
         reader = self.parts.statements
         if reader is None:
             return []
+        if stated:
+            text = message.text
+            lead = text[: len(user)]
+            if lead.lower() == user.lower() and lead != user[:1].upper() + user[1:]:
+                message = message.model_copy(
+                    update={"text": user[:1].upper() + user[1:] + text[len(user) :]}
+                )
         (found,) = reader([message])
         return found
 
@@ -383,11 +414,27 @@ class Memory:
         statements: list[Statement],
         source_row: SourceRow | None,
         now: datetime,
+        *,
+        own: bool = False,
     ) -> int:
         """Memories and what derives from them (facts, relationships, goals, profile
-        entries), extracted and written in one transaction; the first memory's key."""
+        entries), extracted and written in one transaction; the first memory's key.
+        ``own``: the statements are the first memory's own (a fact the agent added): no
+        memory is made of them, the profile entries cite that memory, and its metadata
+        says the statement (as a derived fact's does)."""
         parts = self.parts
-        stated = [s for s in statements if s.category in _STATEMENT_TABLES]
+        stated = [] if own else [s for s in statements if s.category in _STATEMENT_TABLES]
+        if own and statements:
+            message, info = memories[0]
+            first = statements[0]
+            said = {
+                "subject": first.subject,
+                "predicate": first.predicate,
+                "object": first.object,
+                "negated": first.negated,
+            }
+            message = message.model_copy(update={"metadata": {**said, **message.metadata}})
+            memories = [(message, info), *memories[1:]]
         next_mkey, _ = parts.store.reserve_ids(len(memories) + len(stated), 0)
         todo: list[Pending] = []
         for message, info in memories:
@@ -412,7 +459,7 @@ class Memory:
                         "predicate": statement.predicate,
                         "object": statement.object,
                         "negated": statement.negated,
-                        "from": message.id,
+                        "from": visible_id(message.id),
                     },
                 )
                 pending = Pending(
@@ -430,8 +477,17 @@ class Memory:
                 next_mkey += 1
                 todo.append(pending)
                 facts.append((statement, pending))
+        # What each statement's profile entry cites: the memory made of it (removing that
+        # memory forgets the entry; removing the message removes it with the memory), or
+        # the memory itself when it is the agent's own statement.
+        cited = (
+            [(s, source_mkey) for s in statements]
+            if own
+            else [(statement, pending.mkey) for statement, pending in facts]
+        )
         knowledge = list(parts.extractor.extract([p.message for p in todo]))
         rooms = {p.message.conversation for p in todo}
+        said_at = memories[0][0].timestamp or now
 
         def derive(transaction: StoreTransaction) -> None:
             rows = [
@@ -462,8 +518,8 @@ class Memory:
                 )
             parts.memory.add_sources(rows)
             user = memories[0][0].speaker
-            if user and statements:
-                self._update_profile(user, statements, source_mkey, now)
+            if user and cited:
+                self._update_profile(user, cited, said_at, now)
 
         known = parts.rooms.next_ordinal
         parts.ingestor.write(
@@ -475,12 +531,20 @@ class Memory:
         return source_mkey
 
     def _update_profile(
-        self, user: str, statements: Sequence[Statement], mkey: int, now: datetime
+        self,
+        user: str,
+        cited: Sequence[tuple[Statement, int]],
+        said_at: datetime,
+        now: datetime,
     ) -> None:
-        """Add, confirm or supersede profile entries for what the user said of themselves."""
+        """Add, confirm or supersede profile entries for what the user said of themselves
+        (each statement with the memory its entry cites), said at ``said_at``: of two
+        statements that conflict, the one said later holds, whichever was written last
+        (history imported after newer messages gives way to them)."""
         store = self.parts.memory
         current = store.profile_entries(self.agent, user, sources=False)
-        for statement in statements:
+        when = self._said_at(user)
+        for statement, mkey in cited:
             if not _about(statement, user):
                 continue
             same = next(
@@ -495,6 +559,7 @@ class Memory:
             )
             if same is not None:
                 store.confirm_profile_entry(same.entry_id, mkey, now)
+                when[same.entry_id] = max(when.get(same.entry_id, said_at), said_at)
                 continue
             entry = NewProfileEntry(
                 agent=self.agent,
@@ -509,11 +574,30 @@ class Memory:
                 at=now,
             )
             entry_id = store.add_profile_entry(entry)
-            gone = [e for e in current if supersedes(statement, _as_statement(e))]
-            for old in gone:
+            conflicting = [e for e in current if supersedes(statement, _as_statement(e))]
+            older = [e for e in conflicting if when.get(e.entry_id, said_at) <= said_at]
+            newer = [e for e in conflicting if e not in older]
+            for old in older:
                 store.supersede_profile_entry(old.entry_id, entry_id, now)
-            current = [e for e in current if e not in gone]
+            current = [e for e in current if e not in older]
+            if newer:  # said before what holds now: history, superseded from the start
+                latest = max(newer, key=lambda e: (when.get(e.entry_id, said_at), e.entry_id))
+                store.supersede_profile_entry(entry_id, latest.entry_id, now)
+                continue
             current.append(entry.stored(entry_id))
+            when[entry_id] = said_at
+
+    def _said_at(self, user: str) -> dict[int, datetime]:
+        """When each of the user's current profile entries was last said: the latest time
+        of the memories it cites."""
+        rows = self.parts.store.sql(
+            "SELECT e.entry_id, max(coalesce(m.ts, m.created_at)) FROM (SELECT entry_id, "
+            "unnest(source_mkeys) AS k FROM profile_entries WHERE agent = ? "
+            "AND lower(user_name) = lower(?) AND superseded_by IS NULL) e "
+            "JOIN messages m ON m.mkey = e.k GROUP BY e.entry_id",
+            [self.agent, user],
+        )
+        return {int(r[0]): r[1] for r in rows if r[1] is not None}
 
     def _rooms_of(self, user: str) -> list[str]:
         """The rooms a user has spoken in, to this agent."""
@@ -579,7 +663,60 @@ class Memory:
         (ids given when adding are unique within a room)."""
         _expect("memory_id", memory_id, str, optional=False)
         _expect("room", room, str)
-        return self._touch([self._find(memory_id, room=room, include_shared=True)])[0]
+        derived = _DERIVED_ID.match(memory_id)
+        if derived and not self._has(memory_id, room):
+            found = self._behind(derived.group(1), int(derived.group(2)), memory_id)
+        else:
+            found = self._find(memory_id, room=room, include_shared=True)
+        if found.table != "knowledge":  # marked as search, recent and facts mark it
+            found = self._supersession().mark(found)
+        return self._touch([found])[0]
+
+    def _has(self, memory_id: str, room: str | None) -> bool:
+        """Whether the agent has a memory of its own with that id (in that room)."""
+        return bool(
+            self.parts.memory.count_memories(MemoryQuery(self.agent, ids=(memory_id,), room=room))
+        )
+
+    def _behind(self, kind: str, number: int, line_id: str) -> MemoryRecord:
+        """The memory a context line's ``profile-N`` stands for (the newest fact,
+        relationship or goal stating the entry). A summary or an observation is no memory
+        of its own: ``remove`` takes its id, ``get`` says where to read it."""
+        if kind != "profile":
+            where = "summaries(room)" if kind == "summary" else "observations(room)"
+            raise MemoryInputError(
+                f"{line_id} is a room {'summary' if kind == 'summary' else 'observation'}, "
+                "not a memory: it has no record to get",
+                hint=f"{where} lists it (`structrag memory compact` prints them); "
+                f"remove({line_id!r}) removes it",
+            )
+        entry = self._entry(number, line_id)
+        records = self._cited(entry)
+        if records:
+            return max(records, key=lambda r: (r.ts or r.created_at, r.mkey))
+        raise NotFoundError(f"agent {self.agent!r} has no memory behind {line_id}")
+
+    def _entry(self, number: int, line_id: str) -> ProfileEntry:
+        entry = next(
+            (
+                e
+                for e in self.parts.memory.profile_entries(self.agent, current_only=False)
+                if e.entry_id == number
+            ),
+            None,
+        )
+        if entry is None:
+            raise NotFoundError(
+                f"agent {self.agent!r} has no profile entry {line_id}",
+                hint="profile entries come from profile(user) and the context window's lines",
+            )
+        return entry
+
+    def _cited(self, entry: ProfileEntry) -> list[MemoryRecord]:
+        """The memories a stored profile entry cites."""
+        if not entry.sources:
+            return []
+        return self.parts.memory.memories(MemoryQuery(self.agent, ids=entry.sources))
 
     @consistent_reads
     def recent(
@@ -687,7 +824,11 @@ class Memory:
         ranked = rank(self.parts.engine, query, scope, mode)
         replaced = self._supersession() if table != "knowledge" else Supersession.none()
         if replaced.replaced_by and table == "messages":
-            ranked = self._replacements_raised(ranked, replaced, self.parts.replaced[self.agent][2])
+            # Text search is the words themselves: what replaced a message it finds is
+            # raised, never brought in; the other modes bring it in.
+            ranked = self._replacements_raised(
+                ranked, replaced, self.parts.replaced[self.agent][2], bring=mode != "text"
+            )
         hits: list[MemoryHit] = []
         # Records are read a batch of the ranking at a time, not all of it: vector and
         # hybrid rank every memory in scope, and reading them all costs time in
@@ -709,6 +850,8 @@ class Memory:
                     continue
                 if rooms is not None and record.room not in rooms:
                     continue
+                if record.table != table or (room is not None and record.room != room):
+                    continue  # a replacement brought in from outside the search's scope
                 hits.append(MemoryHit(replaced.mark(record), score, mode))
                 if len(hits) >= count:
                     break
@@ -725,6 +868,10 @@ class Memory:
         _expect("memory_id", memory_id, str, optional=False)
         _expect("room", room, str)
         with self.parts.writing("memory remove"):
+            derived = _DERIVED_ID.match(memory_id)
+            if derived and not self._has(memory_id, room):
+                self._remove_line(derived.group(1), int(derived.group(2)), memory_id)
+                return
             found = self._find(memory_id, room=room)
             document = found.metadata.get("document")
             if found.table == "knowledge" and document:
@@ -733,6 +880,48 @@ class Memory:
                     hint=f"remove the document: `structrag knowledge remove {document}`",
                 )
             self._delete([found.mkey])
+
+    def _remove_line(self, kind: str, number: int, line_id: str) -> None:
+        """Remove what a context line cites by a ``profile-N``, ``summary-N`` or
+        ``observation-N`` id: a profile entry goes with the facts, relationships and goals
+        that state it (their messages stay); a summary or an observation goes with what
+        the same compaction made of those messages (their summary and observations; the
+        messages stay, and a later compaction summarises them again)."""
+        if kind == "profile":
+            entry = self._entry(number, line_id)
+            records = self._cited(entry)
+            messages = [r.id for r in records if r.table == "messages"]
+            if messages:  # an entry of an index written before entries cited facts
+                raise MemoryInputError(
+                    f"{line_id} rests on messages ({', '.join(messages[:3])})",
+                    hint="remove the messages that state it, or remove its facts",
+                )
+            keys = [r.mkey for r in records]
+            if not keys:
+                raise NotFoundError(f"agent {self.agent!r} has no memory behind {line_id}")
+            self._delete(keys)
+            return
+        if kind == "summary":
+            found = [(s.room, s.sources) for s in self.summaries() if s.summary_id == number]
+        else:
+            found = [(o.room, o.sources) for o in self.observations() if o.observation_id == number]
+        if not found:
+            raise NotFoundError(
+                f"agent {self.agent!r} has no room {kind} {line_id}",
+                hint="room summaries and observations come from compact(room) and the "
+                "context window's lines",
+            )
+        (where, sources), memory = found[0], self.parts.memory
+        keys = (
+            memory.memory_keys(MemoryQuery(self.agent, ids=sources, room=where)) if sources else []
+        )
+        if not keys:
+            raise MemoryInputError(f"{line_id} rests on no message of agent {self.agent!r}")
+
+        def forget(transaction: StoreTransaction) -> None:
+            memory.forget_derived(self.agent, keys)
+
+        self.parts.ingestor.write([], [], [], before_commit=forget)
 
     def remove_all(self, room: str | None = None, table: str | None = None) -> int:
         """Delete every memory of a room (or all of the agent's), of a table (or all);
@@ -748,15 +937,36 @@ class Memory:
             self._delete(keys)
         return len(keys)
 
-    def _delete(self, mkeys: Sequence[int]) -> None:
+    def _delete(self, mkeys: Sequence[int], *, derived: bool = True) -> None:
+        """Delete memories, and with ``derived`` what rests on them alone (facts,
+        relationships, goals). Without it (pruning old history), what was learned from
+        them stays: each such memory keeps its text, its ``memory_sources`` row still
+        names the message's key (whose id now reads as none), and its metadata records
+        ``source_removed``: when, and the id of the message that was removed."""
         if not mkeys:
             return
         memory = self.parts.memory
-        keys = sorted(set(mkeys) | set(memory.derived_only_from(mkeys)))
+        learned = memory.derived_only_from(mkeys)
+        keys = sorted(set(mkeys) | set(learned)) if derived else sorted(set(mkeys))
+        kept = [] if derived else sorted(set(learned) - set(mkeys))
+        records = memory.memories_by_keys(kept) if kept else {}
+        named = memory.sources(kept) if kept else {}
+        removed_at = utc_now().isoformat()
 
         def forget(transaction: StoreTransaction) -> None:
             memory.forget_profile_sources(keys)
             memory.forget_derived(self.agent, keys)
+            for mkey, record in records.items():
+                sources = [r.source_id for r in named.get(mkey, []) if r.source_id]
+                memory.update_memory(
+                    mkey,
+                    record.status,
+                    record.importance,
+                    {
+                        **record.metadata,
+                        "source_removed": {"at": removed_at, "ids": sources},
+                    },
+                )
 
         self.parts.ingestor.write([], [], [], delete=keys, before_commit=forget)
 
@@ -796,7 +1006,7 @@ class Memory:
         gone = [m for m in rest if m.access_count <= keep_if_accessed_more_than]
         if not dry_run:
             with self.parts.writing("memory prune"):
-                self._delete([m.mkey for m in gone])
+                self._delete([m.mkey for m in gone], derived=False)
         return PruneReport(
             dry_run=dry_run,
             removed=[m.id for m in gone],
@@ -808,8 +1018,58 @@ class Memory:
     # -- what the agent knows -------------------------------------------------------------
 
     def profile(self, user: str, *, history: bool = False) -> list[ProfileEntry]:
-        """What the agent knows about a user; with ``history``, superseded entries too."""
-        return self.parts.memory.profile_entries(self.agent, user, current_only=not history)
+        """What the agent knows about a user; with ``history``, superseded entries and
+        finished goals (``done``, ``abandoned``: see their ``status``) too."""
+        _expect("user", user, str, optional=False)
+        return [e for e, _ in self._entries(user, current_only=not history)]
+
+    def _entries(
+        self, user: str | None, *, current_only: bool = True
+    ) -> list[tuple[ProfileEntry, frozenset[str]]]:
+        """Profile entries (of a user, or of every user) as the API shows them, each with
+        the rooms it was said in. An entry cites the memories made of its statements (a
+        fact, a relationship, a goal: removing one forgets it); it is shown with the
+        messages that stated them (a memory whose message is gone, or that the agent
+        added itself, stands for itself), and a goal's entry with the goal's status (a
+        finished goal is no longer current)."""
+        entries = self.parts.memory.profile_entries(self.agent, user, current_only=current_only)
+        named = sorted({i for e in entries for i in e.sources})
+        cited = (
+            self.parts.memory.memories(MemoryQuery(self.agent, ids=tuple(named))) if named else []
+        )
+        by_id = {r.id: r for r in cited}
+        derived = [r for r in cited if r.table != "messages" and "from" in r.metadata]
+        stated = self.parts.memory.sources([r.mkey for r in derived]) if derived else {}
+        said_in: dict[str, str] = {}
+        for record in derived:
+            message = next(
+                (
+                    row.source_id
+                    for row in stated.get(record.mkey, [])
+                    if row.kind == "message" and row.source_id is not None
+                ),
+                None,
+            )
+            if message is not None:
+                said_in[record.id] = message
+        shown: list[tuple[ProfileEntry, frozenset[str]]] = []
+        for entry in entries:
+            records = [by_id[i] for i in entry.sources if i in by_id]
+            # A goal stated again is wanted while one of its goals is: the newest open
+            # one's status, else the newest one's (done, abandoned).
+            goals = sorted(
+                (r for r in records if r.table == "goals"),
+                key=lambda r: (r.ts or r.created_at, r.mkey),
+                reverse=True,
+            )
+            wanted = [g for g in goals if g.status not in _FINISHED] or goals
+            status = wanted[0].status if wanted else None
+            if current_only and status in _FINISHED:
+                continue
+            sources = tuple(dict.fromkeys(said_in.get(i, i) for i in entry.sources))
+            rooms = frozenset(r.room for r in records)
+            shown.append((replace(entry, sources=sources, status=status), rooms))
+        return shown
 
     def facts(
         self, user: str | None = None, room: str | None = None, *, history: bool = False
@@ -834,9 +1094,31 @@ class Memory:
         return current
 
     @staticmethod
-    def _replacements_raised(ranked: Hits, replaced: Supersession, ids: dict[int, str]) -> Hits:
+    def _replacements_raised(
+        ranked: Hits, replaced: Supersession, ids: dict[int, str], *, bring: bool = True
+    ) -> Hits:
         """The ranking with the messages that replaced a superseded one right before it
-        (``ids``: the store keys of the messages the supersession names)."""
+        (``ids``: the store keys of the messages the supersession names), brought in
+        (``bring``) when the ranking lacks them (a search for "where does Priya live?" that finds "I
+        live in Porto" and not "I moved to Lisbon" returns Lisbon before Porto). The
+        caller keeps to the search's filters (room, table, user, time)."""
+        keys = {mid: mkey for mkey, mid in ids.items()}
+        present = {int(k) for k in ranked.mkeys[np.isin(ranked.mkeys, list(ids))]}
+        todo = [ids[int(k)] for k in ranked.mkeys if int(k) in present]
+        brought: list[int] = []
+        while todo and bring:
+            for newer in sorted(replaced.replaced_by.get(todo.pop(0), ())):
+                key = keys.get(newer)
+                if key is not None and key not in present:
+                    present.add(key)
+                    brought.append(key)
+                    todo.append(newer)
+        if brought:  # at the end, with the lowest score: raised below, where they belong
+            low = float(ranked.scores[-1]) if len(ranked) else 0.0
+            ranked = Hits(
+                np.concatenate([ranked.mkeys, np.asarray(brought, dtype=ranked.mkeys.dtype)]),
+                np.concatenate([ranked.scores.astype(float), np.full(len(brought), low)]),
+            )
         positions = np.flatnonzero(np.isin(ranked.mkeys, list(ids)))
         named = {int(p): ids[int(ranked.mkeys[p])] for p in positions}
         order = replaced.reorder(len(ranked), named)
@@ -853,7 +1135,7 @@ class Memory:
         generation = self.parts.store.generation()
         cached = self.parts.replaced.get(self.agent)
         if cached is None or cached[0] != generation:
-            entries = self.parts.memory.profile_entries(self.agent, None, current_only=False)
+            entries = [e for e, _ in self._entries(None, current_only=False)]
             replaced = Supersession.of(entries)
             named = tuple(replaced.messages())
             noted = self.parts.memory.memories(MemoryQuery(self.agent, ids=named)) if named else []
@@ -974,24 +1256,33 @@ class Memory:
         room = _room(room)
         settings = self.parts.settings
         history = self._history(room)
-        # With no user given, the one who spoke last is whom the window is about (its
-        # profile section); retrieval then keeps to this room: in a shared room the
-        # guess may be wrong, and their other rooms are not the room's to read.
+        # With no user given, the window is about the room's one user, from what they
+        # said in this room; in a room where several users speak it guesses no one (the
+        # last speaker need not be whom the agent answers), and retrieval keeps to this
+        # room: another room of theirs is not this room's to read.
         asked_for = user
-        user = user or next((m.user for m in history[1] if m.user and m.user != self.agent), None)
+        if user is None:
+            speakers = {m.user.lower(): m.user for m in history[1] if m.user}
+            speakers.pop(self.agent.lower(), None)
+            user = next(iter(speakers.values())) if len(speakers) == 1 else None
         shares = shares or settings.shares
         counter = self.parts.counter(encoding)
+        # What the message is searched by: any message gives the window (history, the
+        # profile); one with no words retrieves nothing, and a long one is searched by
+        # its start.
+        query, notes = _searchable(message)
         # What history shows within its own share is not retrieved again; the older
         # messages of the room are (history holds its newest ones only).
         seen = held_by_share("history", history[0], budget, shares, counter)
         candidates: dict[str, Lines] = {
             "history": history[0],
-            "retrieval": self._retrieval(message, seen, room, asked_for) if message.strip() else [],
-            "profile": self._about(message, user, room),
+            "retrieval": self._retrieval(query, seen, room, asked_for) if query else [],
+            "profile": self._about(query, user, room, own_room=asked_for is None),
         }
         window = assemble(
             message, room, budget, candidates, shares, counter, first={"history": history[2]}
         )
+        window.notes = notes
         window.seconds = time.perf_counter() - started
         return window
 
@@ -1045,13 +1336,19 @@ class Memory:
                 lines.append((_knowledge_line(hit.memory), hit.memory.id))
         return lines
 
-    def _about(self, message: str, user: str | None, room: str) -> Lines:
+    def _about(self, query: str, user: str | None, room: str, *, own_room: bool = False) -> Lines:
+        """The profile section: the user's profile entries, their open goals, the facts
+        that answer ``query`` (none when it is empty), the room's observations.
+        ``own_room``: the user was not named; only what they said in this room."""
         settings = self.parts.settings
         lines: Lines = []
-        entries = self.profile(user) if user else []
+        shown = self._entries(user) if user else []
+        if own_room:
+            shown = [(e, rooms) for e, rooms in shown if room in rooms]
+        entries = [e for e, _ in shown]
         # Those that share words with the message first, then the most recently said: a
         # long-known user's oldest entries must not fill the section.
-        wanted = _content_stems(message)
+        wanted = _content_stems(query)
         entries.sort(key=lambda e: (-len(wanted & _entry_stems(e)), -e.confirmed_at.timestamp()))
         for entry in entries:
             cited = ", ".join(entry.sources[-3:])
@@ -1061,11 +1358,30 @@ class Memory:
         # A fact the profile already states (its entry was made from it) is not repeated,
         # nor one said twice; the facts are the user's own.
         said = {entry.text.strip().lower() for entry in entries}
+        stating = {i for entry in entries for i in entry.sources}
+        if user:  # goals the agent keeps for the user (added, or stated), still wanted
+            goals = self.parts.memory.memories(
+                MemoryQuery(
+                    self.agent, tables=("goals",), user=user, room=room if own_room else None
+                ),
+                limit=settings.retrieve_facts,
+            )
+            for goal in goals:
+                text = goal.text.strip().lower()
+                if goal.status in _FINISHED or text in said or goal.id in stating:
+                    continue
+                said.add(text)
+                status = f"({goal.status}) " if goal.status and goal.status != "open" else ""
+                lines.append((f"[{goal.id}] goal: {status}{_indented(goal.text)}", goal.id))
         counted = self.count(table="facts") + self.count(table="relationships")
-        if message.strip() and user and counted:
+        if query and user and counted:
             for table in ("facts", "relationships"):
                 for hit in self.search(
-                    message, table=table, count=settings.retrieve_facts, user=user
+                    query,
+                    table=table,
+                    count=settings.retrieve_facts,
+                    user=user,
+                    rooms=[room] if own_room else None,
                 ):
                     text = hit.memory.text.strip().lower()
                     if hit.memory.status == SUPERSEDED or text in said:
@@ -1083,6 +1399,13 @@ class Memory:
         return lines
 
 
+#: A goal's statuses once it is no longer wanted.
+_FINISHED = frozenset({"done", "abandoned"})
+
+#: The tables whose memories are read for statements: a user's messages, and the facts,
+#: relationships and goals the agent writes of a user.
+_READ_TABLES = frozenset({"messages", "facts", "relationships", "goals"})
+
 _STATEMENT_TABLES = {
     "fact": "facts",
     "personal": "facts",
@@ -1091,6 +1414,30 @@ _STATEMENT_TABLES = {
     "relationship": "relationships",
     "goal": "goals",
 }
+
+
+def _searchable(message: str) -> tuple[str, list[str]]:
+    """What a context window searches for a message, and a note when it is not the whole
+    message: nothing for one with no words ("👍", "?"), the start of one longer than a
+    question may be (cut at a space)."""
+    if not any(c.isalnum() for c in message):
+        return "", []
+    query = message.strip()
+    if len(query) <= MAX_QUESTION_CHARS:
+        return query, []
+    cut = query[:MAX_QUESTION_CHARS]
+    space = cut.rfind(" ", MAX_QUESTION_CHARS // 2)
+    cut = (cut[:space] if space > 0 else cut).rstrip()
+    if not any(c.isalnum() for c in cut):
+        return "", [
+            f"the message has {len(message):,} characters and no words in its first "
+            f"{MAX_QUESTION_CHARS:,}: nothing was retrieved for it"
+        ]
+    return cut, [
+        f"the message has {len(message):,} characters: memories and knowledge were "
+        f"retrieved for its first {len(cut):,} (a search takes at most "
+        f"{MAX_QUESTION_CHARS:,})"
+    ]
 
 
 def _expect(name: str, value: Any, kind: type, *, optional: bool = True) -> None:
@@ -1146,8 +1493,41 @@ def _check_status(status: str | None, table: str) -> None:
         )
 
 
-#: Memory ids that a route of the HTTP API takes for itself (``.../memories/count``).
-RESERVED_IDS = frozenset({"count"})
+#: Memory ids that a route of the HTTP API takes for itself (``.../memories/count``), and
+#: those a URL path cannot hold (``.`` and ``..`` are resolved away before routing).
+RESERVED_IDS = frozenset({"count", ".", ".."})
+#: The ids a context window's lines give to what is not a memory of its own: a profile
+#: entry, a room summary, an observation (``remove`` takes them; ``get`` a profile entry).
+_DERIVED_ID = re.compile(r"^(profile|summary|observation)-([0-9]+)$")
+
+
+def _check_id(memory_id: str) -> None:
+    """An id given when adding: not one the HTTP routes or a context window's lines take
+    for something else, and no control characters (a URL or a command line cannot hold
+    them, and the store marks an id scoped to its agent with one)."""
+    if memory_id == "count":
+        raise MemoryInputError(
+            "a memory's id cannot be 'count': GET .../memories/count is the route of the "
+            "memories' count over HTTP, so that memory could not be read by its id",
+            hint="choose another id (or none: one is made up)",
+        )
+    if memory_id in RESERVED_IDS:
+        raise MemoryInputError(
+            f"a memory's id cannot be {memory_id!r}: a URL path resolves '.' and '..' away, "
+            f"so GET .../memories/{memory_id} could not read that memory over HTTP",
+            hint="choose another id (or none: one is made up)",
+        )
+    if _DERIVED_ID.match(memory_id):
+        raise MemoryInputError(
+            f"a memory's id cannot be {memory_id!r}: context windows cite profile entries, "
+            "room summaries and observations by ids of that form",
+            hint="choose another id (or none: one is made up)",
+        )
+    if ID_SCOPE in memory_id or any(unicodedata.category(c) == "Cc" for c in memory_id):
+        raise MemoryInputError(
+            f"a memory's id cannot hold control characters: {memory_id!r:.60}",
+            hint="choose an id of printable characters (or none: one is made up)",
+        )
 
 
 def _room(room: str | None) -> str:

@@ -118,11 +118,16 @@ class ProfileEntry:
     text: str
     negated: bool
     confidence: float
-    sources: tuple[str, ...]  # memory ids of the stating messages, oldest first
+    #: Memory ids of the stating messages, oldest first (a fact whose message was pruned,
+    #: or one the agent added itself, is its own source).
+    sources: tuple[str, ...]
     created_at: datetime
     confirmed_at: datetime
     superseded_by: int | None = None
     superseded_at: datetime | None = None
+    #: A goal's status, from the goal memories that state it (``done`` and ``abandoned``
+    #: goals are no longer current); None for what is not a goal.
+    status: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -139,6 +144,7 @@ class ProfileEntry:
             "confirmed_at": self.confirmed_at.isoformat(),
             "superseded_by": self.superseded_by,
             "superseded_at": self.superseded_at.isoformat() if self.superseded_at else None,
+            "status": self.status,
         }
 
 

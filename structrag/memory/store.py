@@ -8,7 +8,7 @@ summaries. Writes made while a store transaction is open belong to it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -173,3 +173,151 @@ class MemoryStore(Protocol):
     def forget_derived(self, agent: str, mkeys: Sequence[int]) -> None:
         """Drop observations and summaries that rest on any of these messages."""
         ...
+
+
+#: Between a memory's id and its agent's name in the id it is stored under, when another
+#: agent's memory (or an ingested message) already holds the id in that room: ids given
+#: when adding are the agent's own (see :class:`AgentIds`). A given id cannot hold it.
+ID_SCOPE = "\x1f"
+
+
+def scoped_id(memory_id: str, agent: str) -> str:
+    """The id a memory is stored under when its own is taken in its room by someone else."""
+    return f"{memory_id}{ID_SCOPE}{agent}"
+
+
+def visible_id(stored: str) -> str:
+    """The id a memory was given, from the id it is stored under."""
+    return stored.partition(ID_SCOPE)[0]
+
+
+def _visible_ids(ids: Sequence[str]) -> tuple[str, ...]:
+    return tuple(visible_id(i) for i in ids)
+
+
+class AgentIds:
+    """A :class:`MemoryStore` that reads and writes one agent's memories under the ids the
+    agent gave them: a memory stored under :func:`scoped_id` (its id was taken in its room
+    by another agent's memory or an ingested message) is found by, and returned with, the
+    id it was given. Every other call passes through."""
+
+    def __init__(self, inner: MemoryStore, agent: str) -> None:
+        self.inner = inner
+        self.agent = agent
+
+    def _query(self, query: MemoryQuery) -> MemoryQuery:
+        if query.ids is None or query.agent is None:
+            return query
+        ids = tuple(query.ids) + tuple(scoped_id(i, query.agent) for i in query.ids)
+        return replace(query, ids=ids)
+
+    @staticmethod
+    def _record(record: MemoryRecord) -> MemoryRecord:
+        if ID_SCOPE not in record.id:
+            return record
+        return replace(record, id=visible_id(record.id))
+
+    def memories(
+        self, query: MemoryQuery, *, limit: int | None = None, newest_first: bool = True
+    ) -> list[MemoryRecord]:
+        found = self.inner.memories(self._query(query), limit=limit, newest_first=newest_first)
+        return [self._record(r) for r in found]
+
+    def memories_by_keys(self, mkeys: Sequence[int]) -> dict[int, MemoryRecord]:
+        return {k: self._record(r) for k, r in self.inner.memories_by_keys(mkeys).items()}
+
+    def count_memories(self, query: MemoryQuery) -> int:
+        return self.inner.count_memories(self._query(query))
+
+    def memory_keys(self, query: MemoryQuery) -> list[int]:
+        return self.inner.memory_keys(self._query(query))
+
+    def duplicate(self, agent: str, room: str, table: str, text: str) -> MemoryRecord | None:
+        found = self.inner.duplicate(agent, room, table, text)
+        return None if found is None else self._record(found)
+
+    def update_memory(
+        self, mkey: int, status: str | None, importance: str, metadata: dict[str, Any]
+    ) -> None:
+        self.inner.update_memory(mkey, status, importance, metadata)
+
+    def touch(self, mkeys: Sequence[int], at: datetime) -> None:
+        self.inner.touch(mkeys, at)
+
+    def add_sources(self, rows: Sequence[SourceRow]) -> None:
+        self.inner.add_sources(rows)
+
+    def sources(self, mkeys: Sequence[int]) -> dict[int, list[SourceRow]]:
+        return {
+            k: [
+                r if r.source_id is None else replace(r, source_id=visible_id(r.source_id))
+                for r in rows
+            ]
+            for k, rows in self.inner.sources(mkeys).items()
+        }
+
+    def derived_only_from(self, mkeys: Sequence[int]) -> list[int]:
+        return self.inner.derived_only_from(mkeys)
+
+    def profile_entries(
+        self,
+        agent: str,
+        user: str | None = None,
+        *,
+        current_only: bool = True,
+        sources: bool = True,
+    ) -> list[ProfileEntry]:
+        found = self.inner.profile_entries(agent, user, current_only=current_only, sources=sources)
+        return [replace(e, sources=_visible_ids(e.sources)) for e in found]
+
+    def add_profile_entry(self, entry: NewProfileEntry) -> int:
+        return self.inner.add_profile_entry(entry)
+
+    def confirm_profile_entry(self, entry_id: int, mkey: int, at: datetime) -> None:
+        self.inner.confirm_profile_entry(entry_id, mkey, at)
+
+    def supersede_profile_entry(self, entry_id: int, by: int, at: datetime) -> None:
+        self.inner.supersede_profile_entry(entry_id, by, at)
+
+    def forget_profile_sources(self, mkeys: Sequence[int]) -> None:
+        self.inner.forget_profile_sources(mkeys)
+
+    def add_observation(
+        self,
+        agent: str,
+        room: str,
+        ts: datetime | None,
+        kind: str,
+        topic: str,
+        insight: str,
+        importance: float,
+        source_mkeys: Sequence[int],
+    ) -> int:
+        return self.inner.add_observation(
+            agent, room, ts, kind, topic, insight, importance, source_mkeys
+        )
+
+    def observations(self, agent: str, room: str | None = None) -> list[Observation]:
+        found = self.inner.observations(agent, room)
+        return [replace(o, sources=_visible_ids(o.sources)) for o in found]
+
+    def add_summary(
+        self,
+        agent: str,
+        room: str,
+        text: str,
+        method: str,
+        source_mkeys: Sequence[int],
+        first_ordinal: int,
+        last_ordinal: int,
+    ) -> int:
+        return self.inner.add_summary(
+            agent, room, text, method, source_mkeys, first_ordinal, last_ordinal
+        )
+
+    def summaries(self, agent: str, room: str | None = None) -> list[RoomSummary]:
+        found = self.inner.summaries(agent, room)
+        return [replace(s, sources=_visible_ids(s.sources)) for s in found]
+
+    def forget_derived(self, agent: str, mkeys: Sequence[int]) -> None:
+        self.inner.forget_derived(agent, mkeys)

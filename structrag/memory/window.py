@@ -66,6 +66,8 @@ class ContextWindow:
     text: str
     tokens: int
     seconds: float = 0.0
+    #: What the window could not do as asked (a message too long to search whole).
+    notes: list[str] = field(default_factory=list)
 
     @property
     def ids(self) -> list[str]:
@@ -80,6 +82,7 @@ class ContextWindow:
             "sections": [s.as_dict() for s in self.sections],
             "text": self.text,
             "seconds": round(self.seconds, 4),
+            "notes": list(self.notes),
         }
 
 

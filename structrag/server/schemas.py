@@ -425,6 +425,7 @@ class ContextOut(Response):
     sections: list[SectionOut]
     text: str
     seconds: float
+    notes: list[str] = []
 
 
 class FactOut(MemoryOut):
@@ -445,6 +446,7 @@ class ProfileEntryOut(Response):
     confirmed_at: str
     superseded_by: int | None
     superseded_at: str | None
+    status: str | None = None
 
 
 class CompactIn(Request):
