@@ -28,6 +28,7 @@ from structrag.errors import (
     ConfigError,
     IndexStateError,
     NotFoundError,
+    StructragError,
     check_count,
     shown_path,
 )
@@ -567,6 +568,8 @@ class Index:
             )
         if not result.context.messages:
             result.notes.extend(self._empty_note())
+        elif not result.ranked and scope is None:
+            result.notes.extend(self._documents_answer(result.query))
         if answer:
             result.written = self._write_answer(client, question, result)
         return result
@@ -598,6 +601,21 @@ class Index:
             f"the index at {shown_path(self.directory)} holds no messages: ingest into it "
             "first (is the path right? Index(path, create=False) refuses a folder that holds "
             "no index)"
+        ]
+
+    def _documents_answer(self, expression: str) -> list[str]:
+        """A note when no conversation message matches a question that documents do:
+        ``ask`` reads conversations unless told otherwise (``query`` reads both)."""
+        knowledge = Scope(conversation=None, tables=("knowledge",))
+        try:
+            found = self.engine.query(expression, limit=1, scope=knowledge)
+        except StructragError:
+            return []
+        if not found.messages:
+            return []
+        return [
+            "documents match the question: ask with --sources conversations,knowledge "
+            "(sources=['conversations', 'knowledge']) to draw on them"
         ]
 
     def _documents_only(self) -> bool:

@@ -80,3 +80,20 @@ def test_an_index_that_holds_nothing_says_so(tmp_path: Path) -> None:
 def test_an_index_with_messages_has_no_such_note(index: Index, tmp_path: Path) -> None:
     index.ingest([_chat(tmp_path / "c.jsonl", ["I adopted a beagle named Biscuit."])])
     assert not any("holds no messages" in n for n in index.query("pottery").notes)
+
+
+def test_ask_points_at_documents_that_answer_when_no_message_does(
+    index: Index, tmp_path: Path
+) -> None:
+    index.ingest([_chat(tmp_path / "chat.jsonl", ["I adopted a beagle named Biscuit."])])
+    policy = tmp_path / "travel.md"
+    policy.write_text(
+        "# Travel policy\n\nThe hotel cap in Berlin is 180 euros a night.\n", encoding="utf-8"
+    )
+    index.knowledge.add([policy], shared=True)
+    answer = index.ask("What is the hotel cap in Berlin?")
+    assert not answer.ranked
+    assert any("documents match the question" in note for note in answer.notes)
+    both = index.ask("What is the hotel cap in Berlin?", sources=("conversations", "knowledge"))
+    assert "180 euros" in both.context.text
+    assert not any("documents match" in n for n in index.ask("Who adopted Biscuit?").notes)
