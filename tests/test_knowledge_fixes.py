@@ -78,8 +78,8 @@ def test_ingest_of_a_document_says_to_add_it_as_knowledge(tmp_path: Path) -> Non
     db = str(tmp_path / "ix")
     cases = {
         _copy(tmp_path, "orchard_handbook.pdf"): ("PDF document", ""),
-        _copy(tmp_path, "orchard_handbook.pdf", "renamed.md"): ("PDF document", ".pdf first"),
-        _copy(tmp_path, "coop_handbook.docx", "coop.txt"): ("Word document", ".docx first"),
+        _copy(tmp_path, "orchard_handbook.pdf", "renamed.md"): ("PDF document", "its name"),
+        _copy(tmp_path, "coop_handbook.docx", "coop.txt"): ("Word document", "its name"),
         _copy(tmp_path, "station_setup.html"): ("HTML document", ""),
     }
     for path, (what, rename) in cases.items():

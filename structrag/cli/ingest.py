@@ -295,8 +295,11 @@ def _refuse_documents(paths: tuple[str, ...], db: str, fmt: str | None) -> None:
         if kind is None:
             continue
         suffix = {"PDF": ".pdf", "Word": ".docx"}.get(kind)
+        # `knowledge add` reads a file by its bytes: a Word file named .txt needs no new name
         rename = (
-            f" (rename it to {suffix} first)" if suffix and path.suffix.lower() != suffix else ""
+            f" (it reads it as the {kind} file it is, whatever its name)"
+            if suffix and path.suffix.lower() != suffix
+            else ""
         )
         raise InputError(
             path,

@@ -4,6 +4,7 @@ API's mirror, :mod:`structrag.knowledge.base`)."""
 from __future__ import annotations
 
 import contextlib
+import shutil
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -53,7 +54,10 @@ def knowledge() -> None:
     "--encoding",
     default="utf-8",
     show_default=True,
-    help="Text encoding of text files (Markdown, text, JSON; HTML that declares none).",
+    help="The encoding of the text files (Markdown, text, JSON, HTML) that are not valid "
+    "UTF-8: each file is read as UTF-8 (with or without a byte order mark) first, an HTML "
+    "page next in the charset it declares, and else in this one. So one Latin-1 file in "
+    "a folder of UTF-8 ones takes --encoding latin-1 and the others stay UTF-8.",
 )
 @quiet_option
 @json_option
@@ -73,11 +77,39 @@ def add(
     knowledge) says it itself when neither is given: knowledge/shared/ is shared and
     knowledge/<agent>/ is that agent's. Without either, and for other folders, knowledge
     is shared. An unchanged document is not added again; a changed one replaces its
-    fragments. Files that cannot be read are reported, and the rest goes on; when nothing
-    could be added, the command fails (exit status 1).
+    fragments. Files that cannot be read (of an unknown type, empty, encrypted or
+    damaged) are reported with the reason, and the rest goes on; when nothing could be
+    added, the command fails (exit status 1). A PDF page that cannot be read is named in
+    a warning, and the rest of the document is added.
     """
     if agent is not None and shared:
         raise click.UsageError("pass --agent or --shared, not both")
+    new_index = not dry_run and not Path(db).exists()
+    report: AddReport | None = None
+    try:
+        report = _add(paths, db, agent, shared, dry_run, encoding, quiet, as_json)
+    finally:
+        # An index this command made and put nothing in (every file skipped, or an
+        # error before any was written) is not left behind as an empty folder.
+        if new_index and (not report.documents if report is not None else _holds_nothing(db)):
+            shutil.rmtree(db, ignore_errors=True)
+    if report.skipped and not report.documents:
+        raise StructragError(
+            f"nothing to add: {counted(len(report.skipped), 'path')} skipped",
+            hint="each skipped path says why, and what to do",
+        )
+
+
+def _add(
+    paths: tuple[str, ...],
+    db: str,
+    agent: str | None,
+    shared: bool,
+    dry_run: bool,
+    encoding: str,
+    quiet: bool,
+    as_json: bool,
+) -> AddReport:
     with contextlib.ExitStack() as stack:
         if dry_run and not Path(db).is_dir():  # nothing stored yet: plan against nothing
             db = stack.enter_context(tempfile.TemporaryDirectory(prefix="structrag-dry-"))
@@ -96,11 +128,21 @@ def add(
         emit_json(report.as_dict())
     else:
         _print_report(report)
-    if report.skipped and not report.documents:
-        raise StructragError(
-            f"nothing to add: {counted(len(report.skipped), 'path')} skipped",
-            hint="each skipped path says why, and what to do",
-        )
+    return report
+
+
+def _holds_nothing(db: str) -> bool:
+    """Whether the index at ``db`` (made by this add, which failed) holds no document:
+    one stopped half way keeps what it finished."""
+    from structrag.index import Index
+
+    if not Path(db).is_dir():
+        return False
+    try:
+        with Index(db, read_only=True) as index:
+            return not index.knowledge.documents(every=True)
+    except Exception:  # cannot tell: keep it
+        return False
 
 
 def _print_report(report: AddReport) -> None:
@@ -131,8 +173,8 @@ def _print_report(report: AddReport) -> None:
             ""
             if report.dry_run
             else f"; fragments {report.fragments_added} new, {report.fragments_updated} "
-            f"changed, {report.fragments_removed} removed; {report.refs_added} semantic refs "
-            f"in {report.seconds:.1f}s"
+            f"changed, {report.fragments_unchanged} unchanged, {report.fragments_removed} "
+            f"removed; {report.refs_added} semantic refs in {report.seconds:.1f}s"
         )
     )
 

@@ -34,6 +34,7 @@ from structrag.importers.base import (
     parse_json,
     read_bytes,
     sha256_hex,
+    sniff_document,
 )
 from structrag.importers.chatgpt import load_chatgpt, looks_like_chatgpt, stream_chatgpt
 from structrag.importers.discord import load_discord, looks_like_discord, stream_discord
@@ -677,11 +678,31 @@ def _walk(
             left_out.append((file, "a zip archive: unzip it to read it"))
         elif suffix in KNOWN_SUFFIXES or (suffix == "" and _is_mailbox(file)):
             found.append(file)
+        elif (document := _document_kind(file)) is not None:
+            left_out.append(
+                (
+                    file,
+                    f"is a {document} document, not a conversation: add it with "
+                    "`structrag knowledge add`",
+                )
+            )
         else:
             left_out.append((file, f"no known kind{f' ({suffix})' if suffix else ''}"))
     for sub in entries:
         if sub.is_dir() and not sub.is_symlink():  # a linked folder could loop
             _walk(sub, found, left_out, excluded)
+
+
+#: Files that are documents, never conversations, by their extension (as `structrag
+#: ingest FILE` says of one given on its own).
+_DOCUMENT_SUFFIXES = {".pdf": "PDF", ".docx": "Word", ".html": "HTML", ".htm": "HTML"}
+
+
+def _document_kind(path: Path) -> str | None:
+    """``PDF``, ``Word`` or ``HTML`` for a file of a folder that is a document (by its
+    bytes, else its extension), for the note on the files left out; else None."""
+    sniffed = {"pdf": "PDF", "docx": "Word"}.get(sniff_document(path) or "")
+    return sniffed or _DOCUMENT_SUFFIXES.get(path.suffix.lower())
 
 
 def _is_mailbox(path: Path) -> bool:

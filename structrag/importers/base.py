@@ -399,14 +399,15 @@ def file_lines(text: str) -> list[str]:
     return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
 
 
-def too_deep(path: Path, *, line: int | None = None) -> InputError:
-    """The error for JSON nested deeper than Python's parser goes (about 1,000 levels)."""
+def too_deep(path: Path, *, line: int | None = None, hint: str | None = None) -> InputError:
+    """The error for JSON nested deeper than Python's parser goes (about 1,000 levels);
+    ``hint`` says what to do (by default, for a conversation export)."""
     return InputError(
         path,
         "the JSON is nested too deeply to read (arrays or objects inside each other about "
         "1,000 levels deep)",
         line=line,
-        hint="no conversation export nests this deep: the file is damaged or not an export",
+        hint=hint or "no conversation export nests this deep: the file is damaged or not an export",
     )
 
 

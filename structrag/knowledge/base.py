@@ -30,6 +30,7 @@ and in the vectors. So questions draw on documents and conversations in one budg
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import itertools
 import os
@@ -42,7 +43,13 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from structrag.errors import InputError, MemoryInputError, NotFoundError, check_count
+from structrag.errors import (
+    InputError,
+    MemoryInputError,
+    NotFoundError,
+    check_count,
+    shown_path,
+)
 from structrag.importers.base import ParsedSource
 from structrag.ingest import Ingestor, ProgressSink
 from structrag.knowledge.chunking import Fragment, chunk
@@ -104,8 +111,9 @@ class _Item:
 
     @cached_property
     def source_file(self) -> str | None:
-        """Where its file is on disk (resolved); None for inline text."""
-        return str(self.file.resolve()) if self.file is not None else None
+        """Where its file is on disk (resolved, as :func:`shown_path` writes it: a name
+        that is not UTF-8 has ``\\xe9`` for its odd bytes); None for inline text."""
+        return shown_path(self.file.resolve()) if self.file is not None else None
 
     @property
     def document_id(self) -> str:
@@ -179,11 +187,22 @@ class KnowledgeBase:
         type, empty, encrypted or scanned PDF) is reported in ``skipped`` and the rest
         goes on; a missing one, or a string that looks like a path (one word, a URL, a
         line ending in a document's extension) and names nothing, is an error.
+        A file's damaged content (a corrupt stream or zip entry) is skipped the same way;
+        a PDF page that cannot be read costs that page, which ``warnings`` names.
         ``dry_run`` reports documents, fragments and tokens and writes nothing.
-        ``encoding`` is that of text files (Markdown, text, JSON, HTML that declares
-        none); PDF and Word files carry their own.
+        ``encoding`` is the fallback for text files (Markdown, text, JSON, HTML) whose
+        bytes are not valid UTF-8: each is read as UTF-8 (with or without a byte order
+        mark) first, an HTML page next in the charset it declares, and else in
+        ``encoding``; PDF and Word files carry their own.
         """
         started = time.perf_counter()
+        try:
+            codecs.lookup(encoding)
+        except LookupError:
+            raise MemoryInputError(
+                f"unknown encoding {encoding!r}",
+                hint="name a Python codec, for example utf-8, cp1252 or latin-1",
+            ) from None
         if agent is not None and shared:
             raise MemoryInputError(
                 "knowledge is either shared or one agent's", hint="pass agent or shared"
@@ -222,6 +241,11 @@ class KnowledgeBase:
         report.documents_added = sum(p.status == "added" for p in planned)
         report.documents_updated = sum(p.status in ("updated", "moved") for p in planned)
         report.documents_unchanged = sum(p.status == "unchanged" for p in planned)
+        # An unchanged document's fragments are unchanged too (a changed one's are
+        # counted as they are written).
+        report.fragments_unchanged = sum(
+            len(p.fragments) for p in planned if p.status == "unchanged"
+        )
         if not dry_run:
             with self.parts.writing("knowledge add"):
                 for owner in sorted({p.item.owner for p in planned}, key=Owner.key):
@@ -260,7 +284,7 @@ class KnowledgeBase:
             if path.is_dir():
                 out.extend(self._folder(path, chosen, report, folders))
             else:
-                label = os.path.normpath(str(entry)).replace(os.sep, "/")
+                label = shown_path(os.path.normpath(str(entry)).replace(os.sep, "/"))
                 out.append(_Item(chosen or Owner(None), label, file=path))
         return out
 
@@ -280,7 +304,7 @@ class KnowledgeBase:
                 if not child.is_dir():
                     report.skipped.append(
                         {
-                            "path": str(child),
+                            "path": shown_path(child),
                             "reason": "a file at the top of a knowledge folder belongs to no "
                             "one: move it into shared/ or an agent's folder",
                         }
@@ -297,9 +321,11 @@ class KnowledgeBase:
         folders.append((owner, root.resolve()))
         files, skipped = self.parts.walk([root])
         for path, reason in skipped:
-            report.skipped.append({"path": str(path), "reason": reason})
+            report.skipped.append({"path": shown_path(path), "reason": reason})
+        # A file name that is not UTF-8 (``caf\xe9.txt`` from an old archive) is kept
+        # under the name errors show it by: ids, citations and the store take text only.
         return [
-            _Item(owner, path.relative_to(root).as_posix(), file=path)
+            _Item(owner, shown_path(path.relative_to(root).as_posix()), file=path)
             for path in files
             if path.is_relative_to(root)
         ]
@@ -343,7 +369,7 @@ class KnowledgeBase:
                 for d in self._owned(owner)
                 if d.document_id not in by_id
                 and d.metadata.get(SOURCE_FILE)
-                and not Path(str(d.metadata[SOURCE_FILE])).exists()
+                and not _on_disk(str(d.metadata[SOURCE_FILE])).exists()
             ]
             for owner in owners
         }
@@ -358,9 +384,10 @@ class KnowledgeBase:
                         f"; the indexed copy ({document_id}) is kept: fix the file and add "
                         f"it again, or `structrag knowledge remove {document_id}`"
                     )
-                where = str(item.file) if item.file is not None else item.label
+                where = shown_path(item.file) if item.file is not None else item.label
                 report.skipped.append({"path": where, "reason": reason})
                 continue
+            report.warnings.extend(f"{item.label}: {warning}" for warning in document.warnings)
             fragments = (
                 chunk(
                     document,
@@ -400,7 +427,7 @@ class KnowledgeBase:
         for owner, root in folders:
             for d in orphans.get(owner, []):
                 was = Path(str(d.metadata[SOURCE_FILE]))
-                if was.is_relative_to(root) and not any(
+                if was.is_relative_to(shown_path(root)) and not any(
                     g["document_id"] == d.document_id for g in report.gone
                 ):
                     report.gone.append(
@@ -503,7 +530,7 @@ class KnowledgeBase:
             rows.write_documents(new_documents)
 
         # The ingest log's path: the files' absolute paths (the first three).
-        files = [str(p.item.file.resolve()) if p.item.file else "inline text" for p in planned]
+        files = [p.item.source_file or "inline text" for p in planned]
         source = ParsedSource(
             path=", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else ""),
             format="knowledge",
@@ -695,7 +722,8 @@ def _distinct(item: _Item, by_id: dict[str, _Item], held: dict[str, str]) -> _It
         return item
     resolved = Path(item.source_file)
     try:
-        relative: str | None = resolved.relative_to(Path.cwd().resolve()).as_posix()
+        here = Path(shown_path(Path.cwd().resolve()))
+        relative: str | None = resolved.relative_to(here).as_posix()
     except (OSError, ValueError):  # not under the current folder (or there is none)
         relative = None
     for label in (relative, resolved.as_posix()):
@@ -712,7 +740,19 @@ def _taken(item: _Item, by_id: dict[str, _Item], held: dict[str, str]) -> bool:
     if earlier is not None:
         return earlier.source_file != item.source_file
     stored = held.get(item.label)
-    return stored is not None and stored != item.source_file and Path(stored).exists()
+    return stored is not None and stored != item.source_file and _on_disk(stored).exists()
+
+
+_ESCAPED_BYTE = re.compile(r"\\x([89a-fA-F][0-9a-fA-F])")
+
+
+def _on_disk(stored: str) -> Path:
+    """The file a stored ``source_file`` names: one whose name is not UTF-8 is stored as
+    :func:`shown_path` writes it (``caf\\xe9.txt``), and is found again by its bytes."""
+    path = Path(stored)
+    if "\\x" not in stored or path.exists():
+        return path
+    return Path(_ESCAPED_BYTE.sub(lambda m: chr(0xDC00 + int(m.group(1), 16)), stored))
 
 
 def _reason(exc: InputError) -> str:

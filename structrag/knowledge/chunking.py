@@ -137,6 +137,7 @@ class _Chunker:
         self.overlap = overlap
         self.counter = counter
         self._counts: dict[tuple[int, int], int] = {}
+        self._gaps: dict[str, int] = {}
         self.blocks = document.blocks
         self._block_starts = [b.start for b in document.blocks]
         self.sections = document.sections
@@ -356,22 +357,67 @@ class _Chunker:
 
     def _pack(self, pieces: list[tuple[int, int, int]], budget: int) -> list[tuple[int, int]]:
         """Consecutive pieces (each within ``budget``) packed greedily into ranges of at
-        most ``budget`` tokens. Token counts are nearly additive, so the sum picks the
-        candidate and an exact count confirms it (a few tokenizer calls per fragment)."""
+        most ``budget`` tokens: each range takes as many pieces as fit. Token counts are
+        nearly additive, so a sum picks a candidate (the pieces' counts, and the tokens of
+        the whitespace between them beyond the one a word takes along) and exact counts
+        find the boundary near it: a step at a time, then by doubling and halving, so a
+        bad guess (much whitespace) costs a few counts of one range, not one per piece."""
         out: list[tuple[int, int]] = []
         i, n = 0, len(pieces)
         while i < n:
             j, estimate = i + 1, pieces[i][2]
-            while j < n and estimate + pieces[j][2] <= budget:
-                estimate += pieces[j][2]
+            while j < n:
+                more = pieces[j][2] + self._gap(pieces[j - 1][1], pieces[j][0])
+                if estimate + more > budget:
+                    break
+                estimate += more
                 j += 1
-            while j - i > 1 and self.count(pieces[i][0], pieces[j - 1][1]) > budget:
-                j -= 1
-            while j < n and self.count(pieces[i][0], pieces[j][1]) <= budget:
-                j += 1
+            j = self._fit(pieces, i, j, budget)
             out.append((pieces[i][0], pieces[j - 1][1]))
             i = j
         return out
+
+    def _fit(self, pieces: list[tuple[int, int, int]], i: int, guess: int, budget: int) -> int:
+        """The end (exclusive) of the longest run of pieces from ``i`` that fits
+        ``budget``, searched from ``guess``: pieces ``i`` to ``j - 1`` fit for ``j`` up to
+        the boundary and not beyond (counts grow with the text), and one piece always
+        fits."""
+        start = pieces[i][0]
+
+        def fits(j: int) -> bool:
+            return self.count(start, pieces[j - 1][1]) <= budget
+
+        n = len(pieces)
+        low, high = i + 1, n + 1  # low fits; high does not (n + 1: past the end)
+        if guess > low and not fits(guess):
+            high, step = guess, 1
+            while high - step > low and not fits(high - step):
+                high, step = high - step, step * 2
+            low = max(low, high - step)
+        else:
+            low, step = guess, 1
+            while low + step <= n and fits(low + step):
+                low, step = low + step, step * 2
+            high = min(high, low + step)
+        while high - low > 1:
+            middle = (low + high) // 2
+            if fits(middle):
+                low = middle
+            else:
+                high = middle
+        return low
+
+    def _gap(self, end: int, start: int) -> int:
+        """The tokens of the whitespace between two pieces beyond the one the next
+        piece's word takes along (a space or a line break costs none)."""
+        if start - end <= 1:
+            return 0
+        gap = self.text[end:start]
+        found = self._gaps.get(gap)
+        if found is None:
+            found = max(self.counter.count(gap) - 1, 0)
+            self._gaps[gap] = found
+        return found
 
     def _hard_cut(self, start: int, end: int, budget: int) -> list[tuple[int, int]]:
         """Text without spaces, cut between characters into the longest pieces that fit."""

@@ -13,7 +13,10 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 from typing import Literal
+
+from structrag.errors import InputError
 
 __all__ = [
     "Block",
@@ -23,6 +26,7 @@ __all__ = [
     "Heading",
     "Page",
     "Section",
+    "damaged",
     "sections_from_headings",
 ]
 
@@ -99,6 +103,9 @@ class Document:
     sections: tuple[Section, ...] = ()
     #: Code blocks and tables, in document order, never overlapping.
     blocks: tuple[Block, ...] = ()
+    #: What could not be read of a document that was still read (a damaged PDF page),
+    #: for the add report: ``page 3: its text could not be read (damaged stream)``.
+    warnings: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # Loaders build these; a range out of order is a loader bug, caught here rather
@@ -145,6 +152,29 @@ class Document:
         if offset >= page.end and index + 1 < len(self.pages):
             return self.pages[index + 1].number
         return page.number
+
+
+def error_name(exc: BaseException) -> str:
+    """An exception's class as a reader would look it up: ``RecursionError``, but
+    ``zlib.error`` (a bare ``error`` says nothing)."""
+    kind = type(exc)
+    module = kind.__module__
+    return kind.__qualname__ if module == "builtins" else f"{module}.{kind.__qualname__}"
+
+
+def damaged(path: str | Path, what: str, exc: Exception, hint: str) -> InputError:
+    """The error for a file whose content a reader failed on in a way it does not name
+    (a corrupt zip entry, a broken stream, structures nested beyond Python's recursion
+    limit): ``damaged: <what> (<the error>)``, the original as its ``__cause__``. Readers
+    raise it at their boundary so that one bad file of a batch is skipped with its
+    reason, never a traceback that stops the rest."""
+    reason = str(exc).strip()
+    if len(reason) > 200:
+        reason = reason[:200] + "…"
+    shown = f"{error_name(exc)}: {reason}" if reason else error_name(exc)
+    error = InputError(path, f"damaged: {what} ({shown})", hint=hint)
+    error.__cause__ = exc
+    return error
 
 
 def sections_from_headings(text: str, headings: Sequence[Heading]) -> tuple[Section, ...]:

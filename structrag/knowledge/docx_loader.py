@@ -6,6 +6,11 @@ style based on one) is a heading of that level, which gives every later offset i
 section path. A table becomes one line per row with its cells joined by `` | `` (a cell
 merged across columns is written once) and is recorded as a block the chunker keeps
 whole. Headers, footers, footnotes, comments and text boxes are not read.
+
+A file that cannot be read raises :class:`~structrag.errors.InputError`: one that is no
+Word document says so, and any other error of the reader (a corrupt compressed entry, a
+zip feature it does not support, XML nested beyond the recursion limit) says the file
+is damaged.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from docx.table import Table
 from docx.text.paragraph import Paragraph
 
 from structrag.errors import InputError
-from structrag.knowledge.document import Block, Heading
+from structrag.knowledge.document import Block, Heading, damaged
 
 __all__ = ["DocxText", "read_docx"]
 
@@ -73,8 +78,23 @@ def _table_text(table: Table) -> str:
     return "\n".join(rows)
 
 
+_DAMAGED_HINT = (
+    "the file is damaged: open it in Word (or LibreOffice) and save it again, or re-download it"
+)
+
+
 def read_docx(path: Path, data: bytes) -> DocxText:
-    """The text, headings and tables of the Word document in ``data``."""
+    """The text, headings and tables of the Word document in ``data``; any error of the
+    reader becomes an :class:`InputError` naming the file."""
+    try:
+        return _read(path, data)
+    except (InputError, MemoryError):
+        raise
+    except Exception as exc:  # zlib.error, NotImplementedError, RecursionError, ...
+        raise damaged(path, "the Word document cannot be read", exc, _DAMAGED_HINT) from exc
+
+
+def _read(path: Path, data: bytes) -> DocxText:
     try:
         document = docx.Document(io.BytesIO(data))
     except (PackageNotFoundError, zipfile.BadZipFile, KeyError, ValueError, SyntaxError) as exc:

@@ -6,7 +6,8 @@ The format comes from the extension (``.pdf``, ``.md``/``.markdown``, ``.txt``/`
 very bytes that were parsed. Anything that stops a file from being read (an unknown
 extension, an empty file, bytes that do not decode, an encrypted or scanned PDF, a damaged
 Word file) raises :class:`~structrag.errors.InputError` naming the file and what to do;
-:func:`walk` lets a batch skip such files and carry on.
+so does any other error a reader meets in a file's content (``damaged: ...``, the
+original as its ``__cause__``), so a batch skips such files and carries on.
 
 This module wires the format readers together, including the pypdf and python-docx
 adapters, which is why it is an adapter module itself (see ``tests/test_architecture.py``).
@@ -14,23 +15,27 @@ adapters, which is why it is an adapter module itself (see ``tests/test_architec
 
 from __future__ import annotations
 
+import codecs
 import re
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from structrag.errors import InputError, UnknownFormatError
+from structrag.errors import InputError, UnknownFormatError, shown_path
 from structrag.importers.base import (
     decode_text,
     parse_json,
     read_bytes,
     sha256_hex,
     sniff_document,
+    too_deep,
 )
 from structrag.knowledge.document import (
     Document,
     DocumentFormat,
     Heading,
+    damaged,
     sections_from_headings,
 )
 from structrag.knowledge.docx_loader import read_docx
@@ -99,17 +104,38 @@ def document_format(path: str | Path) -> DocumentFormat:
     found = SUPPORTED_EXTENSIONS.get(suffix)
     if found is None:
         what = f"unsupported file type {suffix!r}" if suffix else "no file extension"
+        hint = _CONVERT_HINTS.get(suffix, "convert it to PDF, Markdown or text")
+        if not suffix:
+            hint = (
+                f"if it is text, rename it to {shown_path(path.name)}.txt "
+                f"({shown_path(path.name)}.md for Markdown) and add it again"
+            )
         raise UnknownFormatError(
-            path,
-            f"{what}: documents are read from {_supported_list()}",
-            hint=_CONVERT_HINTS.get(suffix, "convert it to PDF, Markdown or text"),
+            path, f"{what}: documents are read from {_supported_list()}", hint=hint
         )
     return found
 
 
+#: What to do with a file that is not valid UTF-8 (or its declared charset).
+_ENCODING_HINT = (
+    "re-save it as UTF-8, or pass --encoding with its real encoding (for example "
+    "--encoding cp1252 or --encoding latin-1): files that are not valid UTF-8 are read in it"
+)
+_DAMAGED_HINT = "check that it is the file you meant and that it was saved completely"
+#: What to do with JSON nested deeper than Python's parser goes.
+_DEEP_JSON_HINT = (
+    "no document nests this deep: the file is damaged or generated; flatten it (a few "
+    "levels of keys) and add it again"
+)
+
+
 def load_document(path: str | Path, *, encoding: str = "utf-8") -> Document:
-    """Read one document file. ``encoding`` is for text formats (Markdown, text, JSON;
-    HTML unless the page declares its charset); PDF and DOCX carry their own."""
+    """Read one document file. Text formats (Markdown, text, JSON, HTML) are read as
+    UTF-8 (with or without a byte order mark) when their bytes are valid UTF-8, an HTML
+    page next in the charset it declares, and else in ``encoding``: the fallback for the
+    files that are not UTF-8, so one Latin-1 file among UTF-8 ones needs no run of its
+    own. PDF and DOCX carry their own. Any error of a reader on the file's content raises
+    :class:`InputError` (``damaged: ...``, the original error as its ``__cause__``)."""
     path = Path(path)
     if path.is_dir():
         raise InputError(
@@ -121,8 +147,17 @@ def load_document(path: str | Path, *, encoding: str = "utf-8") -> Document:
     data = read_bytes(path)
     if not data:
         raise InputError(path, "the file is empty", hint="check that it was saved completely")
+    try:
+        return _load(path, fmt, data, encoding)
+    except (InputError, MemoryError):
+        raise
+    except Exception as exc:  # any other failure to read the content: this file only
+        raise damaged(path, "the file cannot be read", exc, _DAMAGED_HINT) from exc
+
+
+def _load(path: Path, fmt: DocumentFormat, data: bytes, encoding: str) -> Document:
     digest = sha256_hex(data)
-    stem = path.stem
+    stem = shown_path(path.stem)
     # The bytes say what a file is when its name does not: a PDF named .md, a Word file
     # named .txt, is read as what it is (a text file named .pdf or .docx is refused below,
     # with a hint to rename it).
@@ -142,6 +177,7 @@ def load_document(path: str | Path, *, encoding: str = "utf-8") -> Document:
             pages=pdf.pages,
             headings=pdf.headings,
             sections=sections_from_headings(pdf.text, pdf.headings) if pdf.headings else (),
+            warnings=pdf.warnings,
         )
     if fmt == "docx":
         word = read_docx(path, data)
@@ -157,7 +193,8 @@ def load_document(path: str | Path, *, encoding: str = "utf-8") -> Document:
             blocks=word.blocks,
         )
     if fmt == "html":
-        html = extract_html(decode_text(path, data, declared_charset(data) or encoding))
+        page, warnings = _decode_html(path, data, encoding)
+        html = extract_html(page)
         _require_text(path, html.text, "the page has no visible text")
         return Document(
             str(path),
@@ -168,8 +205,9 @@ def load_document(path: str | Path, *, encoding: str = "utf-8") -> Document:
             headings=html.headings,
             sections=sections_from_headings(html.text, html.headings),
             blocks=html.blocks,
+            warnings=tuple(warnings),
         )
-    text = decode_text(path, data, encoding)
+    text = _decode(path, data, encoding)
     _require_text(path, text, "the file holds only whitespace")
     if fmt == "markdown":
         markdown = parse_markdown(text)
@@ -184,11 +222,7 @@ def load_document(path: str | Path, *, encoding: str = "utf-8") -> Document:
             blocks=markdown.blocks,
         )
     if fmt == "json":
-        try:
-            parsed = parse_json(path, text)
-        except RecursionError:
-            raise InputError(path, "the JSON is nested too deeply to read") from None
-        strings = json_strings(parsed)
+        strings = json_strings(_parse_json(path, text))
         _require_text(
             path,
             strings.text,
@@ -198,6 +232,100 @@ def load_document(path: str | Path, *, encoding: str = "utf-8") -> Document:
             str(path), fmt, strings.text, strings.title or stem, digest, sections=strings.sections
         )
     return Document(str(path), fmt, text, stem, digest)
+
+
+def _is_utf8(encoding: str) -> bool:
+    try:
+        return codecs.lookup(encoding).name == "utf-8"
+    except LookupError:
+        return False
+
+
+def _decode(path: Path, data: bytes, encoding: str) -> str:
+    """Text as UTF-8 when its bytes are valid UTF-8 (without NUL bytes), else in
+    ``encoding`` (when that is another)."""
+    if _is_utf8(encoding):
+        return decode_text(path, data, "utf-8")
+    try:
+        return decode_text(path, data, "utf-8")
+    except InputError:
+        return decode_text(path, data, encoding)
+
+
+def _decode_html(path: Path, data: bytes, encoding: str) -> tuple[str, list[str]]:
+    """A page's text, and what to warn of: UTF-8 when its bytes are valid UTF-8, else
+    the charset it declares when they are valid in it, else ``encoding`` (when that is
+    not UTF-8: the ``--encoding`` a user gives wins over a declaration the bytes break).
+
+    Valid UTF-8 with characters beyond ASCII is read as UTF-8 whatever the page declares
+    (a browser trusts the declaration; but bytes that happen to form UTF-8 sequences are
+    almost never Latin-1 text, while pages saved as UTF-8 under an old template's
+    ``charset=ISO-8859-1`` are common), and a warning says so."""
+    warnings: list[str] = []
+    declared = declared_charset(data)
+    fallback = None if _is_utf8(encoding) else encoding
+    codec: str | None = None
+    if declared is not None:
+        try:
+            codec = codecs.lookup(declared).name
+        except LookupError:
+            instead = "UTF-8" + (f", else {fallback} (--encoding)" if fallback else "")
+            warnings.append(
+                f"the page declares the charset {declared!r}, which is unknown: read as {instead}"
+            )
+    try:
+        text = decode_text(path, data, "utf-8")
+    except InputError as exc:
+        failed = exc
+    else:
+        if codec is not None and codec != "utf-8" and not data.isascii():
+            warnings.append(
+                f"the page declares the charset {declared}, but its bytes are UTF-8: read as UTF-8"
+            )
+        return text, warnings
+    if codec is not None and codec != "utf-8":
+        try:
+            return decode_text(path, data, codec), warnings
+        except InputError as exc:
+            failed = exc
+    if fallback is not None:
+        text = decode_text(path, data, fallback)
+        if declared is not None and codec is not None:
+            warnings.append(
+                f"the page declares the charset {declared}, but its bytes are not in it: "
+                f"read as {fallback} (--encoding)"
+            )
+        return text, warnings
+    if declared is None:
+        raise failed
+    said = (
+        f"the page declares {declared}"
+        if codec is not None
+        else f"the page declares the charset {declared!r}, which is unknown"
+    )
+    raise InputError(
+        path,
+        f"{failed.detail} ({said})",
+        line=failed.line,
+        column=failed.column,
+        hint=_ENCODING_HINT if "--encoding" in (failed.hint or "") else failed.hint,
+    ) from None
+
+
+def _parse_json(path: Path, text: str) -> object:
+    try:
+        return parse_json(path, text)
+    except InputError as exc:
+        if exc.detail == too_deep(path).detail:
+            raise too_deep(path, hint=_DEEP_JSON_HINT) from None
+        raise
+    except ValueError as exc:  # an integer of more digits than Python converts
+        raise InputError(
+            path,
+            "a number in the JSON has more digits than can be read (more than "
+            f"{sys.get_int_max_str_digits():,})",
+            hint="write such a number as a string (in quotes), or leave it out",
+        ) from exc
 
 
 def _refuse_text(path: Path, data: bytes, fmt: DocumentFormat) -> None:
