@@ -4,6 +4,7 @@ with an unescaped "From " line in a body, and imessage-exporter's text export.""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from datetime import datetime
@@ -261,3 +262,20 @@ def test_imessage_exporter_text_export_is_detected_and_read(tmp_path: Path) -> N
     source = load_source(notes)
     assert source.format == "transcript"
     assert [m.speaker for m in source.messages] == ["Ana", "Bo"]
+
+
+def test_a_folder_with_a_file_name_that_is_not_utf8_is_refused_by_name(tmp_path: Path) -> None:
+    folder = tmp_path / "chats"
+    folder.mkdir()
+    (folder / "ok.jsonl").write_text('{"speaker": "Ana", "text": "hello there"}\n')
+    bad = os.fsdecode(bytes(folder) + b"/caf\xe9.jsonl")
+    Path(bad).write_text('{"speaker": "Bo", "text": "hi"}\n')
+    done = subprocess.run(
+        [sys.executable, "-m", "structrag", "ingest", str(folder), "--db", str(tmp_path / "idx")],
+        capture_output=True,
+        text=True,
+        errors="replace",
+    )
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "caf\\xe9.jsonl" in done.stderr and "not valid UTF-8" in done.stderr

@@ -538,6 +538,8 @@ def expand_inputs(
         before = len(out.paths)
         left_out: list[tuple[Path, str]] = []
         _walk(path, out.paths, left_out, _Excluded.of(path, exclude))
+        for found in out.paths[before:]:
+            check_name(found)  # as a file given by name is: the index stores its name
         out.found_in.update((found, path) for found in out.paths[before:] if found != path)
         if len(out.paths) == before:
             excluded = sum(1 for _, why in left_out if why.startswith("--exclude"))
