@@ -279,3 +279,33 @@ def test_a_folder_with_a_file_name_that_is_not_utf8_is_refused_by_name(tmp_path:
     assert done.returncode == 1, done.stderr
     assert "Traceback" not in done.stderr
     assert "caf\\xe9.jsonl" in done.stderr and "not valid UTF-8" in done.stderr
+
+
+def test_an_edited_media_placeholder_without_caption_stays_an_event(tmp_path: Path) -> None:
+    chat = tmp_path / "chat.txt"
+    chat.write_text(
+        "12/03/2023, 14:02 - Ana: <Media omitted>\n<This message was edited>\n"
+        "12/03/2023, 14:03 - Bo: ok\n",
+        encoding="utf-8",
+    )
+    source = load_source(chat)
+    assert [(m.speaker, m.text) for m in source.messages] == [("Bo", "ok")]
+    events = source.conversations[0].metadata["events"]
+    assert [e["kind"] for e in events] == ["media"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Mar 12, 2024  2:05:33 PM\nTeam sync notes\nAlice: Hi all, the launch is Friday.\n"
+        "Bob: Great, I will prepare slides.\n\nAlice: Also lunch?\n",
+        "Mar 12, 2024  2:05:33 PM\nTeam sync notes\nAlice: Hi all, the launch is Friday.\n"
+        "Bob: Great, I will prepare slides.\n",
+    ],
+)
+def test_dated_notes_of_turns_stay_a_transcript(tmp_path: Path, text: str) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text(text, encoding="utf-8")
+    source = load_source(notes)
+    assert source.format == "transcript"
+    assert [m.speaker for m in source.messages][:2] == ["Alice", "Bob"]

@@ -58,6 +58,8 @@ _EVENT_RE = re.compile(
     r"|removed .+ from the conversation|left the conversation|changed their phone number"
     r"|changed the group photo|removed the group photo",
 )
+#: A transcript's turn, "Alice: text" (a message's text seldom is, line after line).
+_TURN_RE = re.compile(r"^[^\s:][^:\n]{0,40}: \S")
 _REPLY_INDENT = "    "
 _REPLY_NOTE = "This message responded to an earlier message."
 _TAPBACKS = ("Tapbacks:", "Reactions:")
@@ -71,8 +73,18 @@ def _stamp(line: str) -> re.Match[str] | None:
 def looks_like_imessage(text: str) -> bool:
     """The first non-blank line is an imessage-exporter time line, followed by a sender
     (a line that is neither blank, nor a time, nor ``Name: text``), or one of its group
-    events."""
-    lines = file_lines(text[:4096])
+    events; and most blocks (text between blank lines) of the file's start open with a
+    time line, as every message does (notes dated at the top, "Mar 12, 2024  2:05:33 PM"
+    above a title and ``Name: text`` turns, are a transcript)."""
+    head = text[:4096]
+    blocks = [b for b in re.split(r"\n[ \t]*\n", head.replace("\r\n", "\n")) if b.strip()]
+    opened = sum(1 for b in blocks if _stamp(b.strip("\n").split("\n", 1)[0]))
+    if len(blocks) > 1 and 2 * opened <= len(blocks):
+        return False
+    said = blocks[0].strip("\n").split("\n")[2:] if blocks else []
+    if len(said) > 1 and all(_TURN_RE.match(line) for line in said):
+        return False  # "Name: text" turns under a dated title: a transcript
+    lines = file_lines(head)
     for i, line in enumerate(lines):
         if not line.strip():
             continue

@@ -341,6 +341,8 @@ def _entry(entry: dict[str, Any], when: str) -> tuple[RawMessage | None, dict[st
         # message, WhatsApp's placeholder is kept in metadata.media.
         metadata["media"] = bare.strip()
         body = body.partition("\n")[2]
+        if not body.strip():  # no caption (an edited placeholder): media, as without one
+            return None, event("media", said, name)
     if media and media.groupdict().get("before"):
         metadata["document"] = media.group("before").strip()
     if shared:
