@@ -25,6 +25,12 @@ import Stemmer
 
 WORD_RE = re.compile(r"\b\w\w+\b")
 
+#: The index setting (DuckDB ``meta``) that records how message text was analysed into
+#: terms, and its value now: Chinese and Japanese as characters and bigrams. An index
+#: without it was built before (its CJK runs are single terms); ``reindex`` sets it.
+TEXT_ANALYSIS_KEY = "text_analysis"
+TEXT_ANALYSIS = "cjk-bigrams"
+
 #: Han ideographs (with the iteration marks 々〆〇), Hiragana, Katakana (the prolonged
 #: sound mark ー too, the middle dot ・ not), half-width Katakana: the scripts written
 #: without spaces between words.

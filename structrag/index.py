@@ -22,6 +22,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from structrag.analysis import TEXT_ANALYSIS, TEXT_ANALYSIS_KEY
 from structrag.embedders import get_embedder
 from structrag.embeddings import EMBEDDERS, Embedder, message_text
 from structrag.errors import (
@@ -734,7 +735,10 @@ class Index:
                 if progress:
                     progress.finish()
                     progress.start(total, "reindexing")
-                return self.text_index.rebuild(documents(), self.store.generation())
+                count = self.text_index.rebuild(documents(), self.store.generation())
+                # the text index now holds every message as the analysis splits it today
+                self.store.set_setting(TEXT_ANALYSIS_KEY, TEXT_ANALYSIS)
+                return count
         finally:
             if progress:
                 progress.finish()

@@ -142,3 +142,19 @@ def test_ascii_analysis_is_unchanged_and_cjk_beside_it_is_split() -> None:
     assert stems("北京大学") == ["北", "北京", "京", "京大", "大", "大学", "学"]
     assert words("我喜欢寿司", unigrams=False) == ["我喜", "喜欢", "欢寿", "寿司"]
     assert term_key("北京大学") == "北 北京 京 京大 大 大学 学"
+
+
+def test_an_index_built_before_the_cjk_analysis_says_to_reindex(tmp_path: Path) -> None:
+    with Index(tmp_path / "index") as index:
+        index.ingest([_chat(tmp_path / "chat.jsonl")])
+        assert not any("reindex" in n for n in index.query("寿司").notes)  # a new index
+        # An index written before the analysis recorded itself: its CJK runs were terms.
+        index.store.sql("DELETE FROM meta WHERE key = 'text_analysis'")
+        index.store.release()
+    with Index(tmp_path / "index") as index:
+        for notes in (index.query("寿司").notes, index.ask("谁喜欢吃寿司？").notes):
+            assert any("structrag reindex" in n for n in notes), notes
+        assert not any("reindex" in n for n in index.query("pottery").notes)  # no CJK
+        assert not any("reindex" in n for n in index.query("火山").notes)  # said nowhere
+        index.reindex()
+        assert not any("reindex" in n for n in index.query("寿司").notes)

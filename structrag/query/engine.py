@@ -255,6 +255,9 @@ class QueryEngine:
         notes = [*run.notes, *_stopwords_only(node)]
         if not len(ranked):
             notes += _why_nothing(node, view)
+        older = older_cjk_analysis(self.store, node.to_query())
+        if older:
+            notes.append(older)
         return QueryResult(
             query=node.to_query(),
             plan=plan.explain(),
@@ -401,15 +404,15 @@ class QueryEngine:
             batch=PACK_BATCH,
         )
         notes = found.notes
+        older = older_cjk_analysis(self.store, question)
+        if older:
+            notes = [*notes, older]
         if not len(packed) and context.messages:
             notes = [
                 *notes,
                 "no message matches the question's words (questions are read as English): "
                 "the context holds the messages nearest to it by embedding",
             ]
-            older = older_cjk_analysis(found.view, question)
-            if older:
-                notes.append(older)
         elif len(packed):
             best = packed[0]
             first = context.messages[0] if context.messages else None
@@ -755,31 +758,28 @@ def _stopwords_only(node: ast.Node) -> list[str]:
     ]
 
 
-def older_cjk_analysis(view: ConversationView, text: str) -> str | None:
-    """A note when messages in scope say Chinese or Japanese words of ``text`` (its
-    bigrams, or a character standing alone) that the text index lacks: the index was
-    built before such text was analysed into characters and bigrams (each run of it was
-    one term), and needs a reindex. A current index holds whatever its messages say."""
-    from structrag.analysis import has_cjk, words
+def older_cjk_analysis(store: KnowledgeStore, text: str) -> str | None:
+    """A note when ``text`` holds Chinese or Japanese and the index was built before such
+    text was analysed into characters and bigrams (each run of it was one term, so its
+    messages are not found by word): the index records no ``text_analysis`` (new indexes
+    and ``reindex`` do) and some message says words of ``text``."""
+    from structrag.analysis import TEXT_ANALYSIS_KEY, has_cjk, words
 
-    if not has_cjk(text):
+    if not has_cjk(text) or store.get_setting(TEXT_ANALYSIS_KEY) is not None:
         return None
-    pieces = [w for w in words(text, frozenset(), unigrams=False) if has_cjk(w)]
-    missing = [p for p in dict.fromkeys(pieces) if not view.holds(p)][:16]
-    if not missing:
+    pieces = list(dict.fromkeys(w for w in words(text, frozenset(), unigrams=False) if has_cjk(w)))
+    if not pieces:
         return None
-    rows = view.owner.store.sql(
-        "SELECT mkey FROM messages WHERE "
-        + " OR ".join(["contains(text, ?)"] * len(missing))
-        + " LIMIT 1000",
-        missing,
+    rows = store.sql(
+        "SELECT 1 FROM messages WHERE " + " OR ".join(["contains(text, ?)"] * len(pieces[:16]))
+        + " LIMIT 1",
+        pieces[:16],
     )
-    mkeys = view.scope.frame.mkeys
-    if not np.isin(mkeys, np.asarray([r[0] for r in rows], dtype=mkeys.dtype)).any():
+    if not rows:
         return None
     return (
-        "messages in scope say Chinese or Japanese words that the text index lacks: it "
-        "was built before such text was split into characters and bigrams; rebuild it "
+        "messages say Chinese or Japanese words of this search that an index built before "
+        "such text was split into characters and bigrams cannot find by word: rebuild it "
         "with `structrag reindex` to search them"
     )
 
@@ -817,9 +817,6 @@ def _why_nothing(node: ast.Node, view: ConversationView) -> list[str]:
                         else ""
                     )
                 )
-                older = older_cjk_analysis(view, item.text)
-                if older:
-                    notes.append(older)
                 break
         elif isinstance(item, ast.PeopleScope) and not set(view.people_named(item.name)) & set(
             view.speakers

@@ -15,6 +15,8 @@ from importlib import resources
 
 import duckdb
 
+from structrag.analysis import TEXT_ANALYSIS, TEXT_ANALYSIS_KEY
+
 SCHEMA_VERSION = 7
 
 
@@ -37,8 +39,8 @@ def create(con: duckdb.DuckDBPyConnection) -> None:
     """Create the schema in a new database (inside the caller's transaction)."""
     con.execute(schema_sql())
     con.execute(
-        "INSERT INTO meta VALUES ('schema_version', ?), ('generation', '0')",
-        [str(SCHEMA_VERSION)],
+        "INSERT INTO meta VALUES ('schema_version', ?), ('generation', '0'), (?, ?)",
+        [str(SCHEMA_VERSION), TEXT_ANALYSIS_KEY, TEXT_ANALYSIS],
     )
 
 
