@@ -930,12 +930,22 @@ class Index:
 
     def show(self, message_id: str, conversation: str | None = None) -> dict[str, Any]:
         """A message and its knowledge with spans. ``conversation/id``, as ``query`` and
-        ``ask`` print a message of an index of many conversations, names both."""
-        found = self.store.find_message(conversation, message_id)
+        ``ask`` print a message of an index of many conversations, names both; an agent's
+        memory whose id another memory holds in its room is ``id@agent``, as they print
+        it (an id as written is found first: a plain id may hold "@")."""
+        from structrag.memory.store import id_agent, scoped_readings, shown_id
+
+        def find(where: str | None, wanted: str) -> list[StoredMessage]:
+            found = self.store.find_message(where, wanted)
+            for scoped in [] if found else scoped_readings(wanted):
+                found += self.store.find_message(where, scoped)
+            return found
+
+        found = find(conversation, message_id)
         if not found and conversation is None:
             slashes = [i for i, c in enumerate(message_id) if c == "/"]
             for at in slashes:  # a conversation id may hold "/" too: try each split
-                found = self.store.find_message(message_id[:at], message_id[at + 1 :])
+                found = find(message_id[:at], message_id[at + 1 :])
                 if found:
                     break
         if not found:
@@ -951,7 +961,11 @@ class Index:
                 f"message id {message_id!r} exists in several conversations: {convs}",
                 hint="pass --conversation to pick one",
             )
-        return self.shown(found)[0]
+        shown = self.shown(found)[0]
+        agent = id_agent(found[0].message.id)
+        if agent is not None:
+            shown.update(id=shown_id(found[0].message.id), id_agent=agent)
+        return shown
 
     def shown(self, messages: Sequence[StoredMessage]) -> list[dict[str, Any]]:
         """Messages and their knowledge with spans, as :meth:`show` gives them (the refs

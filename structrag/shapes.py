@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from structrag.errors import NotFoundError
+from structrag.memory.store import id_agent, shown_id
 
 if TYPE_CHECKING:
     from structrag.index import Index
@@ -64,7 +65,7 @@ def _ref_messages(index: Index, ref_ids: list[int]) -> dict[int, tuple[str, str]
         "WHERE ref_id IN (SELECT unnest(?::BIGINT[]))",
         [ref_ids],
     )
-    return {int(r): (str(c), str(m)) for r, c, m in rows}
+    return {int(r): (str(c), shown_id(str(m))) for r, c, m in rows}
 
 
 def _action_texts(index: Index, ref_ids: list[int]) -> dict[int, tuple[str, str]]:
@@ -125,11 +126,15 @@ def message_page(
     )
     keys = [int(r[0]) for r in rows]
     stored = index.store.messages_by_keys(keys)
+    messages = index.shown([stored[k] for k in keys if k in stored])
+    for item in messages:  # an agent's memory stored under its scoped id: id@agent
+        if id_agent(item["id"]) is not None:
+            item.update(id=shown_id(item["id"]), id_agent=id_agent(item["id"]))
     return {
         "conversation": conversation,
         "total": int(total[0][0]),
         "offset": offset,
-        "messages": index.shown([stored[k] for k in keys if k in stored]),
+        "messages": messages,
     }
 
 
@@ -188,7 +193,7 @@ def entity_json(index: Index, name: str, *, conversation: str | None = None) -> 
         "occurrences": [
             {
                 "conversation": c,
-                "message_id": m,
+                "message_id": shown_id(m),
                 "ts": ts.isoformat() if ts else None,
                 "speaker": speaker,
                 "span_text": span,
@@ -200,7 +205,7 @@ def entity_json(index: Index, name: str, *, conversation: str | None = None) -> 
         "actions": [
             {
                 "conversation": c,
-                "message_id": m,
+                "message_id": shown_id(m),
                 "ts": ts.isoformat() if ts else None,
                 "subject": s,
                 "verb": v,

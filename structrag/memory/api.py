@@ -20,8 +20,8 @@ import re
 import secrets
 import time
 import unicodedata
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -121,6 +121,9 @@ class RoomCounts:
         self.generation = -1
         self.next_ordinal: dict[str, int] = {}
         self.unsummarised: dict[tuple[str, str], int] = {}
+        #: Whether this process has made the profile entries of an index written before
+        #: entries cited facts cite them (:meth:`Memory._writing`; once per index).
+        self.entries_cite_facts = False
 
     def check(self, generation: int) -> None:
         if generation != self.generation:
@@ -188,6 +191,25 @@ class Memory:
     def store(self) -> KnowledgeStore:
         return self.parts.store
 
+    @contextmanager
+    def _writing(self, what: str) -> Iterator[None]:
+        """The index's writer lock held for a write. The first write of this process to
+        an index written before profile entries cited facts (they cite the messages that
+        stated them) makes its entries cite the facts, relationships and goals made from
+        those messages first, in a transaction of its own: goals' statuses, removing a
+        fact, and ``remove("profile-N")`` then work on them as on new ones."""
+        with self.parts.writing(what):
+            rooms, memory = self.parts.rooms, self.parts.memory
+            if not rooms.entries_cite_facts:
+                if memory.cite_derived(dry_run=True):
+
+                    def cite(transaction: StoreTransaction) -> None:
+                        memory.cite_derived()
+
+                    self.parts.ingestor.write([], [], [], before_commit=cite)
+                rooms.entries_cite_facts = True
+            yield
+
     # -- writing --------------------------------------------------------------------------
 
     def add(
@@ -230,7 +252,7 @@ class Memory:
         _check_importance(importance)
         _check_status(status, table)
         room = _room(room)
-        with self.parts.writing("memory add"):
+        with self._writing("memory add"):
             return self._add(
                 text,
                 user,
@@ -355,7 +377,7 @@ class Memory:
             )
         if importance is not None:
             _check_importance(importance)
-        with self.parts.writing("memory update"):
+        with self._writing("memory update"):
             found = self._find(memory_id, room=room)
             if status is not None:
                 _check_status(status, found.table)
@@ -435,16 +457,32 @@ class Memory:
             }
             message = message.model_copy(update={"metadata": {**said, **message.metadata}})
             memories = [(message, info), *memories[1:]]
-        next_mkey, _ = parts.store.reserve_ids(len(memories) + len(stated), 0)
+        # A goal the user states again while it is still wanted is the same goal: its
+        # memory is grounded in this message too (one goal, one status: marking it done
+        # finishes it), not made twice.
+        again: dict[int, int] = {}
+        speaker = memories[0][0].speaker
+        if speaker and any(_STATEMENT_TABLES[s.category] == "goals" for s in stated):
+            wanted = self._wanted_goals(speaker)
+            for position, statement in enumerate(stated):
+                key = (statement.predicate, statement.object.strip().lower(), statement.negated)
+                goal = _STATEMENT_TABLES[statement.category] == "goals"
+                if goal and key in wanted and _about(statement, speaker):
+                    again[position] = wanted[key]
+        next_mkey, _ = parts.store.reserve_ids(len(memories) + len(stated) - len(again), 0)
         todo: list[Pending] = []
         for message, info in memories:
             todo.append(Pending(next_mkey, message, "new", info))
             next_mkey += 1
         source_mkey = todo[0].mkey
         facts: list[tuple[Statement, Pending]] = []
+        cited: list[tuple[Statement, int]] = []
         if stated:
             message = memories[0][0]
-            for statement in stated:
+            for position, statement in enumerate(stated):
+                if position in again:
+                    cited.append((statement, again[position]))
+                    continue
                 table = _STATEMENT_TABLES[statement.category]
                 fact = Message(
                     conversation=message.conversation,
@@ -477,14 +515,13 @@ class Memory:
                 next_mkey += 1
                 todo.append(pending)
                 facts.append((statement, pending))
+                cited.append((statement, pending.mkey))
         # What each statement's profile entry cites: the memory made of it (removing that
-        # memory forgets the entry; removing the message removes it with the memory), or
-        # the memory itself when it is the agent's own statement.
-        cited = (
-            [(s, source_mkey) for s in statements]
-            if own
-            else [(statement, pending.mkey) for statement, pending in facts]
-        )
+        # memory forgets the entry; removing the message removes it with the memory, unless
+        # another message states it too), or the memory itself when it is the agent's own
+        # statement.
+        if own:
+            cited = [(s, source_mkey) for s in statements]
         knowledge = list(parts.extractor.extract([p.message for p in todo]))
         rooms = {p.message.conversation for p in todo}
         said_at = memories[0][0].timestamp or now
@@ -502,6 +539,19 @@ class Memory:
                     True,
                 )
                 for statement, pending in facts
+            ]
+            rows += [
+                SourceRow(
+                    mkey,
+                    "message",
+                    source_mkey,
+                    None,
+                    stated[position].start,
+                    stated[position].end,
+                    stated[position].confidence,
+                    True,
+                )
+                for position, mkey in again.items()
             ]
             if source_row is not None:
                 rows.append(
@@ -589,15 +639,40 @@ class Memory:
 
     def _said_at(self, user: str) -> dict[int, datetime]:
         """When each of the user's current profile entries was last said: the latest time
-        of the memories it cites."""
+        of the memories it cites and of the messages they were made from (a goal stated
+        again is said when the latest of its messages was)."""
         rows = self.parts.store.sql(
-            "SELECT e.entry_id, max(coalesce(m.ts, m.created_at)) FROM (SELECT entry_id, "
+            "SELECT e.entry_id, max(coalesce(m.ts, m.created_at)), "
+            "max(coalesce(src.ts, src.created_at)) FROM (SELECT entry_id, "
             "unnest(source_mkeys) AS k FROM profile_entries WHERE agent = ? "
             "AND lower(user_name) = lower(?) AND superseded_by IS NULL) e "
-            "JOIN messages m ON m.mkey = e.k GROUP BY e.entry_id",
+            "JOIN messages m ON m.mkey = e.k "
+            "LEFT JOIN memory_sources s ON s.mkey = e.k AND s.source_kind = 'message' "
+            "LEFT JOIN messages src ON src.mkey = s.source_mkey GROUP BY e.entry_id",
             [self.agent, user],
         )
-        return {int(r[0]): r[1] for r in rows if r[1] is not None}
+        return {
+            int(r[0]): max(t for t in r[1:] if t is not None)
+            for r in rows
+            if r[1] is not None or r[2] is not None
+        }
+
+    def _wanted_goals(self, user: str) -> dict[tuple[str, str, bool], int]:
+        """The user's goals still wanted (open, in progress), by their statement
+        (predicate, object, negated): the newest goal memory's key."""
+        wanted: dict[tuple[str, str, bool], int] = {}
+        for goal in self.parts.memory.memories(
+            MemoryQuery(self.agent, tables=("goals",), user=user)
+        ):
+            meta = goal.metadata
+            subject = meta.get("subject")
+            if goal.status in _FINISHED or not isinstance(subject, str):
+                continue
+            if not same_subject(subject, user) or not isinstance(meta.get("predicate"), str):
+                continue
+            key = (meta["predicate"], str(meta.get("object", "")).strip().lower())
+            wanted.setdefault((*key, bool(meta.get("negated"))), goal.mkey)
+        return wanted
 
     def _rooms_of(self, user: str) -> list[str]:
         """The rooms a user has spoken in, to this agent."""
@@ -693,14 +768,16 @@ class Memory:
         entry = self._entry(number, line_id)
         records = self._cited(entry)
         if records:
-            return max(records, key=lambda r: (r.ts or r.created_at, r.mkey))
+            return _deciding(records)
         raise NotFoundError(f"agent {self.agent!r} has no memory behind {line_id}")
 
     def _entry(self, number: int, line_id: str) -> ProfileEntry:
         entry = next(
             (
                 e
-                for e in self.parts.memory.profile_entries(self.agent, current_only=False)
+                for e in self.parts.memory.profile_entries(
+                    self.agent, current_only=False, sources=False
+                )
                 if e.entry_id == number
             ),
             None,
@@ -713,10 +790,11 @@ class Memory:
         return entry
 
     def _cited(self, entry: ProfileEntry) -> list[MemoryRecord]:
-        """The memories a stored profile entry cites."""
-        if not entry.sources:
-            return []
-        return self.parts.memory.memories(MemoryQuery(self.agent, ids=entry.sources))
+        """The memories a stored profile entry cites, by their keys (an id names one
+        memory within a room only: another room's memory with the same id is not
+        cited)."""
+        found = self.parts.memory.memories_by_keys(entry.source_mkeys)
+        return [found[k] for k in entry.source_mkeys if k in found]
 
     @consistent_reads
     def recent(
@@ -867,7 +945,7 @@ class Memory:
         removed with its document (``index.knowledge.remove``)."""
         _expect("memory_id", memory_id, str, optional=False)
         _expect("room", room, str)
-        with self.parts.writing("memory remove"):
+        with self._writing("memory remove"):
             derived = _DERIVED_ID.match(memory_id)
             if derived and not self._has(memory_id, room):
                 self._remove_line(derived.group(1), int(derived.group(2)), memory_id)
@@ -889,17 +967,11 @@ class Memory:
         messages stay, and a later compaction summarises them again)."""
         if kind == "profile":
             entry = self._entry(number, line_id)
-            records = self._cited(entry)
-            messages = [r.id for r in records if r.table == "messages"]
-            if messages:  # an entry of an index written before entries cited facts
-                raise MemoryInputError(
-                    f"{line_id} rests on messages ({', '.join(messages[:3])})",
-                    hint="remove the messages that state it, or remove its facts",
-                )
-            keys = [r.mkey for r in records]
-            if not keys:
-                raise NotFoundError(f"agent {self.agent!r} has no memory behind {line_id}")
-            self._delete(keys)
+            # An entry of an index written before entries cited facts may still cite a
+            # message no fact was made from with its statement (one removed since): the
+            # entry goes, the message stays, as the messages of the facts do.
+            keys = [r.mkey for r in self._cited(entry) if r.table != "messages"]
+            self._delete(keys, entry=entry.entry_id)
             return
         if kind == "summary":
             found = [(s.room, s.sources) for s in self.summaries() if s.summary_id == number]
@@ -928,7 +1000,7 @@ class Memory:
         returns how many. The fragments of documents stay: documents are removed as a
         whole (``index.knowledge.remove`` and ``clear``)."""
         _check_table(table)
-        with self.parts.writing("memory remove"):
+        with self._writing("memory remove"):
             keys = self.parts.memory.memory_keys(
                 MemoryQuery(
                     self.agent, room=room, tables=(table,) if table else None, fragments=False
@@ -937,13 +1009,16 @@ class Memory:
             self._delete(keys)
         return len(keys)
 
-    def _delete(self, mkeys: Sequence[int], *, derived: bool = True) -> None:
+    def _delete(
+        self, mkeys: Sequence[int], *, derived: bool = True, entry: int | None = None
+    ) -> None:
         """Delete memories, and with ``derived`` what rests on them alone (facts,
         relationships, goals). Without it (pruning old history), what was learned from
         them stays: each such memory keeps its text, its ``memory_sources`` row still
         names the message's key (whose id now reads as none), and its metadata records
-        ``source_removed``: when, and the id of the message that was removed."""
-        if not mkeys:
+        ``source_removed``: when, and the id of the message that was removed. ``entry``:
+        a profile entry deleted with them (whatever it still cites)."""
+        if not mkeys and entry is None:
             return
         memory = self.parts.memory
         learned = memory.derived_only_from(mkeys)
@@ -956,6 +1031,8 @@ class Memory:
         def forget(transaction: StoreTransaction) -> None:
             memory.forget_profile_sources(keys)
             memory.forget_derived(self.agent, keys)
+            if entry is not None:
+                memory.remove_profile_entry(entry)
             for mkey, record in records.items():
                 sources = [r.source_id for r in named.get(mkey, []) if r.source_id]
                 memory.update_memory(
@@ -1005,7 +1082,7 @@ class Memory:
         accessed = [m for m in rest if m.access_count > keep_if_accessed_more_than]
         gone = [m for m in rest if m.access_count <= keep_if_accessed_more_than]
         if not dry_run:
-            with self.parts.writing("memory prune"):
+            with self._writing("memory prune"):
                 self._delete([m.mkey for m in gone], derived=False)
         return PruneReport(
             dry_run=dry_run,
@@ -1032,42 +1109,58 @@ class Memory:
         messages that stated them (a memory whose message is gone, or that the agent
         added itself, stands for itself), and a goal's entry with the goal's status (a
         finished goal is no longer current)."""
-        entries = self.parts.memory.profile_entries(self.agent, user, current_only=current_only)
-        named = sorted({i for e in entries for i in e.sources})
-        cited = (
-            self.parts.memory.memories(MemoryQuery(self.agent, ids=tuple(named))) if named else []
-        )
-        by_id = {r.id: r for r in cited}
-        derived = [r for r in cited if r.table != "messages" and "from" in r.metadata]
-        stated = self.parts.memory.sources([r.mkey for r in derived]) if derived else {}
-        said_in: dict[str, str] = {}
+        memory = self.parts.memory
+        entries = memory.profile_entries(self.agent, user, current_only=current_only, sources=False)
+        # The cited memories by their keys (ids name a memory within a room only).
+        cited = memory.memories_by_keys(sorted({k for e in entries for k in e.source_mkeys}))
+        derived = [r for r in cited.values() if r.table != "messages" and "from" in r.metadata]
+        stated = memory.sources([r.mkey for r in derived]) if derived else {}
+        said_in: dict[int, list[SourceRow]] = {}
         for record in derived:
-            message = next(
-                (
-                    row.source_id
-                    for row in stated.get(record.mkey, [])
-                    if row.kind == "message" and row.source_id is not None
-                ),
-                None,
+            rows = [
+                row
+                for row in stated.get(record.mkey, [])
+                if row.kind == "message" and row.source_id is not None
+            ]
+            if rows:
+                said_in[record.mkey] = rows
+        # A goal stated again, maybe in another room, is said there too (one goal memory,
+        # grounded in each message): the rooms of the messages it was not made from.
+        elsewhere = memory.memories_by_keys(
+            sorted(
+                {
+                    row.source_mkey
+                    for mkey, rows in said_in.items()
+                    for row in rows
+                    if row.source_mkey is not None
+                    and row.source_id != cited[mkey].metadata.get("from")
+                }
             )
-            if message is not None:
-                said_in[record.id] = message
+        )
         shown: list[tuple[ProfileEntry, frozenset[str]]] = []
         for entry in entries:
-            records = [by_id[i] for i in entry.sources if i in by_id]
-            # A goal stated again is wanted while one of its goals is: the newest open
-            # one's status, else the newest one's (done, abandoned).
-            goals = sorted(
-                (r for r in records if r.table == "goals"),
-                key=lambda r: (r.ts or r.created_at, r.mkey),
-                reverse=True,
-            )
-            wanted = [g for g in goals if g.status not in _FINISHED] or goals
-            status = wanted[0].status if wanted else None
+            records = [cited[k] for k in entry.source_mkeys if k in cited]
+            goals = [r for r in records if r.table == "goals"]
+            status = _deciding(goals).status if goals else None
             if current_only and status in _FINISHED:
                 continue
-            sources = tuple(dict.fromkeys(said_in.get(i, i) for i in entry.sources))
-            rooms = frozenset(r.room for r in records)
+            sources = tuple(
+                dict.fromkeys(
+                    i
+                    for r in records
+                    for i in (
+                        [str(row.source_id) for row in said_in[r.mkey]]
+                        if r.mkey in said_in
+                        else [r.id]
+                    )
+                )
+            )
+            rooms = frozenset(r.room for r in records) | {
+                elsewhere[row.source_mkey].room
+                for r in records
+                for row in said_in.get(r.mkey, [])
+                if row.source_mkey in elsewhere
+            }
             shown.append((replace(entry, sources=sources, status=status), rooms))
         return shown
 
@@ -1135,11 +1228,9 @@ class Memory:
         generation = self.parts.store.generation()
         cached = self.parts.replaced.get(self.agent)
         if cached is None or cached[0] != generation:
-            entries = [e for e, _ in self._entries(None, current_only=False)]
-            replaced = Supersession.of(entries)
-            named = tuple(replaced.messages())
-            noted = self.parts.memory.memories(MemoryQuery(self.agent, ids=named)) if named else []
-            cached = (generation, replaced, {r.mkey: r.id for r in noted})
+            # One query: every entry with the keys of the messages that stated it.
+            replaced = Supersession.of(self.parts.memory.profile_statements(self.agent))
+            cached = (generation, replaced, {int(k): k for k in replaced.messages()})
             self.parts.replaced[self.agent] = cached
         return cached[1]
 
@@ -1178,7 +1269,7 @@ class Memory:
         the actions stated), and record the observations in them (decisions, open
         questions, topics of interest). The messages stay stored and searchable. Returns
         the new summary, or None when there was nothing to summarise."""
-        with self.parts.writing("memory compact"):
+        with self._writing("memory compact"):
             return self._compact(room, keep_recent)
 
     def _compact(self, room: str, keep_recent: int | None) -> RoomSummary | None:
@@ -1358,7 +1449,7 @@ class Memory:
         # A fact the profile already states (its entry was made from it) is not repeated,
         # nor one said twice; the facts are the user's own.
         said = {entry.text.strip().lower() for entry in entries}
-        stating = {i for entry in entries for i in entry.sources}
+        stating = {k for entry in entries for k in entry.source_mkeys}
         if user:  # goals the agent keeps for the user (added, or stated), still wanted
             goals = self.parts.memory.memories(
                 MemoryQuery(
@@ -1368,7 +1459,7 @@ class Memory:
             )
             for goal in goals:
                 text = goal.text.strip().lower()
-                if goal.status in _FINISHED or text in said or goal.id in stating:
+                if goal.status in _FINISHED or text in said or goal.mkey in stating:
                     continue
                 said.add(text)
                 status = f"({goal.status}) " if goal.status and goal.status != "open" else ""
@@ -1401,6 +1492,17 @@ class Memory:
 
 #: A goal's statuses once it is no longer wanted.
 _FINISHED = frozenset({"done", "abandoned"})
+
+
+def _deciding(records: Sequence[MemoryRecord]) -> MemoryRecord:
+    """Of the memories a profile entry cites, the one that stands for it (its status is
+    the entry's, ``get("profile-N")`` returns it): the newest goal still wanted, else
+    the newest memory. A goal stated again is one goal memory (see ``Memory._write``);
+    two arise where the agent added the goal itself or it was stated again once done."""
+    newest = sorted(records, key=lambda r: (r.ts or r.created_at, r.mkey), reverse=True)
+    wanted = [r for r in newest if r.table == "goals" and r.status not in _FINISHED]
+    return (wanted or newest)[0]
+
 
 #: The tables whose memories are read for statements: a user's messages, and the facts,
 #: relationships and goals the agent writes of a user.

@@ -128,6 +128,10 @@ class ProfileEntry:
     #: A goal's status, from the goal memories that state it (``done`` and ``abandoned``
     #: goals are no longer current); None for what is not a goal.
     status: str | None = None
+    #: The store keys of the memories the entry cites: the facts, relationships and goals
+    #: made from its statements, or the agent's own (internal; ids are unique within a
+    #: room only, keys everywhere).
+    source_mkeys: tuple[int, ...] = field(repr=False, compare=False, default=())
 
     def as_dict(self) -> dict[str, Any]:
         return {

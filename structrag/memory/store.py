@@ -80,6 +80,7 @@ class NewProfileEntry:
             sources=(),
             created_at=self.at,
             confirmed_at=self.at,
+            source_mkeys=self.source_mkeys,
         )
 
 
@@ -128,8 +129,27 @@ class MemoryStore(Protocol):
         current_only: bool = True,
         sources: bool = True,
     ) -> list[ProfileEntry]:
-        """A user's (or every user's) profile entries; ``sources=False`` leaves their
-        source ids out (one query less)."""
+        """A user's (or every user's) profile entries, with the keys of the memories they
+        cite (``source_mkeys``); ``sources=False`` leaves the ids of those memories out
+        (one query less)."""
+        ...
+
+    def profile_statements(self, agent: str) -> list[ProfileEntry]:
+        """Every profile entry of the agent, current and superseded, in one query, each
+        with, as its ``sources``, the store keys (as text) of the messages that stated it:
+        those each cited memory was made from, or the memory itself where it is the
+        agent's own or its message is gone (what :class:`Supersession` is made of)."""
+        ...
+
+    def cite_derived(self, *, dry_run: bool = False) -> int:
+        """Make the profile entries of an index written before entries cited facts (they
+        cite the stating messages) cite the facts, relationships and goals made from those
+        messages with the entry's statement (a message with none stays cited); how many
+        entries changed (``dry_run``: would change; nothing is written)."""
+        ...
+
+    def remove_profile_entry(self, entry_id: int) -> None:
+        """Delete a profile entry (what it superseded holds again)."""
         ...
 
     def add_profile_entry(self, entry: NewProfileEntry) -> int: ...
@@ -189,6 +209,34 @@ def scoped_id(memory_id: str, agent: str) -> str:
 def visible_id(stored: str) -> str:
     """The id a memory was given, from the id it is stored under."""
     return stored.partition(ID_SCOPE)[0]
+
+
+#: How a view of the whole index (``query``, ``ask``, ``show``) writes an id stored scoped
+#: to its agent: ``n1@support-bot`` (printable, one word, and cited back as it is written;
+#: ``show`` takes it). A plain id may hold "@" too: ``show`` finds an id as written first.
+SHOWN_SCOPE = "@"
+
+
+def shown_id(stored: str) -> str:
+    """An id as a view of the whole index shows it: a scoped one as ``id@agent``."""
+    memory_id, scoped, agent = stored.partition(ID_SCOPE)
+    return f"{memory_id}{SHOWN_SCOPE}{agent}" if scoped else stored
+
+
+def id_agent(stored: str) -> str | None:
+    """The agent an id is scoped to (None for an id stored as given)."""
+    _, scoped, agent = stored.partition(ID_SCOPE)
+    return agent if scoped else None
+
+
+def scoped_readings(shown: str) -> list[str]:
+    """The scoped ids an id written as :func:`shown_id` writes them may stand for: each
+    "@" read in turn as the mark (an agent's name, or an id, may hold "@" too)."""
+    return [
+        shown[:at] + ID_SCOPE + shown[at + 1 :]
+        for at, c in enumerate(shown)
+        if c == SHOWN_SCOPE and 0 < at < len(shown) - 1
+    ]
 
 
 def _visible_ids(ids: Sequence[str]) -> tuple[str, ...]:
@@ -269,6 +317,15 @@ class AgentIds:
     ) -> list[ProfileEntry]:
         found = self.inner.profile_entries(agent, user, current_only=current_only, sources=sources)
         return [replace(e, sources=_visible_ids(e.sources)) for e in found]
+
+    def profile_statements(self, agent: str) -> list[ProfileEntry]:
+        return self.inner.profile_statements(agent)
+
+    def cite_derived(self, *, dry_run: bool = False) -> int:
+        return self.inner.cite_derived(dry_run=dry_run)
+
+    def remove_profile_entry(self, entry_id: int) -> None:
+        self.inner.remove_profile_entry(entry_id)
 
     def add_profile_entry(self, entry: NewProfileEntry) -> int:
         return self.inner.add_profile_entry(entry)

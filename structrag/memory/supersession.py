@@ -42,18 +42,21 @@ def _key(user: str, predicate: str, obj: str, negated: bool) -> _Key:
 @dataclass(frozen=True)
 class Supersession:
     """The statements an agent's profiles hold as replaced, and the messages that stated
-    them (see the module's docstring)."""
+    them (see the module's docstring). Messages are named by their store keys, as text
+    (ids are unique within a room only): the entries' ``sources`` as
+    :meth:`MemoryStore.profile_statements` gives them."""
 
     #: (user, predicate, object, negated) of statements that no longer hold.
     statements: frozenset[_Key]
-    #: A message with a superseded statement -> the ids of the messages that replaced it.
+    #: A message with a superseded statement -> the messages that replaced it.
     replaced_by: dict[str, frozenset[str]]
     #: The messages whose every statement was superseded.
     stale: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, entries: Sequence[ProfileEntry]) -> Supersession:
-        """From every profile entry of an agent, current and superseded (with sources)."""
+        """From every profile entry of an agent, current and superseded, with the
+        messages that stated each as its ``sources``."""
         by_id = {e.entry_id: e for e in entries}
         current = [e for e in entries if e.superseded_by is None]
         holds = {_key(e.user, e.predicate, e.object, e.negated) for e in current}
@@ -83,7 +86,7 @@ class Supersession:
         return cls(frozenset(), {})
 
     def messages(self) -> set[str]:
-        """The ids of the superseded messages and of those that replaced them."""
+        """The superseded messages and those that replaced them."""
         found = set(self.replaced_by)
         for newer in self.replaced_by.values():
             found |= newer
@@ -92,7 +95,7 @@ class Supersession:
     def holds(self, record: MemoryRecord) -> bool:
         """Whether a memory still holds: False for a fact or relationship whose statement
         was superseded, or a message whose every statement was."""
-        if record.id in self.stale:
+        if str(record.mkey) in self.stale:
             return False
         meta = record.metadata
         subject, user = meta.get("subject"), record.user

@@ -27,6 +27,7 @@ from structrag.analysis import term_key
 from structrag.embeddings import Embedder
 from structrag.errors import QueryError
 from structrag.lexicon import Lexicon, default_lexicon
+from structrag.memory.store import id_agent, shown_id
 from structrag.naming import DOCUMENT_ROOM
 from structrag.query import ast
 from structrag.query.compile import compile_query
@@ -51,6 +52,15 @@ PACK_BATCH = 64
 MAX_QUESTION_CHARS = 2_000
 
 
+def _shown_id(stored: str) -> dict[str, str]:
+    """A message's id as a view of the whole index shows it: an agent's memory stored
+    under its id scoped to the agent (another's memory holds the id in the room) as
+    ``id@agent`` (``show`` takes it), with that agent (``id_agent``)."""
+    agent = id_agent(stored)
+    shown = {"id": shown_id(stored)}
+    return shown if agent is None else {**shown, "id_agent": agent}
+
+
 @dataclass
 class QueryResult:
     """Ranked semantic refs and messages, with the plan that produced them."""
@@ -72,7 +82,7 @@ class QueryResult:
             "query": self.query,
             "messages": [
                 {
-                    "id": m.id,
+                    **_shown_id(m.id),
                     "conversation": m.conversation,
                     "score": m.score,
                     **self.citations.get(m.mkey, {}),
@@ -109,6 +119,9 @@ class Answer:
     written: dict[str, Any] | None = None
     #: A document fragment's citation fields, by mkey (see :func:`fragment_citations`).
     citations: dict[int, dict[str, Any]] = field(default_factory=dict)
+    #: The agent of each packed memory whose id is shown scoped to it (``id@agent``), by
+    #: mkey.
+    id_agents: dict[int, str] = field(default_factory=dict)
 
     @property
     def message_ids(self) -> list[str]:
@@ -124,6 +137,7 @@ class Answer:
             "messages": [
                 {
                     "id": m.id,
+                    **({"id_agent": self.id_agents[m.mkey]} if m.mkey in self.id_agents else {}),
                     "conversation": m.conversation,
                     "score": m.score,
                     "source": m.source,
@@ -403,6 +417,14 @@ class QueryEngine:
             max_misses=self.settings.pack_max_misses,
             batch=PACK_BATCH,
         )
+        # An agent's memory stored under its id scoped to the agent (another memory holds
+        # the id in its room) is shown, prompted and cited as id@agent (`show` takes it).
+        id_agents: dict[int, str] = {}
+        for message in context.messages:
+            agent = id_agent(message.id)
+            if agent is not None:
+                id_agents[message.mkey] = agent
+                message.id = shown_id(message.id)
         notes = found.notes
         older = older_cjk_analysis(self.store, question)
         if older:
@@ -415,11 +437,12 @@ class QueryEngine:
             ]
         elif len(packed):
             best = packed[0]
+            best_id = shown_id(best.id)
             first = context.messages[0] if context.messages else None
             if first is not None and first.mkey == best.mkey and first.cut:
                 notes = [
                     *notes,
-                    f"the best match, {best.id}, is longer than the budget of {budget} tokens: "
+                    f"the best match, {best_id}, is longer than the budget of {budget} tokens: "
                     "the context holds its start; ask with a larger budget for all of it",
                 ]
             elif all(m.mkey != best.mkey for m in context.messages):
@@ -427,7 +450,7 @@ class QueryEngine:
                 if line is not None:
                     notes = [
                         *notes,
-                        f"the best match, {best.id} ({line.tokens} tokens), does not fit "
+                        f"the best match, {best_id} ({line.tokens} tokens), does not fit "
                         f"the budget of {budget} tokens: ask with a larger budget",
                     ]
         return Answer(
@@ -445,6 +468,7 @@ class QueryEngine:
             citations=fragment_citations(
                 self.store, [(m.mkey, m.conversation) for m in context.messages]
             ),
+            id_agents=id_agents,
         )
 
     def _demote_questions(

@@ -262,9 +262,103 @@ class DuckDBMemory:
                 confirmed_at=r[11],
                 superseded_by=None if r[12] is None else int(r[12]),
                 superseded_at=r[13],
+                source_mkeys=tuple(int(k) for k in (r[9] or [])),
             )
             for r in rows
         ]
+
+    def profile_statements(self, agent: str) -> list[ProfileEntry]:
+        # Each cited memory stands for the messages it was made from (a derived memory:
+        # metadata 'from', and a 'message' source still stored), else for itself.
+        rows = self._sql(
+            "WITH cited AS (SELECT entry_id, unnest(source_mkeys) AS k, "
+            "generate_subscripts(source_mkeys, 1) AS pos FROM profile_entries WHERE agent = ?), "
+            "said AS (SELECT s.mkey, s.source_mkey, s.rowid AS r FROM memory_sources s "
+            "JOIN messages src ON src.mkey = s.source_mkey WHERE s.source_kind = 'message'), "
+            "stating AS (SELECT c.entry_id, c.pos, coalesce(said.source_mkey, c.k) AS k, "
+            "coalesce(said.r, -1) AS r FROM cited c JOIN messages m ON m.mkey = c.k "
+            "LEFT JOIN said ON said.mkey = c.k AND m.memory_table <> 'messages' "
+            "AND (m.metadata -> 'from') IS NOT NULL), "
+            "lists AS (SELECT entry_id, list(k ORDER BY pos, r) AS keys FROM stating "
+            "GROUP BY entry_id) "
+            "SELECT p.entry_id, p.user_name, p.category, p.predicate, p.object, p.text, "
+            "p.negated, p.confidence, p.created_at, p.confirmed_at, p.superseded_by, "
+            "p.superseded_at, lists.keys FROM profile_entries p "
+            "LEFT JOIN lists USING (entry_id) WHERE p.agent = ? ORDER BY p.entry_id",
+            [agent, agent],
+        )
+        return [
+            ProfileEntry(
+                entry_id=int(r[0]),
+                agent=agent,
+                user=str(r[1]),
+                category=str(r[2]),
+                predicate=str(r[3]),
+                object=str(r[4]),
+                text=str(r[5]),
+                negated=bool(r[6]),
+                confidence=float(r[7]),
+                sources=tuple(dict.fromkeys(str(int(k)) for k in (r[12] or []))),
+                created_at=r[8],
+                confirmed_at=r[9],
+                superseded_by=None if r[10] is None else int(r[10]),
+                superseded_at=r[11],
+            )
+            for r in rows
+        ]
+
+    def cite_derived(self, *, dry_run: bool = False) -> int:
+        # Entries written before entries cited facts cite the stating messages: each such
+        # message key becomes the keys of the memories made from it with the entry's
+        # statement (kept where there is none).
+        old = self._sql(
+            "SELECT p.entry_id, p.agent, p.predicate, lower(p.object), p.negated, "
+            "p.source_mkeys FROM profile_entries p WHERE p.entry_id IN (SELECT c.entry_id "
+            "FROM (SELECT entry_id, unnest(source_mkeys) AS k FROM profile_entries) c "
+            "JOIN messages m ON m.mkey = c.k WHERE m.memory_table = 'messages') "
+            "ORDER BY p.entry_id"
+        )
+        if not old:
+            return 0
+        said = sorted({int(k) for r in old for k in (r[5] or [])})
+        rows = self._sql(
+            "SELECT s.source_mkey, d.mkey, d.agent, d.metadata ->> 'predicate', "
+            "lower(d.metadata ->> 'object'), d.metadata ->> 'negated' FROM memory_sources s "
+            "JOIN messages d ON d.mkey = s.mkey WHERE s.source_kind = 'message' "
+            "AND s.source_mkey IN (SELECT unnest(?::BIGINT[])) "
+            "AND d.memory_table IN ('facts', 'relationships', 'goals') ORDER BY d.mkey",
+            [said],
+        )
+        made: dict[tuple[int, str, str, str, bool], list[int]] = {}
+        for source, mkey, agent, predicate, obj, negated in rows:
+            key = (int(source), str(agent), str(predicate), str(obj), negated == "true")
+            made.setdefault(key, []).append(int(mkey))
+        ids: list[int] = []
+        keys: list[list[int]] = []
+        for entry_id, agent, predicate, obj, negated, cited in old:
+            now: list[int] = []
+            for k in cited or []:
+                now += made.get((int(k), str(agent), str(predicate), str(obj), bool(negated)), [k])
+            now = list(dict.fromkeys(int(k) for k in now))
+            if now != [int(k) for k in cited or []]:
+                ids.append(int(entry_id))
+                keys.append(now)
+        if ids and not dry_run:
+            self._run(
+                "UPDATE profile_entries SET source_mkeys = n.keys FROM (SELECT "
+                "unnest(?::BIGINT[]) AS id, unnest(?::BIGINT[][]) AS keys) n "
+                "WHERE profile_entries.entry_id = n.id",
+                [ids, keys],
+            )
+        return len(ids)
+
+    def remove_profile_entry(self, entry_id: int) -> None:
+        self._run(
+            "UPDATE profile_entries SET superseded_by = NULL, superseded_at = NULL "
+            "WHERE superseded_by = ?",
+            [entry_id],
+        )
+        self._run("DELETE FROM profile_entries WHERE entry_id = ?", [entry_id])
 
     def _next_id(self, table: str, column: str) -> int:
         row = self._first(f"SELECT coalesce(max({column}), 0) + 1 FROM {table}")
