@@ -18,6 +18,7 @@ Guarantees:
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import hashlib
 import json
@@ -33,7 +34,7 @@ from typing import Any, Literal, Protocol
 
 from structrag import faults
 from structrag.analysis import content_count, stems, term_key
-from structrag.errors import InputError, InputErrors, shown_path
+from structrag.errors import ConfigError, InputError, InputErrors, shown_path
 from structrag.extract.base import (
     Estimates,
     Extractor,
@@ -220,6 +221,11 @@ CHANGED_RETRIES = 3
 SEGMENT_PROCESS_MIN = 1_000
 #: Inputs whose check failed that an ingest names before it stops checking the rest.
 MAX_FAILED_INPUTS = 10
+#: The spaCy extractor's name on its semantic refs (only the hybrid gives them beside the
+#: LLM's).
+SPACY_EXTRACTOR = "spacy"
+#: The LLM extractor's name on its semantic refs, their version its prompt version.
+LLM_EXTRACTOR = "llm"
 
 Source = ParsedSource | StreamedSource
 Paired = Iterator[tuple["Pending", list[SemanticRef]]]
@@ -269,6 +275,15 @@ class IngestInterrupted(KeyboardInterrupt):
     def __init__(self, written: list[str]) -> None:
         super().__init__(f"interrupted after writing {len(written)} file(s)")
         self.written = written
+
+
+def stopped(exc: BaseException, written: list[str], stopped_on: str) -> None:
+    """Mark an error that stopped an ingest of several files after some were committed
+    (whole): ``exc.written`` lists them (as :class:`IngestInterrupted` does), and
+    ``exc.stopped_on`` names the file it stopped on (nothing of it was written)."""
+    with contextlib.suppress(AttributeError, TypeError):  # an exception without a __dict__
+        exc.written = written  # type: ignore[attr-defined]
+        exc.stopped_on = stopped_on  # type: ignore[attr-defined]
 
 
 class Ingestor:
@@ -335,13 +350,21 @@ class Ingestor:
             progress.start(total, "extracting")
         self._start_extractor(plans)
         written: list[str] = []
+        current: _Plan | None = None
         try:
-            for plan in plans:
-                self._ingest_plan(plan, format, options, progress, force)
-                written.append(str(plan.path))
+            for current in plans:
+                self._ingest_plan(current, format, options, progress, force)
+                written.append(str(current.path))
         except KeyboardInterrupt as exc:
             if written:  # say which files are in: each was committed whole
                 raise IngestInterrupted(written) from exc
+            raise
+        except Exception as exc:
+            if written and current is not None:
+                # An error that stopped the ingest (an unusable LLM endpoint, a full disk)
+                # after some files were committed, whole: it says which, and where it
+                # stopped (the CLI shows them, as after Ctrl-C).
+                stopped(exc, written, str(current.path))
             raise
         finally:
             if progress and total:
@@ -483,7 +506,13 @@ class Ingestor:
         if not self.store.source_seen(source.sha256, fingerprint):
             return False
         ids = [c.id for c in source.conversations]
-        return len(self.store.conversation_inputs(ids)) == len(set(ids))
+        if len(self.store.conversation_inputs(ids)) != len(set(ids)):
+            return False
+        # An LLM extractor's settings seen before may have been replaced since (model A,
+        # then B, then A again): its messages must still be extracted as they say.
+        if source.knowledge or self._llm_identity() is None:
+            return True
+        return not self._extracted_otherwise(ids, str(Path(source.path).resolve()))
 
     def _written_as_others(self, path: Path, conversations: list[str]) -> list[str]:
         """A warning when this file, one conversation, wrote one other conversation
@@ -779,6 +808,7 @@ class Ingestor:
         usage_before = self._usage()
         failed = self.store.failed_messages(names)
         report = IngestReport(path="(retry-failed)", format="retry", conversations=[])
+        failed = self._retried_here(failed, report)
         report.conversations = sorted({s.message.conversation for s in failed})
         if not failed:
             report.skipped = "no failed extractions to retry"
@@ -804,6 +834,42 @@ class Ingestor:
         report.seconds = time.perf_counter() - started
         report.llm = self._usage_since(usage_before, report.seconds)
         return report
+
+    def _retried_here(
+        self, failed: list[StoredMessage], report: IngestReport
+    ) -> list[StoredMessage]:
+        """The failed messages this extractor redoes: those it extracted (see
+        :func:`failed_extractors`). Redoing a ``hybrid`` failure with ``llm`` alone would
+        drop its spaCy knowledge, an ``llm`` one with ``hybrid`` would add spaCy's: those
+        are left to their own extractor, named in a warning, or in the error when none is
+        left to redo."""
+        if not failed:
+            return failed
+        mine = self.extractor.name
+        recorded = failed_extractors(self.store, [f.mkey for f in failed])
+        others: dict[str, int] = {}
+        for f in failed:
+            name = recorded.get(f.mkey) or mine
+            if name != mine:
+                others[name] = others.get(name, 0) + 1
+        if not others:
+            return failed
+        left = ", ".join(f"{n} with --extractor {name}" for name, n in sorted(others.items()))
+        if sum(others.values()) == len(failed):
+            again = (
+                f"retry them with --extractor {next(iter(others))}"
+                if len(others) == 1
+                else "retry each with its own --extractor"
+            )
+            raise ConfigError(
+                f"the failed extractions were made by another extractor ({left}), not "
+                f"--extractor {mine}: {again}"
+            )
+        report.warnings.append(
+            f"failed extractions made by another extractor were left alone ({left}): retry "
+            "them with that --extractor"
+        )
+        return [f for f in failed if (recorded.get(f.mkey) or mine) == mine]
 
     def _usage(self) -> dict[str, int | float] | None:
         if isinstance(self.extractor, ReportsUsage):
@@ -848,6 +914,13 @@ class Ingestor:
         read, it holds the mkeys of the messages an earlier ingest of the same file wrote
         that this version does not have (a deleted chat message, another ChatGPT branch)."""
         existing = self.store.message_hashes(c.id for c in source.conversations)
+        # Unchanged messages another extractor or LLM made the knowledge of are extracted
+        # again (an LLM extractor only: a spaCy re-ingest asks nothing more of the store).
+        stale = (
+            set()
+            if force or not existing or source.knowledge
+            else self._extracted_otherwise([c.id for c in source.conversations])
+        )
         left: dict[tuple[str, str], int] = {}
         moved: dict[tuple[str, str], int] = {}
         held: set[str] = set()  # conversations of a moved file that still has one of them
@@ -871,7 +944,7 @@ class Ingestor:
                     ordinal = max_ordinal[message.conversation]
                     message = message.model_copy(update={"ordinal": ordinal})
                 todo.append(Pending(-1, message, "new"))  # numbered below
-            elif force or found[1] != message.content_hash():
+            elif force or found[1] != message.content_hash() or key in stale:
                 status: Literal["edited", "same"] = (
                     "same" if found[1] == message.content_hash() else "edited"
                 )
@@ -896,6 +969,55 @@ class Ingestor:
                     "it: kept (a file of its own message ids, such as a Slack or Discord "
                     "export of a date range, may be a part of the history)"
                 )
+
+    def _llm_identity(self) -> tuple[str, str, str] | None:
+        """``(extractor, model, prompt version)`` of an LLM extractor (``llm``,
+        ``hybrid``), what its knowledge of a message depends on; None for any other."""
+        if not isinstance(self.extractor, RetriesFailures):
+            return None
+        settings = self.extractor.settings()
+        llm = settings.get("llm", settings)
+        if not isinstance(llm, dict) or "model" not in llm or "prompt_version" not in llm:
+            return None
+        return self.extractor.name, str(llm["model"]), str(llm["prompt_version"])
+
+    def _extracted_otherwise(
+        self, conversations: list[str], path: str | None = None
+    ) -> set[tuple[str, str]]:
+        """The messages of ``conversations`` (as ``(conversation, id)``) whose knowledge
+        this LLM extractor would not have made: extracted by another model (or not by an
+        LLM), with another prompt version, or by the other of ``llm`` and ``hybrid`` (the
+        hybrid's messages hold spaCy's knowledge; a message of an ``llm`` ingest in which
+        spaCy would find nothing is taken for the hybrid's). Messages without text are
+        never sent. With ``path``, only the messages that file wrote. Empty for an
+        extractor that is not an LLM one."""
+        identity = self._llm_identity()
+        if identity is None or not conversations:
+            return set()
+        name, model, prompt = identity
+        spacy = (
+            "EXISTS (SELECT 1 FROM semantic_refs r WHERE r.mkey = m.mkey "
+            f"AND r.extractor = '{SPACY_EXTRACTOR}')"
+        )
+        if name == "hybrid":
+            other = f"(NOT {spacy} AND coalesce(s.extractor, '') <> 'hybrid')"
+        else:
+            other = spacy
+        rows = self.store.sql(
+            "SELECT m.conversation, m.message_id FROM messages m "
+            "LEFT JOIN sources s ON s.source_id = m.source_id "
+            "WHERE m.conversation IN (SELECT unnest($1::VARCHAR[])) "
+            f"{'AND s.path = $4 ' if path is not None else ''}"
+            "AND regexp_matches(m.text, '\\S') AND ("
+            "(NOT EXISTS (SELECT 1 FROM extractions e WHERE e.mkey = m.mkey AND e.model = $2) "
+            "AND NOT EXISTS (SELECT 1 FROM extraction_failures f WHERE f.mkey = m.mkey "
+            "AND f.model = $2)) "
+            "OR EXISTS (SELECT 1 FROM semantic_refs r WHERE r.mkey = m.mkey "
+            f"AND r.extractor = '{LLM_EXTRACTOR}' AND r.extractor_version <> $3) "
+            f"OR {other})",
+            [conversations, model, prompt, *([path] if path is not None else [])],
+        )
+        return {(str(c), str(i)) for c, i in rows}
 
     def _written_from(
         self, source: Source, existing: dict[tuple[str, str], tuple[int, int, int]]
@@ -1095,6 +1217,29 @@ class Ingestor:
         report.messages_unchanged += chunk.same
         report.messages_reextracted += chunk.same
         report.refs_added += len(chunk.refs)
+
+
+def failed_extractors(store: KnowledgeStore, mkeys: Sequence[int] | None = None) -> dict[int, str]:
+    """The extractor that made each failed extraction (of ``mkeys``; None: all), by mkey:
+    ``hybrid`` for a message that holds spaCy's knowledge beside its LLM failure (only the
+    hybrid gives both), otherwise the extractor of the ingest that wrote the message, when
+    it is an LLM one (a message absent here: unknown)."""
+    where = "" if mkeys is None else "AND f.mkey IN (SELECT unnest($1::BIGINT[]))"
+    rows = store.sql(
+        "SELECT f.mkey, EXISTS (SELECT 1 FROM semantic_refs r WHERE r.mkey = f.mkey AND "
+        f"r.extractor = '{SPACY_EXTRACTOR}'), s.extractor "
+        "FROM (SELECT DISTINCT mkey FROM extraction_failures) f "
+        "JOIN messages m ON m.mkey = f.mkey LEFT JOIN sources s ON s.source_id = m.source_id "
+        f"WHERE true {where}",
+        [[int(k) for k in mkeys]] if mkeys is not None else [],
+    )
+    found: dict[int, str] = {}
+    for mkey, spacy, source in rows:
+        if spacy:
+            found[int(mkey)] = "hybrid"
+        elif source in ("llm", "hybrid"):
+            found[int(mkey)] = str(source)
+    return found
 
 
 @dataclass

@@ -300,7 +300,10 @@ def main(argv: list[str] | None = None) -> None:
         exc.show()
         sys.exit(exc.exit_code)
     except StructragError as exc:
+        stopped = _written_before(exc, "the error")
         click.secho(f"error: {exc}", err=True, fg="red")
+        if stopped:
+            click.echo(stopped, err=True)
         sys.exit(1)
     except BrokenPipeError:
         # The reader went away (`| head`): what it wanted was written. Point stdout at
@@ -309,11 +312,13 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(0)
     except Exception as exc:
         if _duckdb_interrupted(exc):
+            _written_before(exc, "the interruption")
             click.echo(interrupted, err=True)
             sys.exit(130)
         full = _disk_full(exc)
         if full is None:
             raise
+        _written_before(exc, "the error")
         click.secho(f"error: {full}", err=True, fg="red")
         click.echo(
             "  hint: free space and run the command again: each write is committed whole or "
@@ -322,6 +327,24 @@ def main(argv: list[str] | None = None) -> None:
             err=True,
         )
         sys.exit(1)
+
+
+def _written_before(exc: BaseException, what: str) -> str | None:
+    """Say which files an ingest of several wrote (each whole) before ``exc`` stopped it,
+    and the file it stopped on (see :func:`structrag.ingest.stopped`); the note to show
+    after the error, or None when it wrote none."""
+    written = getattr(exc, "written", None) or getattr(exc.__context__, "written", None)
+    if not written:
+        return None
+    for path in written:
+        click.echo(f"{path}: written before {what}", err=True)
+    stopped_on = getattr(exc, "stopped_on", None) or getattr(exc.__context__, "stopped_on", None)
+    if stopped_on:
+        click.echo(f"{stopped_on}: not written (the ingest stopped on it)", err=True)
+    return (
+        "  note: the files written before the error are kept; once it is fixed, run the same "
+        "command again to finish (written files are skipped)"
+    )
 
 
 def _disk_full(exc: BaseException) -> str | None:

@@ -182,7 +182,8 @@ def ingest_options(func: F) -> F:
 @click.option(
     "--retry-failed",
     is_flag=True,
-    help="Re-extract the messages whose LLM extraction failed before (FILES optional).",
+    help="Re-extract the messages whose LLM extraction failed before (FILES optional), with "
+    "the extractor that made them unless --extractor is given.",
 )
 @quiet_option
 @json_option
@@ -216,7 +217,14 @@ def ingest(
         raise click.UsageError(
             "Missing argument 'PATHS...': give files to ingest, or --retry-failed"
         )
-    if retry_failed and options.extractor == "spacy":
+    # Without --extractor, --retry-failed redoes the failures with the extractor that made
+    # them (found once a server is ruled out: it holds the index).
+    recorded = (
+        retry_failed
+        and click.get_current_context().get_parameter_source("extractor")
+        == click.core.ParameterSource.DEFAULT
+    )
+    if retry_failed and options.extractor == "spacy" and not recorded:
         raise click.UsageError("--retry-failed redoes failed LLM extractions: pass --extractor llm")
     if options.address is not None and options.engine != "ray":
         raise click.UsageError("--address names a Ray cluster: pass it with --engine ray")
@@ -249,6 +257,8 @@ def ingest(
                 return
             _print_reports(reports, options, db, as_json)
             return
+        if recorded:
+            options = replace(options, extractor=_failed_with(db))
         if options.extractor in ("llm", "hybrid"):
             options = replace(options, llm=llm_config(llm_settings, require_endpoint=not dry_run))
         if dry_run:
@@ -266,6 +276,40 @@ def ingest(
         for text in notes:
             note(f"note: {text}")
         _print_reports([r.as_dict() for r in reports], options, db, as_json)
+
+
+def _failed_with(db: str) -> str:
+    """The extractor that made the failed extractions recorded in the index at ``db``, for
+    ``--retry-failed`` without ``--extractor`` (an error when there are none, or when
+    several extractors made them)."""
+    from pathlib import Path
+
+    from structrag.index import Index
+    from structrag.ingest import failed_extractors
+    from structrag.store.duckdb import DB_FILENAME
+
+    made: dict[str, int] = {}
+    if (Path(db) / DB_FILENAME).is_file():
+        with Index(db, read_only=True) as index:
+            for name in failed_extractors(index.store).values():
+                made[name] = made.get(name, 0) + 1
+            known = sum(made.values())
+            unknown = index.store.sql("SELECT count(DISTINCT mkey) FROM extraction_failures")
+            rest = int(unknown[0][0]) - known if unknown else 0
+            if rest > 0:
+                made["llm"] = made.get("llm", 0) + rest
+    if not made:
+        raise click.UsageError(
+            f"--retry-failed redoes failed LLM extractions, and the index at {db} records none: "
+            "nothing to retry (to ingest with the LLM, pass --extractor llm)"
+        )
+    if len(made) > 1:
+        each = ", ".join(f"{n} with --extractor {name}" for name, n in sorted(made.items()))
+        raise click.UsageError(
+            f"the failed extractions were made by several extractors ({each}): retry each with "
+            "its own --extractor"
+        )
+    return next(iter(made))
 
 
 ingest.help = (ingest.help or "").replace("Formats: FORMATS.", f"Formats: {_formats_help()}.")
@@ -340,9 +384,37 @@ def _document_hint(db: str) -> Iterator[None]:
 
 
 def _print_reports(reports: list[dict[str, Any]], options: Any, db: str, as_json: bool) -> None:
+    """Print the reports (or their JSON); then warn of failed LLM extractions, or, when
+    every message sent to the LLM failed, fail the command (status 1) with the same hint:
+    they are written with their metadata and failure rows, for ``--retry-failed``."""
     if as_json:
         emit_json(reports)
+    else:
+        _print_lines(reports)
+    failed = sum(r.get("messages_failed", 0) for r in reports)
+    if not failed:
         return
+    db_arg = shlex.quote(db)
+    retry = f"structrag ingest --retry-failed --extractor {options.extractor} --db {db_arg}"
+    answered = sum(int((r.get("llm") or {}).get("messages", 0)) for r in reports)
+    if not answered:
+        from structrag.errors import LLMError
+
+        raise LLMError(
+            f"extraction failed for all {failed} messages sent to the LLM; they were written "
+            "with their metadata knowledge and a failure row each",
+            hint='see why with `structrag sql "SELECT message_id, error FROM '
+            f'extraction_failures" --db {db_arg}`; once fixed, redo them with '
+            f"`{retry}`",
+        )
+    if not as_json:
+        note(
+            f"warning: extraction failed for {failed} messages (kept with their metadata); "
+            f"redo them with `{retry}`"
+        )
+
+
+def _print_lines(reports: list[dict[str, Any]]) -> None:
     for report in reports:
         for warning in report.get("warnings", []):
             note(f"warning: {warning}")
@@ -368,13 +440,6 @@ def _print_reports(reports: list[dict[str, Any]], options: Any, db: str, as_json
         )
         if report.get("llm") is not None:
             click.echo(f"  llm: {_usage_line(report['llm'])}")
-    failed = sum(r.get("messages_failed", 0) for r in reports)
-    if failed:
-        note(
-            f"warning: extraction failed for {failed} messages (kept with their metadata); "
-            f"redo them with `structrag ingest --retry-failed --extractor {options.extractor} "
-            f"--db {db}`"
-        )
 
 
 def _ingest_remote(

@@ -8,18 +8,20 @@
   with no structured answer in it (no tool call, no JSON), is re-asked with the error, up
   to ``max_retries`` times (instructor's loop), unless it was cut off at the token limit:
   a model that loops would loop again.
-* **Retries with backoff** on 429, 5xx, 408/409 and timeouts: exponential delays with
-  jitter, or the server's ``Retry-After`` / ``retry-after-ms`` when it sends one, capped by
-  ``max_backoff``. The openai client's own retries are off so every call is counted here.
+* **Retries with backoff** on 429 (a rate limit, not an exhausted quota), 5xx, 408/409
+  and timeouts: exponential delays with jitter, or the server's ``Retry-After`` /
+  ``retry-after-ms`` when it sends one, capped by ``max_backoff`` (30 s). The openai
+  client's own retries are off so every call is counted here.
 * **Bounded concurrency**: at most ``concurrency`` requests in flight per client, across
   threads (a semaphore; sleeping between retries does not hold it).
 * **Accounting**: calls, retries, invalid outputs, input and output tokens from the API's
   ``usage``, or counted with tiktoken when a server sends none.
-* **Fatal endpoint errors** (401/403, unknown model; unreachable after retries when the
-  endpoint never answered this client, or for :data:`UNREACHABLE_STREAK` requests in a
-  row) raise :class:`~structrag.llm.base.LLMEndpointError` instead of failing every
-  request. A connection that keeps failing for one request while others are answered is
-  that request's :class:`~structrag.llm.base.LLMCallFailed`.
+* **Fatal endpoint errors** (401/403, unknown model, a 429 of an exhausted quota,
+  :data:`QUOTA_CODES`; unreachable after retries when the endpoint never answered this
+  client, or for :data:`UNREACHABLE_STREAK` requests in a row) raise
+  :class:`~structrag.llm.base.LLMEndpointError` instead of failing every request. A
+  connection that keeps failing for one request while others are answered is that
+  request's :class:`~structrag.llm.base.LLMCallFailed`.
 * **Cancellation**: once the caller's ``cancel`` event is set (Ctrl-C in an ingest), no
   new attempt starts, and a wait before a retry ends at once.
 
@@ -101,17 +103,46 @@ def _status(error: BaseException) -> int | None:
     return error.status_code if isinstance(error, openai.APIStatusError) else None
 
 
+#: Error codes (OpenAI's ``code`` or ``type`` in the error body) of a 429 that no wait
+#: ends: the account's quota or credit is used up. Any other 429 is a rate limit.
+QUOTA_CODES = frozenset({"insufficient_quota"})
+
+
+def _error_fields(error: BaseException) -> set[str]:
+    """The ``code`` and ``type`` of an HTTP error's body (``{"error": {...}}`` or the inner
+    object), as the strings they are."""
+    if not isinstance(error, openai.APIStatusError):
+        return set()
+    found = {getattr(error, "code", None), getattr(error, "type", None)}
+    body = error.body
+    if isinstance(body, dict):
+        inner = body.get("error")
+        for part in (body, inner if isinstance(inner, dict) else {}):
+            found.update((part.get("code"), part.get("type")))
+    return {str(v) for v in found if v}
+
+
+def _quota_exhausted(error: BaseException) -> bool:
+    """A 429 that says the account's quota is exhausted (OpenAI's ``insufficient_quota``):
+    no retry can succeed until someone pays."""
+    return _status(error) == 429 and bool(_error_fields(error) & QUOTA_CODES)
+
+
 def _is_transient(error: BaseException) -> bool:
-    """Worth another try: rate limits, server errors, timeouts, dropped connections."""
+    """Worth another try: rate limits, server errors, timeouts, dropped connections (not a
+    429 of an exhausted quota)."""
     if isinstance(error, openai.APITimeoutError | openai.APIConnectionError):
         return True
     status = _status(error)
-    return status is not None and (status in (408, 409, 429) or status >= 500)
+    if status == 429:
+        return not _quota_exhausted(error)
+    return status is not None and (status in (408, 409) or status >= 500)
 
 
 def _is_fatal(error: BaseException) -> bool:
-    """No request to this endpoint can succeed: bad key, no permission, unknown model/path."""
-    return _status(error) in (401, 403, 404)
+    """No request to this endpoint can succeed: bad key, no permission, unknown model/path,
+    an exhausted quota."""
+    return _status(error) in (401, 403, 404) or _quota_exhausted(error)
 
 
 def _describe(error: BaseException) -> str:
@@ -250,6 +281,14 @@ class InstructorLLM:
                         stats,
                         hint="the model may be looping; a larger --llm-max-tokens or a "
                         "stronger model may help",
+                    ) from cause
+                if _quota_exhausted(cause):
+                    raise LLMEndpointError(
+                        f"the LLM endpoint {self.config.base_url} refused model "
+                        f"{self.config.model}: quota exhausted / billing ({_describe(cause)})",
+                        hint="the API key's account is out of credit or over its usage limit: "
+                        "add credit or raise the limit in its plan and billing settings (or "
+                        "use another --llm-api-key), then run the same command again",
                     ) from cause
                 if _is_fatal(cause):
                     raise LLMEndpointError(
