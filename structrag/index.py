@@ -51,7 +51,12 @@ from structrag.store.protocols import (
     StoredMessage,
 )
 from structrag.store.whoosh_index import WhooshTextIndex
-from structrag.store.workspace import RAY_SHARDS_DIRNAME, WriterLock, holds_shards, sweep_staging
+from structrag.store.workspace import (
+    RAY_SHARDS_DIRNAME,
+    WriterLock,
+    holds_shards,
+    sweep_staging,
+)
 from structrag.timeparse import DateOrder
 
 if TYPE_CHECKING:
@@ -86,7 +91,7 @@ class IngestOptions:
     date_order: DateOrder | None = None
     #: ``spacy`` (offline default), ``llm``, ``hybrid``, or an extractor.
     extractor: str | Extractor = "spacy"
-    #: Extraction processes (``engine="ray"``: Ray actors; None: the cluster's CPUs).
+    #: Extraction processes (``engine="ray"``: Ray actors; None: the cluster's free CPUs).
     workers: int | None = 1
     #: Where extraction runs: ``local`` worker processes, or actors on a Ray cluster
     #: (:mod:`structrag.extract.ray_engine`; the index is still written here).
@@ -365,6 +370,12 @@ class Index:
                 )
             if retry_failed:
                 reports.append(ingestor.retry_failed(progress))
+            if options.engine != "ray" and holds_shards(self.directory):
+                # Shards a Ray ingest left of messages this one wrote (a Ray ingest sweeps
+                # its own: _ray_extractor).
+                from structrag.extract.ray_engine import sweep_ingested_shards
+
+                sweep_ingested_shards(self.directory, self.store.message_hashes)
             return reports
 
     def estimate(
@@ -438,10 +449,13 @@ class Index:
             address=options.address,
             workers=options.workers,
             shards=self.directory / RAY_SHARDS_DIRNAME,
+            reuse=not options.force,  # --force: extract again, read no shard
         )
         try:
             yield extractor
-            extractor.discard_shards()  # all written: nothing left to resume
+            # Its batches written, and any other shard of messages now in the index as
+            # they were: nothing of them to resume.
+            extractor.discard_shards(self.store.message_hashes)
         finally:
             extractor.close()
 

@@ -323,7 +323,8 @@ from pathlib import Path
 import ray
 from structrag import Index
 paths, workers = json.loads(sys.argv[1]), int(sys.argv[2])
-ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False,
+# "local": a Ray of its own, even when a cluster runs on this machine (None joins it).
+ray.init(address="local", num_cpus=workers, include_dashboard=False, log_to_driver=False,
          logging_level="warning")
 with tempfile.TemporaryDirectory() as tmp, Index(Path(tmp) / "idx") as index:
     start = time.perf_counter()
@@ -654,8 +655,10 @@ def measure_in_subprocess(
     budget: int = 1000,
     seed: int = 0,
     cold_runs: int = 5,
+    quiet: bool = False,
 ) -> dict[str, Any]:
-    """:func:`measure_corpus` in a fresh Python process (progress lines on stderr)."""
+    """:func:`measure_corpus` in a fresh Python process (progress lines on stderr, unless
+    ``quiet``)."""
     spec = {
         "paths": [str(p) for p in paths],
         "directory": str(directory),
@@ -664,6 +667,7 @@ def measure_in_subprocess(
         "budget": budget,
         "seed": seed,
         "cold_runs": cold_runs,
+        "quiet": quiet,
     }
     proc = subprocess.run(
         [sys.executable, "-m", "structrag.bench.perf", json.dumps(spec)],
@@ -708,7 +712,7 @@ def _child(argv: list[str]) -> int:
         budget=int(spec["budget"]),
         seed=int(spec["seed"]),
         cold_runs=int(spec.get("cold_runs", 5)),
-        progress=_LineProgress(),
+        progress=None if spec.get("quiet") else _LineProgress(),
     )
     print(json.dumps(result))
     return 0
@@ -808,12 +812,14 @@ def run_perf(
     command: str | None = None,
     log: Any = None,
     engine: str = "local",
+    quiet: bool = False,
 ) -> dict[str, Any]:
     """Throughput, latency and size on the data, then the scaling sizes; writes
     ``perf.json`` in ``out`` (rewritten after every step, so a long run can be watched).
 
     ``cli`` holds ``structrag --help`` and a cold ``structrag ask`` on the largest index
     measured (``cold_runs`` new processes each; 0 skips them and the process-cold asks).
+    ``quiet``: no progress lines from the measuring processes.
     """
     if not data:
         raise ConfigError("no data files", hint="pass LoCoMo files with --data")
@@ -857,7 +863,9 @@ def run_perf(
         result["cli"] = help_seconds(cold_runs)
         save()
     say("the data itself: ingest, latency over all its questions, size")
-    result["locomo"] = _measure(data, work / "index-data", workers, None, budget, keep, cold_runs)
+    result["locomo"] = _measure(
+        data, work / "index-data", workers, None, budget, keep, cold_runs, quiet
+    )
     measured: list[dict[str, Any]] = [result["locomo"]]
     _cli_summary(result, measured)
     save()
@@ -880,7 +888,7 @@ def run_perf(
         say(f"{size:,} messages: writing the corpus, then ingest (~{estimate / 60:.0f} min)")
         shards = write_corpus(data, size, work / f"corpus-{size}")
         entry = _measure(
-            shards, work / f"index-{size}", workers, questions, budget, keep, cold_runs
+            shards, work / f"index-{size}", workers, questions, budget, keep, cold_runs, quiet
         )
         entry["extrapolated"] = False
         result["scaling"].append(entry)
@@ -909,6 +917,7 @@ def _measure(
     budget: int,
     keep: bool,
     cold_runs: int = 5,
+    quiet: bool = False,
 ) -> dict[str, Any]:
     import shutil
 
@@ -922,6 +931,7 @@ def _measure(
             questions=questions,
             budget=budget,
             cold_runs=cold_runs,
+            quiet=quiet,
         )
     finally:
         if not keep:

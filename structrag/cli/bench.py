@@ -608,6 +608,7 @@ def bench_perf(
         command=command_line(),
         log=note,
         engine=engine,
+        quiet=quiet,
     )
     throughput = result.get("throughput", {})
     if throughput:

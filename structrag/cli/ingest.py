@@ -117,7 +117,7 @@ def ingest_options(func: F) -> F:
             type=click.IntRange(1, 4096),
             default=None,
             help=f"Extraction processes (with --engine ray: Ray actors).  [default: "
-            f"{min(2, os.cpu_count() or 1)}; with --engine ray, the cluster's CPUs]",
+            f"{min(2, os.cpu_count() or 1)}; with --engine ray, the cluster's free CPUs]",
         ),
         click.option(
             "--engine",

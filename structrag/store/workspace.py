@@ -13,7 +13,10 @@ staging folders of ingests in progress.
   by the next writer.
 * **Ray shards.** An ingest with ``--engine ray`` keeps what its actors extracted in
   ``<index>/ray-shards/`` until it is done, so that one interrupted is resumed without
-  extracting again (see :mod:`structrag.extract.ray_engine`).
+  extracting again (see :mod:`structrag.extract.ray_engine`). A successful ingest, by
+  either engine, removes the shards of the messages the index then holds as they were
+  extracted (:func:`structrag.extract.ray_engine.sweep_ingested_shards`); those of a
+  file still to ingest stay.
 """
 
 from __future__ import annotations
