@@ -258,3 +258,36 @@ def test_show_takes_a_scoped_id_as_shown(index: Index) -> None:
     # An id that holds "@" is found as written.
     index.memory("A").add("mail", room="team", id="x@B", user="alice")
     assert index.show("team/x@B")["text"] == "mail"
+
+
+def test_an_old_entry_is_pointed_at_its_own_subjects_fact(tmp_path: Path) -> None:
+    path = tmp_path / "two"
+    with Index(path) as ix:
+        ix.memory("bot").add(
+            "I live in Berlin. My sister Anna lives in Berlin.", user="priya", room="dm"
+        )
+    with duckdb.connect(str(path / "structrag.duckdb")) as con:
+        con.execute(
+            "UPDATE profile_entries SET source_mkeys = (SELECT list(DISTINCT s.source_mkey) "
+            "FROM memory_sources s WHERE list_contains(profile_entries.source_mkeys, s.mkey) "
+            "AND s.source_kind = 'message')"
+        )
+    with Index(path) as ix:
+        mem = ix.memory("bot")
+        mem.add("Thanks!", user="priya", room="dm")  # the first write re-points entries
+        lives = next(e for e in mem.profile("priya") if e.predicate == "lives_in")
+        behind = mem.get(f"profile-{lives.entry_id}")
+        assert behind.text.lower().startswith("priya lives in berlin"), behind.text
+        mem.remove(f"profile-{lives.entry_id}")
+        assert any("Anna" in f.text for f in mem.facts()), [f.text for f in mem.facts()]
+
+
+def test_removing_a_middle_statement_keeps_the_chain(tmp_path: Path) -> None:
+    with Index(tmp_path / "chain") as ix:
+        mem = ix.memory("bot")
+        for text in ("I live in Porto.", "I moved to Berlin.", "I moved to Madrid."):
+            mem.add(text, user="priya", room="dm")
+        history = mem.profile("priya", history=True)
+        berlin = next(e for e in history if e.object == "Berlin")
+        mem.remove(f"profile-{berlin.entry_id}")
+        assert [e.object for e in mem.profile("priya")] == ["Madrid"]

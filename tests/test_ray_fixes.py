@@ -318,3 +318,63 @@ def test_bench_perf_quiet_children_print_no_progress(
     perf._child([json.dumps(spec)])
     assert seen[0] is None and seen[1] is not None
     capsys.readouterr()
+
+
+class _FakeRay:
+    def __init__(self) -> None:
+        self.shut = 0
+
+    def shutdown(self) -> None:
+        self.shut += 1
+
+
+@pytest.mark.parametrize("kind", ["ignored", "own", "default"])
+def test_ctrl_c_while_ray_starts_is_what_the_process_made_it(kind: str) -> None:
+    import os
+    import signal
+
+    from structrag.extract.ray_engine import _interrupt_deferred
+
+    calls: list[int] = []
+    handlers: dict[str, Any] = {
+        "ignored": signal.SIG_IGN,
+        "own": lambda number, frame: calls.append(number),
+        "default": signal.default_int_handler,
+    }
+    before = signal.signal(signal.SIGINT, handlers[kind])
+    fake = _FakeRay()
+    try:
+        if kind == "default":
+            with pytest.raises(KeyboardInterrupt), _interrupt_deferred(fake):  # type: ignore[arg-type]
+                os.kill(os.getpid(), signal.SIGINT)
+            assert fake.shut == 1
+        else:
+            with _interrupt_deferred(fake):  # type: ignore[arg-type]
+                os.kill(os.getpid(), signal.SIGINT)
+            assert fake.shut == 0
+            assert calls == ([signal.SIGINT] if kind == "own" else [])
+        assert signal.getsignal(signal.SIGINT) is handlers[kind]
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
+def test_the_quiet_printer_trims_only_raylet_log_tails_and_is_put_back() -> None:
+    import importlib
+
+    from structrag.extract.ray_engine import _quiet_cluster_errors
+
+    worker: Any = importlib.import_module("ray._private.worker")
+    original = worker.print_to_stdstream
+    seen: list[list[str]] = []
+    worker.print_to_stdstream = lambda data, ignore_prefix: seen.append(data["lines"])
+    try:
+        restore = _quiet_cluster_errors()
+        died = ["A worker died.\n  pid=1\n  Actor id: abc"]
+        tail = ["The raylet died.\n Last 20 lines of the Raylet logs:\n a\n b"]
+        worker.print_to_stdstream({"pid": "raylet", "lines": died}, False)
+        worker.print_to_stdstream({"pid": "raylet", "lines": tail}, False)
+        assert seen == [died, ["The raylet died."]]
+        restore()
+        assert not getattr(worker.print_to_stdstream, "structrag_quiet", False)
+    finally:
+        worker.print_to_stdstream = original

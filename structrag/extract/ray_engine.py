@@ -256,10 +256,16 @@ def _interrupt_deferred(ray: ModuleType) -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
-    if caught:
-        with contextlib.suppress(Exception):
-            ray.shutdown()
-        raise KeyboardInterrupt
+        # Ctrl-C as the process had it: ignored stays ignored, a handler of the
+        # application's own is called; the default stops (with Ray shut down), also when
+        # ray.init failed meanwhile (exit 130, not its error).
+        if caught and previous is not signal.SIG_IGN:
+            if callable(previous) and previous is not signal.default_int_handler:
+                previous(signal.SIGINT, None)
+            else:
+                with contextlib.suppress(Exception):
+                    ray.shutdown()
+                raise KeyboardInterrupt
 
 
 def _join_error(address: str, exc: BaseException, said: str) -> StructragError:
@@ -287,21 +293,27 @@ def _join_error(address: str, exc: BaseException, said: str) -> StructragError:
 _LOG_TAIL = re.compile(r"\s*Last \d+ lines of the Raylet logs:\s*$")
 
 
-def _quiet_cluster_errors() -> None:
+def _quiet_cluster_errors() -> Callable[[], None]:
     """Ray's driver prints what the cluster publishes as errors to stdout, where JSON
-    output goes: a raylet that died comes with the last 20 lines of its log. From a driver
-    of this process, such a message is one line on stderr (the ingest then says what to
-    do). Left as Ray has it when Ray's internals are not as expected."""
+    output goes: a raylet that died comes with the last 20 lines of its log. While this
+    extractor runs, such a message (and only such: other cluster errors stay as Ray
+    prints them) is one line on stderr (the ingest then says what to do). Process-wide,
+    as Ray's printer is: the function returned puts Ray's own back (``close``). Left as
+    Ray has it when Ray's internals are not as expected."""
     try:
         worker = importlib.import_module("ray._private.worker")
     except ImportError:
-        return
+        return lambda: None
     original = getattr(worker, "print_to_stdstream", None)
     if not callable(original) or getattr(original, "structrag_quiet", False):
-        return
+        return lambda: None
 
     def one_line(data: Any, ignore_prefix: bool) -> Any:
-        if isinstance(data, dict) and data.get("pid") == "raylet":
+        if (
+            isinstance(data, dict)
+            and data.get("pid") == "raylet"
+            and any("lines of the Raylet logs" in str(line) for line in data.get("lines", []))
+        ):
             firsts = [str(line).strip().splitlines()[:1] for line in data.get("lines", [])]
             short = [_LOG_TAIL.sub("", first[0]) for first in firsts if first]
             data = {**data, "lines": short, "is_err": True}
@@ -309,6 +321,12 @@ def _quiet_cluster_errors() -> None:
 
     one_line.structrag_quiet = True  # type: ignore[attr-defined]
     setattr(worker, "print_to_stdstream", one_line)  # noqa: B010 (no stub for it)
+
+    def restore() -> None:
+        if getattr(worker, "print_to_stdstream", None) is one_line:
+            setattr(worker, "print_to_stdstream", original)  # noqa: B010
+
+    return restore
 
 
 class RayExtractor:
@@ -342,6 +360,8 @@ class RayExtractor:
         self.batches_reused = 0
         self._ray: ModuleType | None = None
         self._started = False
+        #: Puts Ray's own error printer back (see _quiet_cluster_errors), at close().
+        self._loud: Callable[[], None] = lambda: None
         #: Actors placed (their pipeline loaded), with their batches in flight; actors
         #: still starting, by the reference their ``ready()`` answers on.
         self._actors: list[Any] = []
@@ -368,7 +388,7 @@ class RayExtractor:
             "configure_logging": True,
             "logging_level": "warning",
         }
-        _quiet_cluster_errors()
+        self._loud = _quiet_cluster_errors()
         if self.address is None:
             # Started before ray.init returns: a start interrupted (Ctrl-C) is shut down
             # by close() too, its processes with it.
@@ -505,6 +525,7 @@ class RayExtractor:
             if self._started:
                 self._ray.shutdown()
                 self._started = False
+        self._loud()
 
     def discard_shards(self, message_hashes: MessageHashes | None = None) -> None:
         """Remove the shards this extractor read or wrote (after a successful ingest: they

@@ -795,7 +795,8 @@ def older_cjk_analysis(store: KnowledgeStore, text: str) -> str | None:
     if not pieces:
         return None
     rows = store.sql(
-        "SELECT 1 FROM messages WHERE " + " OR ".join(["contains(text, ?)"] * len(pieces[:16]))
+        "SELECT 1 FROM messages WHERE "
+        + " OR ".join(["contains(text, ?)"] * len(pieces[:16]))
         + " LIMIT 1",
         pieces[:16],
     )

@@ -313,7 +313,8 @@ class DuckDBMemory:
         # statement (kept where there is none).
         old = self._sql(
             "SELECT p.entry_id, p.agent, p.predicate, lower(p.object), p.negated, "
-            "p.source_mkeys FROM profile_entries p WHERE p.entry_id IN (SELECT c.entry_id "
+            "p.source_mkeys, lower(p.user_name) FROM profile_entries p "
+            "WHERE p.entry_id IN (SELECT c.entry_id "
             "FROM (SELECT entry_id, unnest(source_mkeys) AS k FROM profile_entries) c "
             "JOIN messages m ON m.mkey = c.k WHERE m.memory_table = 'messages') "
             "ORDER BY p.entry_id"
@@ -323,22 +324,26 @@ class DuckDBMemory:
         said = sorted({int(k) for r in old for k in (r[5] or [])})
         rows = self._sql(
             "SELECT s.source_mkey, d.mkey, d.agent, d.metadata ->> 'predicate', "
-            "lower(d.metadata ->> 'object'), d.metadata ->> 'negated' FROM memory_sources s "
+            "lower(d.metadata ->> 'object'), d.metadata ->> 'negated', "
+            "lower(coalesce(d.metadata ->> 'subject', '')) FROM memory_sources s "
             "JOIN messages d ON d.mkey = s.mkey WHERE s.source_kind = 'message' "
             "AND s.source_mkey IN (SELECT unnest(?::BIGINT[])) "
             "AND d.memory_table IN ('facts', 'relationships', 'goals') ORDER BY d.mkey",
             [said],
         )
-        made: dict[tuple[int, str, str, str, bool], list[int]] = {}
-        for source, mkey, agent, predicate, obj, negated in rows:
-            key = (int(source), str(agent), str(predicate), str(obj), negated == "true")
+        # keyed by whom the statement is about too: one message may say the same of two
+        # people ("I live in Berlin. My sister Anna lives in Berlin.")
+        made: dict[tuple[int, str, str, str, bool, str], list[int]] = {}
+        for source, mkey, agent, predicate, obj, negated, subject in rows:
+            key = (int(source), str(agent), str(predicate), str(obj), negated == "true", subject)
             made.setdefault(key, []).append(int(mkey))
         ids: list[int] = []
         keys: list[list[int]] = []
-        for entry_id, agent, predicate, obj, negated, cited in old:
+        for entry_id, agent, predicate, obj, negated, cited, user in old:
             now: list[int] = []
             for k in cited or []:
-                now += made.get((int(k), str(agent), str(predicate), str(obj), bool(negated)), [k])
+                key = (int(k), str(agent), str(predicate), str(obj), bool(negated), str(user))
+                now += made.get(key, [k])
             now = list(dict.fromkeys(int(k) for k in now))
             if now != [int(k) for k in cited or []]:
                 ids.append(int(entry_id))
@@ -353,10 +358,15 @@ class DuckDBMemory:
         return len(ids)
 
     def remove_profile_entry(self, entry_id: int) -> None:
+        # What it superseded is superseded by what superseded it (Porto -> Berlin ->
+        # Madrid without Berlin is Porto -> Madrid); current again only when it was.
         self._run(
-            "UPDATE profile_entries SET superseded_by = NULL, superseded_at = NULL "
-            "WHERE superseded_by = ?",
-            [entry_id],
+            "UPDATE profile_entries SET superseded_by = r.superseded_by, "
+            "superseded_at = CASE WHEN r.superseded_by IS NULL THEN NULL "
+            "ELSE profile_entries.superseded_at END "
+            "FROM (SELECT superseded_by FROM profile_entries WHERE entry_id = ?) r "
+            "WHERE profile_entries.superseded_by = ?",
+            [entry_id, entry_id],
         )
         self._run("DELETE FROM profile_entries WHERE entry_id = ?", [entry_id])
 
@@ -414,16 +424,8 @@ class DuckDBMemory:
             int(r[0])
             for r in self._sql("SELECT entry_id FROM profile_entries WHERE len(source_mkeys) = 0")
         ]
-        if gone:
-            self._run(
-                "UPDATE profile_entries SET superseded_by = NULL, superseded_at = NULL "
-                "WHERE superseded_by IN (SELECT unnest(?::BIGINT[]))",
-                [gone],
-            )
-            self._run(
-                "DELETE FROM profile_entries WHERE entry_id IN (SELECT unnest(?::BIGINT[]))",
-                [gone],
-            )
+        for entry_id in gone:  # each keeps the chain it was in whole
+            self.remove_profile_entry(entry_id)
 
     # -- observations and summaries ------------------------------------------------------
 
