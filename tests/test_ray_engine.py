@@ -9,12 +9,10 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import ray
 
 from structrag import Index
 from structrag.errors import ConfigError
@@ -23,8 +21,11 @@ from structrag.extract.ray_engine import RayExtractor
 from structrag.extract.spacy_extractor import SpacyExtractor
 from structrag.index import IngestOptions, ingest_into
 from structrag.store.workspace import RAY_SHARDS_DIRNAME as SHARDS
+from tests import ray_helpers
 from tests.entry_helpers import run_marked
 from tests.sinks import Interrupt
+
+cluster = ray_helpers.cluster  # the module's local Ray (a module-scoped fixture)
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "friends_chat.jsonl"
 
@@ -53,16 +54,6 @@ TABLES = {
         )
     },
 }
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[str]:
-    """A local Ray cluster with two CPUs; its address."""
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        yield str(ray.get_runtime_context().gcs_address)
-    finally:
-        ray.shutdown()
 
 
 @pytest.fixture(scope="module")

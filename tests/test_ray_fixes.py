@@ -12,7 +12,7 @@ import json
 import os
 import socket
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,21 +28,14 @@ from structrag.extract.spacy_extractor import SpacyExtractor  # noqa: E402
 from structrag.index import IngestOptions, ingest_into  # noqa: E402
 from structrag.models import Message  # noqa: E402
 from structrag.store.workspace import RAY_SHARDS_DIRNAME as SHARDS  # noqa: E402
+from tests import ray_helpers  # noqa: E402
 from tests.entry_helpers import run_marked  # noqa: E402
 from tests.sinks import Interrupt  # noqa: E402
 
+cluster = ray_helpers.cluster  # the module's local Ray (a module-scoped fixture)
+
 EXAMPLE = Path(__file__).parent.parent / "examples" / "friends_chat.jsonl"
 BATCH = 40
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[str]:
-    """A local Ray cluster with two CPUs; its address."""
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        yield str(ray.get_runtime_context().gcs_address)
-    finally:
-        ray.shutdown()
 
 
 @pytest.fixture(scope="module")
