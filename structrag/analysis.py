@@ -123,7 +123,7 @@ def words(text: str, stop: frozenset[str] = INDEX_STOPWORDS, *, unigrams: bool =
     characters and bigrams, or with ``unigrams=False`` its bigrams alone (a run of one
     character still gives it)."""
     lowered = text.lower()
-    if lowered.isascii() or _CJK_RE.search(lowered) is None:
+    if not has_cjk(lowered):
         return [w for w in WORD_RE.findall(lowered) if w not in stop]
     out: list[str] = []
     for m in _CJK_WORD_RE.finditer(lowered):
