@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from structrag.llm.config import LLMConfig
 from tests.openai_server import FakeOpenAIServer
 
@@ -20,6 +22,26 @@ CHAT = [
     ("Kim", "She adopted a beagle named Biscuit last year."),
     ("Lee", "Bring photos of Biscuit then."),
 ]
+
+
+#: The variables that configure the LLM: a test clears them, so a developer's own settings
+#: never reach the fake server's tests.
+LLM_ENV = (
+    "STRUCTRAG_LLM_BASE_URL",
+    "STRUCTRAG_LLM_MODEL",
+    "STRUCTRAG_LLM_API_KEY",
+    "STRUCTRAG_LLM_CONCURRENCY",
+    "STRUCTRAG_LLM_TIMEOUT",
+    "STRUCTRAG_LLM_MODE",
+    "STRUCTRAG_LLM_MAX_RETRIES",
+    "STRUCTRAG_LLM_MAX_TOKENS",
+)
+
+
+def clear_llm_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unset every :data:`LLM_ENV` variable for the test."""
+    for name in LLM_ENV:
+        monkeypatch.delenv(name, raising=False)
 
 
 def write_chat(path: Path, rows: list[tuple[str, str]] | None = None, **extra: Any) -> Path:

@@ -11,24 +11,13 @@ import pytest
 from click.testing import CliRunner
 
 from structrag.cli import cli, main
-from tests.llm_helpers import CHAT, write_chat
+from tests.llm_helpers import CHAT, clear_llm_env, write_chat
 from tests.openai_server import FakeOpenAIServer, Reply, serve
-
-ENV = (
-    "STRUCTRAG_LLM_BASE_URL",
-    "STRUCTRAG_LLM_MODEL",
-    "STRUCTRAG_LLM_API_KEY",
-    "STRUCTRAG_LLM_CONCURRENCY",
-    "STRUCTRAG_LLM_TIMEOUT",
-    "STRUCTRAG_LLM_MODE",
-    "STRUCTRAG_LLM_MAX_RETRIES",
-)
 
 
 @pytest.fixture
 def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAIServer]:
-    for name in ENV:
-        monkeypatch.delenv(name, raising=False)
+    clear_llm_env(monkeypatch)
     with serve() as s:
         monkeypatch.setenv("STRUCTRAG_LLM_BASE_URL", s.url)
         monkeypatch.setenv("STRUCTRAG_LLM_MODEL", "test-model")
@@ -96,8 +85,7 @@ def test_flags_override_the_environment(tmp_path: Path, server: FakeOpenAIServer
 def test_missing_settings_are_clean_errors(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    for name in ENV:
-        monkeypatch.delenv(name, raising=False)
+    clear_llm_env(monkeypatch)
     chat = str(write_chat(tmp_path / "chat.jsonl"))
     with pytest.raises(SystemExit) as info:
         main(["ingest", chat, "--db", str(tmp_path / "db"), "--extractor", "llm"])

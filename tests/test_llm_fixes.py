@@ -23,19 +23,8 @@ from structrag import Index
 from structrag.cli import main
 from structrag.errors import ConfigError
 from structrag.llm import LLMEndpointError
-from tests.llm_helpers import CHAT, config, write_chat
+from tests.llm_helpers import CHAT, clear_llm_env, config, write_chat
 from tests.openai_server import FakeOpenAIServer, Reply, serve
-
-ENV = (
-    "STRUCTRAG_LLM_BASE_URL",
-    "STRUCTRAG_LLM_MODEL",
-    "STRUCTRAG_LLM_API_KEY",
-    "STRUCTRAG_LLM_CONCURRENCY",
-    "STRUCTRAG_LLM_TIMEOUT",
-    "STRUCTRAG_LLM_MODE",
-    "STRUCTRAG_LLM_MAX_RETRIES",
-    "STRUCTRAG_LLM_MAX_TOKENS",
-)
 
 #: ``Reply.error`` that the quota server answers as OpenAI does for an exhausted quota.
 QUOTA = "insufficient_quota"
@@ -77,8 +66,7 @@ def serve_quota(default: Reply) -> Iterator[QuotaServer]:
 
 @pytest.fixture
 def env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
-    for name in ENV:
-        monkeypatch.delenv(name, raising=False)
+    clear_llm_env(monkeypatch)
     return monkeypatch
 
 
