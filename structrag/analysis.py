@@ -13,6 +13,17 @@ finds the sentence (``寿司`` is a bigram of ``我喜欢吃寿司``; ``猫`` a 
 ``我的猫很可爱``), and the query side asks for every term of a word (see
 :func:`cjk_words`). Korean is written with spaces and stays words. Text without any of
 these characters takes the plain path, term for term what it always was.
+
+An identifier joined by underscores (``max_retries``, ``user_profile``, ``__init__``) is a
+word, and in the index its parts of two or more characters are terms too, after it
+(``max_retries`` -> ``max_retries max retries``, ``parts=True``): "retries" finds a
+document that says "set max_retries". A query asks for an identifier whole, as written:
+it finds that identifier, not every message with "max" (which matters under AND and NOT),
+and an index built before the parts finds it too. A phrase may run through an
+identifier's parts ("max retries", "retries value"; see :func:`phrase_stems`). camelCase
+is not split: in what people write, a capital inside a word marks a name (LeBron,
+YouTube, JavaScript) far more often than an identifier, and lower-casing comes first.
+Text without an underscore takes the plain path, term for term as before.
 """
 
 from __future__ import annotations
@@ -26,10 +37,15 @@ import Stemmer
 WORD_RE = re.compile(r"\b\w\w+\b")
 
 #: The index setting (DuckDB ``meta``) that records how message text was analysed into
-#: terms, and its value now: Chinese and Japanese as characters and bigrams. An index
-#: without it was built before (its CJK runs are single terms); ``reindex`` sets it.
+#: terms, and its value now, features separated by spaces: Chinese and Japanese as
+#: characters and bigrams, identifiers with their parts. An index without it was built
+#: before both (its CJK runs are single terms), one with ``cjk-bigrams`` alone before the
+#: parts; ``reindex`` sets it.
 TEXT_ANALYSIS_KEY = "text_analysis"
-TEXT_ANALYSIS = "cjk-bigrams"
+TEXT_ANALYSIS = "cjk-bigrams identifier-parts"
+#: The feature of ``TEXT_ANALYSIS`` that says identifiers are indexed with their parts;
+#: an index whose value lacks it (``cjk-bigrams``, or none) holds them whole only.
+IDENTIFIER_PARTS = "identifier-parts"
 
 #: Han ideographs (with the iteration marks 々〆〇), Hiragana, Katakana (the prolonged
 #: sound mark ー too, the middle dot ・ not), half-width Katakana: the scripts written
@@ -118,13 +134,37 @@ _STEMMER = Stemmer.Stemmer("english")
 _STEMMER.maxCacheSize = 200_000
 
 
-def words(text: str, stop: frozenset[str] = INDEX_STOPWORDS, *, unigrams: bool = True) -> list[str]:
+def _parts(word: str, stop: frozenset[str]) -> list[str]:
+    """An identifier's parts of two or more characters, stopwords dropped (``__init__``
+    -> init, ``is_active`` -> active)."""
+    return [p for p in word.split("_") if len(p) > 1 and p not in stop]
+
+
+def _with_parts(found: list[str], stop: frozenset[str]) -> list[str]:
+    """``found`` with the parts of each identifier after it (see the module docstring)."""
+    out: list[str] = []
+    for word in found:
+        out.append(word)
+        if "_" in word:
+            out.extend(_parts(word, stop))
+    return out
+
+
+def words(
+    text: str,
+    stop: frozenset[str] = INDEX_STOPWORDS,
+    *,
+    unigrams: bool = True,
+    parts: bool = False,
+) -> list[str]:
     """Lower-cased words of ``text`` without stopwords (unstemmed); a CJK run gives its
     characters and bigrams, or with ``unigrams=False`` its bigrams alone (a run of one
-    character still gives it)."""
+    character still gives it); with ``parts`` (the index's terms) an identifier is
+    followed by its parts."""
     lowered = text.lower()
     if not has_cjk(lowered):
-        return [w for w in WORD_RE.findall(lowered) if w not in stop]
+        found = [w for w in WORD_RE.findall(lowered) if w not in stop]
+        return _with_parts(found, stop) if parts and "_" in lowered else found
     out: list[str] = []
     for m in _CJK_WORD_RE.finditer(lowered):
         run = m.group(1)
@@ -132,6 +172,8 @@ def words(text: str, stop: frozenset[str] = INDEX_STOPWORDS, *, unigrams: bool =
             word = m.group()
             if word not in stop:
                 out.append(word)
+                if parts and "_" in word:
+                    out.extend(_parts(word, stop))
         elif unigrams or len(run) == 1:
             out.extend(_grams(run))
         else:
@@ -139,9 +181,20 @@ def words(text: str, stop: frozenset[str] = INDEX_STOPWORDS, *, unigrams: bool =
     return out
 
 
-def stems(text: str, stop: frozenset[str] = INDEX_STOPWORDS) -> list[str]:
-    """The index terms of ``text``: its words, stopwords dropped, stemmed."""
-    return list(_STEMMER.stemWords(words(text, stop)))
+def stems(text: str, stop: frozenset[str] = INDEX_STOPWORDS, *, parts: bool = False) -> list[str]:
+    """The terms of ``text``: its words, stopwords dropped, stemmed; with ``parts``, the
+    index terms of a message (identifiers followed by their parts)."""
+    return list(_STEMMER.stemWords(words(text, stop, parts=parts)))
+
+
+def phrase_stems(text: str) -> list[list[str]]:
+    """The stem sequences of a message's text in which a quoted phrase counts as said:
+    its words and, when it has identifiers, the same with each identifier as its parts
+    (``max_retries value`` holds "max_retries value", "max retries", "retries value")."""
+    found = stems(text)
+    if "_" not in text:
+        return [found]
+    return [found, stems(text.replace("_", " "))]
 
 
 def stem_words(items: Iterable[str]) -> list[str]:

@@ -154,7 +154,7 @@ def _knowledge_terms(k: Entity | Action | Topic | Tag) -> list[str]:
         parts.extend(f.value_text() for f in k.params)
     elif isinstance(k, Topic | Tag):
         parts.append(k.text)
-    return list(dict.fromkeys(stems(" ".join(parts))))
+    return list(dict.fromkeys(stems(" ".join(parts), parts=True)))
 
 
 def indexed_message(
@@ -164,7 +164,7 @@ def indexed_message(
     ``first_ref, first_ref + 1, ...`` (by default, from the refs themselves)."""
     if first_ref is None:
         first_ref = refs[0].ref_id if refs and refs[0].ref_id is not None else 0
-    terms = stems(stored.message.text)
+    terms = stems(stored.message.text, parts=True)
     return IndexedMessage(
         mkey=stored.mkey,
         conversation=stored.message.conversation,

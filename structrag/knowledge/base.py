@@ -82,6 +82,8 @@ DEFAULT_COUNT = 5
 SHARED_FOLDER = "shared"
 INLINE_FORMAT = "inline"
 _WORD = re.compile(r"\w+")
+#: The parts of an identifier that the index holds as terms (``structrag.analysis``).
+_PART = re.compile(r"[^\W_]{2,}")
 #: A string ending like this names a document file, missing or not.
 _DOCUMENT_NAME = re.compile(r"\.(pdf|md|markdown|txt|text|docx|html?|json)$", re.I)
 
@@ -799,15 +801,21 @@ def _query_words(query: str) -> set[str]:
 
 
 def _spans(text: str, words: set[str]) -> tuple[Span, ...]:
-    """The words of a fragment that match the query's (by stem)."""
+    """The words of a fragment that match the query's (by stem), and the parts of an
+    identifier that do when it does not as a whole (``retries`` in ``max_retries``)."""
     from structrag.analysis import stem_words
 
     if not words:
         return ()
-    found = list(_WORD.finditer(text))
-    stems = stem_words([m.group().lower() for m in found])
-    return tuple(
-        Span(m.start(), m.end(), m.group())
-        for m, stem in zip(found, stems, strict=True)
-        if stem in words
-    )
+    found: list[tuple[int, int, str]] = []
+    for m in _WORD.finditer(text):
+        found.append((m.start(), m.end(), m.group()))
+        if "_" in m.group():
+            parts = _PART.finditer(text, m.start(), m.end())
+            found.extend((p.start(), p.end(), p.group()) for p in parts)
+    stems = stem_words([word.lower() for _, _, word in found])
+    spans: list[Span] = []
+    for (start, end, word), stem in zip(found, stems, strict=True):
+        if stem in words and (not spans or start >= spans[-1].end):
+            spans.append(Span(start, end, word))
+    return tuple(spans)

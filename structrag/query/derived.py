@@ -18,7 +18,15 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from structrag.analysis import fold_accents, stem_words, stems, term_key
+from structrag.analysis import (
+    TEXT_ANALYSIS_KEY,
+    fold_accents,
+    phrase_stems,
+    stem_words,
+    stems,
+    term_key,
+    words,
+)
 from structrag.embeddings import Embedder
 from structrag.errors import NotFoundError
 from structrag.lexicon import Lexicon, default_lexicon
@@ -43,6 +51,9 @@ from structrag.store.protocols import (
 #: ``MEETING_CACHE_REFS`` ref ids).
 MEETING_DIRECT_REFS = 5_000
 MEETING_CACHE_REFS = 5_000_000
+#: Messages with an underscore read for the note on an index built before identifiers'
+#: parts were terms (:meth:`Derived.identifier_parts`).
+IDENTIFIERS_READ = 100_000
 
 #: Word embeddings kept for fuzzy matches (all conversations together).
 WORD_VECTORS = 500_000
@@ -397,9 +408,12 @@ class Evaluation:
         stored = self.view.owner.store.messages_by_keys(scope.frame.mkeys[positions].tolist())
         for position in positions:
             found = stored.get(int(scope.frame.mkeys[position]))
-            said = stems(found.message.text) if found is not None else []
+            # the words as written, or an identifier's parts ("max retries" in max_retries)
+            views = phrase_stems(found.message.text) if found is not None else []
             mask[position] = any(
-                said[i : i + len(wanted)] == wanted for i in range(len(said) - len(wanted) + 1)
+                said[i : i + len(wanted)] == wanted
+                for said in views
+                for i in range(len(said) - len(wanted) + 1)
             )
         return mask
 
@@ -492,6 +506,11 @@ class Derived:
         self._stored: dict[int, StoredMessage] = {}
         #: The refs of the whole index meeting one property condition, sorted.
         self._meeting: dict[PropertyCondition, np.ndarray] = {}
+        #: The stems of identifiers' parts, each with an identifier that has it (see
+        #: :meth:`identifier_parts`).
+        self._identifier_parts: dict[str, str] | None = None
+        #: The index's ``text_analysis`` setting, as read this generation ("" for none).
+        self._analysis: str | None = None
 
     @property
     def lexicon(self) -> Lexicon | None:
@@ -514,8 +533,37 @@ class Derived:
             self._lines.clear()
             self._stored.clear()
             self._meeting.clear()
+            self._identifier_parts = None
+            self._analysis = None
             source = self._embedder_source
             self.embedder = source() if callable(source) else source
+
+    def text_analysis(self) -> set[str]:
+        """The features of the index's text analysis (``structrag.analysis.TEXT_ANALYSIS``),
+        read once a generation; empty for an index built before they were recorded."""
+        if self._analysis is None:
+            self._analysis = self.store.get_setting(TEXT_ANALYSIS_KEY) or ""
+        return set(self._analysis.split())
+
+    def identifier_parts(self) -> dict[str, str]:
+        """The stems of the parts of the identifiers messages say (``retri`` of
+        ``max_retries``), each with one such identifier: what an index built before the
+        parts were terms cannot find by a part (the engine's note to reindex). One scan of
+        the messages with an underscore per generation, at most ``IDENTIFIERS_READ`` of
+        them."""
+        if self._identifier_parts is None:
+            rows = self.store.sql(
+                "SELECT text FROM messages WHERE contains(text, '_') LIMIT ?",
+                [IDENTIFIERS_READ],
+            )
+            found: dict[str, str] = {}
+            for (said,) in rows:
+                for word in words(str(said)):
+                    if "_" in word:
+                        for stem in stems(word.replace("_", " ")):
+                            found.setdefault(stem, word)
+            self._identifier_parts = found
+        return self._identifier_parts
 
     def word_vectors(self, embedder: Embedder, words: Sequence[str]) -> np.ndarray:
         """The embeddings of single words, one row each (see :class:`EmbeddingCache`)."""

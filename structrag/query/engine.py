@@ -272,6 +272,10 @@ class QueryEngine:
         older = older_cjk_analysis(self.store, node.to_query())
         if older:
             notes.append(older)
+        asked = " ".join(t.text for t in ast.walk(node) if isinstance(t, ast.Term))
+        older = older_identifier_analysis(self.store, self.derived, asked)
+        if older:
+            notes.append(older)
         return QueryResult(
             query=node.to_query(),
             plan=plan.explain(),
@@ -426,9 +430,12 @@ class QueryEngine:
                 id_agents[message.mkey] = agent
                 message.id = shown_id(message.id)
         notes = found.notes
-        older = older_cjk_analysis(self.store, question)
-        if older:
-            notes = [*notes, older]
+        for older in (
+            older_cjk_analysis(self.store, question),
+            older_identifier_analysis(self.store, self.derived, question),
+        ):
+            if older:
+                notes = [*notes, older]
         if not len(packed) and context.messages:
             notes = [
                 *notes,
@@ -806,6 +813,31 @@ def older_cjk_analysis(store: KnowledgeStore, text: str) -> str | None:
         "messages say Chinese or Japanese words of this search that an index built before "
         "such text was split into characters and bigrams cannot find by word: rebuild it "
         "with `structrag reindex` to search them"
+    )
+
+
+def older_identifier_analysis(store: KnowledgeStore, derived: Derived, text: str) -> str | None:
+    """A note when words of ``text`` are parts of identifiers that messages say
+    (``retries`` of ``max_retries``) and the index was built before identifiers were
+    split into their parts (its ``text_analysis`` lacks ``identifier-parts``): it finds
+    such a message by the whole identifier only, not by the word."""
+    from structrag.analysis import IDENTIFIER_PARTS, TEXT_ANALYSIS_KEY, query_stopwords, stems
+
+    # An index's analysis only ever becomes newer (``reindex``): read once a generation,
+    # and once more before saying it is older.
+    if IDENTIFIER_PARTS in derived.text_analysis():
+        return None
+    parts = derived.identifier_parts()
+    if not parts:
+        return None
+    found = [parts[s] for s in dict.fromkeys(stems(text, query_stopwords())) if s in parts]
+    analysis = store.get_setting(TEXT_ANALYSIS_KEY)
+    if not found or (analysis is not None and IDENTIFIER_PARTS in analysis.split()):
+        return None
+    return (
+        f"messages say words of this search inside identifiers ({found[0]}) that an index "
+        "built before identifiers were split into their parts finds whole only: rebuild it "
+        "with `structrag reindex` to search them by their parts"
     )
 
 
