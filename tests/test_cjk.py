@@ -11,15 +11,8 @@ import pytest
 
 from structrag import Index
 from structrag.analysis import stems, term_key, words
+from tests.chat_helpers import spaced_chat
 
-#: Messages by a word, with English small talk between them (by three speakers, three
-#: turns), so that the text window of one (its neighbours' words count too) does not
-#: reach the next.
-FILLER = [
-    "The weather was lovely on the weekend.",
-    "I finally fixed the leaking kitchen tap.",
-    "The train was late again this morning.",
-]
 CHAT = [
     ("1", "Li", "我喜欢吃寿司。"),
     ("2", "Wang", "我的猫很可爱。"),
@@ -30,21 +23,10 @@ CHAT = [
 ]
 
 
-def _chat(path: Path) -> Path:
-    rows = []
-    for message_id, speaker, text in CHAT:
-        rows.append({"id": message_id, "speaker": speaker, "text": text})
-        for j, filler in enumerate(FILLER):
-            speaker = ("Sam", "Ana", "Bo")[j]
-            rows.append({"id": f"{message_id}f{j}", "speaker": speaker, "text": filler})
-    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), "utf-8")
-    return path
-
-
 @pytest.fixture(scope="module")
 def ix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Index]:
     folder = tmp_path_factory.mktemp("cjk")
-    chat = _chat(folder / "chat.jsonl")
+    chat = spaced_chat(folder / "chat.jsonl", CHAT)
     with Index(folder / "index") as index:
         index.ingest([chat])
         yield index
@@ -146,7 +128,7 @@ def test_ascii_analysis_is_unchanged_and_cjk_beside_it_is_split() -> None:
 
 def test_an_index_built_before_the_cjk_analysis_says_to_reindex(tmp_path: Path) -> None:
     with Index(tmp_path / "index") as index:
-        index.ingest([_chat(tmp_path / "chat.jsonl")])
+        index.ingest([spaced_chat(tmp_path / "chat.jsonl", CHAT)])
         assert not any("reindex" in n for n in index.query("寿司").notes)  # a new index
         # An index written before the analysis recorded itself: its CJK runs were terms.
         index.store.sql("DELETE FROM meta WHERE key = 'text_analysis'")

@@ -5,7 +5,6 @@ before the parts were terms."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,14 +12,8 @@ import pytest
 
 from structrag import Index
 from structrag.analysis import TEXT_ANALYSIS, stems, term_key, words
+from tests.chat_helpers import spaced_chat
 
-#: Messages by a word, with small talk between them (by three speakers, three turns), so
-#: that the text window of one (its neighbours' words count too) does not reach the next.
-FILLER = [
-    "The weather was lovely on the weekend.",
-    "I finally fixed the leaking kitchen tap.",
-    "The train was late again this morning.",
-]
 CHAT = [
     ("1", "Ana", "Set max_retries to 5 in the client config."),
     ("2", "Bo", "The user_profile table keeps one row per account."),
@@ -38,24 +31,12 @@ Set `max_retries` in settings.toml to bound how often a request is tried again; 
 OTHER = "The garden needs watering twice a week in summer; tomatoes like full sun."
 
 
-def _chat(path: Path) -> Path:
-    rows = []
-    for message_id, speaker, text in CHAT:
-        rows.append({"id": message_id, "speaker": speaker, "text": text})
-        for j, filler in enumerate(FILLER):
-            rows.append(
-                {"id": f"{message_id}f{j}", "speaker": ("Sam", "Lu", "Di")[j], "text": filler}
-            )
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")
-    return path
-
-
 @pytest.fixture(scope="module")
 def ix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Index]:
     folder = tmp_path_factory.mktemp("identifiers")
     (folder / "README.md").write_text(README, "utf-8")
     with Index(folder / "index") as index:
-        index.ingest([_chat(folder / "chat.jsonl")])
+        index.ingest([spaced_chat(folder / "chat.jsonl", CHAT)])
         index.knowledge.add([folder / "README.md", OTHER], shared=True)
         yield index
 
@@ -197,7 +178,7 @@ def test_knowledge_search_finds_a_document_by_a_part(ix: Index, mode: str) -> No
 )
 def test_an_index_built_before_the_parts_says_to_reindex(tmp_path: Path, older: str) -> None:
     with Index(tmp_path / "index") as index:
-        index.ingest([_chat(tmp_path / "chat.jsonl")])
+        index.ingest([spaced_chat(tmp_path / "chat.jsonl", CHAT)])
         assert index.store.get_setting("text_analysis") == TEXT_ANALYSIS
         assert not any("reindex" in n for n in index.query("retries").notes)  # a new index
         index.store.sql(older)
