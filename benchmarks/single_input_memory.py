@@ -1,7 +1,8 @@
 """Peak memory of ingesting ONE large input, a file of short chat messages.
 
     python benchmarks/single_input_memory.py --messages 1000000
-        [--format jsonl|json|whatsapp|typeagent] [--json OUT] [--keep DIR]
+        [--format jsonl|json|whatsapp|typeagent|telegram] [--read-only [--whole]]
+        [--json OUT] [--keep DIR]
 
 It writes ``--messages`` one-to-five-word messages between two people (deterministic) to
 one file, JSON Lines, one JSON document (``{"messages": [...]}``), a WhatsApp export or a
@@ -15,6 +16,14 @@ with it once per process), and PSS of the whole tree (each shared page split bet
 processes that map it: the memory the ingest really takes). Short messages are the worst
 case per byte of input: the per-message costs dominate. The reliability target is a peak
 under 1.5 GB for any single input, the scale target 2 GB at 1,000,000 messages.
+
+``--format telegram`` writes a whole Telegram Desktop account export (``result.json``:
+``chats.list`` of two large groups and many one-to-one chats, ``left_chats``, messages
+of one to eight words as Telegram Desktop writes them, with replies, edits, text entity
+lists, photos, stickers and service messages). ``--read-only`` measures reading alone,
+no index: a new process checks the input as an ingest does (``scan_source``) and reads
+every message once, and reports its peak RSS (``ru_maxrss``) and time; with ``--whole``
+it loads the input whole instead (``load_source``), for comparison.
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any, TextIO
 
 from structrag.bench.machine import environment
 from structrag.bench.perf import process_memory_kb
@@ -43,6 +53,9 @@ WORDS = [
 def write_chat(path: Path, messages: int, fmt: str = "jsonl") -> None:
     if fmt == "typeagent":
         write_typeagent(path, messages)
+        return
+    if fmt == "telegram":
+        write_telegram(path, messages)
         return
     rnd = random.Random(0)
     with path.open("w", encoding="utf-8") as out:
@@ -68,6 +81,94 @@ def write_chat(path: Path, messages: int, fmt: str = "jsonl") -> None:
                 out.write(json.dumps(line) + "\n")
         if fmt == "json":
             out.write("]}\n")
+
+
+def write_telegram(path: Path, messages: int) -> None:
+    """A Telegram Desktop export of a whole account with ``messages`` messages: a third in
+    one group, a sixth in another, the rest in one-to-one chats of about 2,000 messages,
+    the last of them a left chat. One message in twenty replies to an earlier one, one
+    in thirty is edited, one in thirty carries a link entity, one in twenty is a photo
+    (half with a caption), one in fifty a sticker, one in a hundred a service message."""
+    rnd = random.Random(0)
+    sizes = [messages // 3, messages // 6]
+    rest = messages - sum(sizes)
+    sizes += [2000] * (rest // 2000) + ([rest % 2000] if rest % 2000 else [])
+    sizes = [size for size in sizes if size]
+    people = ["Ann", "Bob", "Carla", "Dev", "Eve", "Femi"]
+    start = 1_704_067_200  # 2024-01-01 UTC
+
+    def message(k: int, chat_people: list[str]) -> dict[str, object]:
+        unix = start + k * 7
+        who = chat_people[k % len(chat_people)]
+        msg: dict[str, object] = {
+            "id": k,
+            "type": "message",
+            "date": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(unix)),
+            "date_unixtime": str(unix),
+        }
+        user = f"user{people.index(who) + 1000}"
+        roll = rnd.random()
+        if roll < 0.01:
+            msg.update(type="service", actor=who, actor_id=user, action="pin_message")
+            msg.update(message_id=max(k - 1, 1), text="", text_entities=[])
+            return msg
+        msg["from"], msg["from_id"] = who, user
+        text = " ".join(rnd.choice(WORDS) for _ in range(rnd.randint(1, 8)))
+        if roll < 0.03:
+            msg.update(file="stickers/sticker.webp", media_type="sticker", sticker_emoji="😀")
+            msg.update(text="", text_entities=[])
+            return msg
+        if roll < 0.08:
+            caption = text if rnd.random() < 0.5 else ""
+            msg.update(photo=f"photos/photo_{k}@01-01-2024_10-00-00.jpg", width=1280, height=960)
+            msg["text"] = caption
+            msg["text_entities"] = [{"type": "plain", "text": caption}] if caption else []
+            return msg
+        if rnd.random() < 1 / 30:
+            link = {"type": "link", "text": "https://example.org/" + rnd.choice(WORDS)}
+            msg["text"] = [text + " ", link]
+            msg["text_entities"] = [{"type": "plain", "text": text + " "}, link]
+        else:
+            msg["text"] = text
+            msg["text_entities"] = [{"type": "plain", "text": text}]
+        if rnd.random() < 0.05 and k > 1:
+            msg["reply_to_message_id"] = rnd.randint(max(1, k - 50), k - 1)
+        if rnd.random() < 1 / 30:
+            msg["edited"] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(unix + 60))
+            msg["edited_unixtime"] = str(unix + 60)
+        return msg
+
+    def write_chat(out: TextIO, number: int, size: int, first_id: int) -> None:
+        group = number < 2
+        chat_people = people if group else ["Ann", people[1 + number % (len(people) - 1)]]
+        header = {
+            "name": f"Group {number}" if group else chat_people[1],
+            "type": "private_supergroup" if group else "personal_chat",
+            "id": 4_000_000 + number,
+        }
+        out.write(json.dumps(header, indent=1)[:-2] + ',\n "messages": [\n')
+        for k in range(size):
+            item = json.dumps(message(first_id + k, chat_people), indent=1, ensure_ascii=False)
+            out.write(item + (",\n" if k + 1 < size else "\n"))
+        out.write(" ]\n}")
+
+    profile = {"first_name": "Ann", "last_name": "", "phone_number": "+00 000", "bio": ""}
+    listed = sizes[:-1] if len(sizes) > 1 else sizes
+    with path.open("w", encoding="utf-8") as out:
+        out.write('{\n "about": "Here is the data you requested.",\n')
+        out.write(f' "personal_information": {json.dumps(profile)},\n')
+        out.write(' "chats": {\n  "about": "This page lists all chats.",\n  "list": [\n')
+        first = 1
+        for number, size in enumerate(listed):
+            write_chat(out, number, size, first)
+            out.write(",\n" if number + 1 < len(listed) else "\n")
+            first += size
+        out.write("  ]\n }")
+        if len(sizes) > 1:
+            out.write(',\n "left_chats": {\n  "about": "Left chats.",\n  "list": [\n')
+            write_chat(out, len(listed), sizes[-1], first)
+            out.write("\n  ]\n }")
+        out.write("\n}\n")
 
 
 def write_typeagent(path: Path, messages: int) -> None:
@@ -162,11 +263,51 @@ def measure(path: Path, db: Path) -> dict[str, float]:
     return {**{k: round(v) for k, v in peaks.items()}, "seconds": round(seconds, 1)}
 
 
+#: What ``--read-only`` runs in its own process: check the input as an ingest does and
+#: read every message (or, with ``whole``, load it whole); its figures as JSON.
+_READ = """
+import json, resource, sys, time
+from structrag.importers import load_source, scan_source
+started = time.perf_counter()
+source = (load_source if sys.argv[2] == "whole" else scan_source)(sys.argv[1])
+count = sum(1 for _ in source.iter_messages())
+print(json.dumps({
+    "read_messages": count,
+    "conversations": len(source.conversations),
+    "reader": type(source).__name__,
+    "seconds": round(time.perf_counter() - started, 1),
+    "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+}))
+"""
+
+
+def measure_reading(path: Path, whole: bool) -> dict[str, Any]:
+    """Peak RSS and time of reading ``path`` alone, in a new process (see ``_READ``)."""
+    mode = "whole" if whole else "stream"
+    run = subprocess.run(
+        [sys.executable, "-c", _READ, str(path), mode], capture_output=True, text=True
+    )
+    if run.returncode:
+        raise SystemExit(f"reading failed with exit code {run.returncode}:\n{run.stderr}")
+    figures: dict[str, Any] = json.loads(run.stdout.strip().splitlines()[-1])
+    return {"mode": mode, **figures}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=200_000)
     parser.add_argument(
-        "--format", choices=("jsonl", "json", "whatsapp", "typeagent"), default="jsonl"
+        "--format",
+        choices=("jsonl", "json", "whatsapp", "typeagent", "telegram"),
+        default="jsonl",
+    )
+    parser.add_argument(
+        "--read-only",
+        action="store_true",
+        help="measure reading the input alone (no index, no extraction)",
+    )
+    parser.add_argument(
+        "--whole", action="store_true", help="with --read-only: load the input whole"
     )
     parser.add_argument("--json", type=Path, help="write the figures here too")
     parser.add_argument("--keep", type=Path, help="work in this folder and keep it")
@@ -176,12 +317,33 @@ def main() -> None:
     work = args.keep or Path(tempfile.mkdtemp(prefix="structrag-single-input-"))
     work.mkdir(parents=True, exist_ok=True)
     try:
-        suffix = {"jsonl": ".jsonl", "json": ".json", "whatsapp": ".txt", "typeagent": ".json"}[
-            args.format
-        ]
+        suffix = {
+            "jsonl": ".jsonl",
+            "json": ".json",
+            "whatsapp": ".txt",
+            "typeagent": ".json",
+            "telegram": ".json",
+        }[args.format]
         chat = work / f"chat-{args.messages}{suffix}"
+        if args.format == "telegram":
+            chat = work / f"telegram-{args.messages}" / "result.json"
+            chat.parent.mkdir(exist_ok=True)
         if not chat.exists():
             write_chat(chat, args.messages, args.format)
+        if args.read_only:
+            result = {
+                "messages": args.messages,
+                "format": args.format,
+                "file_mb": round(chat.stat().st_size / 1e6, 1),
+                **measure_reading(chat, args.whole),
+                "load_average": os.getloadavg()[0],
+                "cpus": os.cpu_count(),
+                "environment": environment(),
+            }
+            print(json.dumps(result, indent=2))
+            if args.json:
+                args.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+            return
         db = work / "index"
         shutil.rmtree(db, ignore_errors=True)
         env = environment()  # the commit the ingest runs, taken before it starts

@@ -55,7 +55,7 @@ from structrag.importers.slack import (
     looks_like_slack_day,
     stream_slack,
 )
-from structrag.importers.telegram import load_telegram, looks_like_telegram
+from structrag.importers.telegram import load_telegram, looks_like_telegram, stream_telegram
 from structrag.importers.transcript import load_transcript, looks_timed, stream_transcript
 from structrag.importers.typeagent import load_typeagent, looks_like_typeagent, stream_typeagent
 from structrag.importers.webvtt import load_webvtt, looks_like_captions, stream_webvtt
@@ -335,14 +335,15 @@ def scan_source(
     path: str | Path, *, format: str | None = None, options: LoadOptions | None = None
 ) -> ParsedSource | StreamedSource:
     """Check one input for an ingest. JSON Lines, transcripts, WebVTT and WhatsApp exports
-    are checked line by line, and JSON documents (generic messages, Discord and ChatGPT
-    exports, LoCoMo, TypeAgent indexes) one message or chat at a time; they come back as a
-    :class:`StreamedSource` that reads their messages again when they are written, so
-    their size is not bounded by memory (a TypeAgent index's semantic refs wait on disk
-    until their messages are written). A Slack export folder is checked and read again one
-    channel at a time; an mbox or a folder of ``.eml`` is checked one message at a time and
-    read again thread by thread. Any other input (a single .eml, a single ChatGPT chat or
-    LoCoMo sample) is loaded whole (:func:`load_source`). Raises
+    are checked line by line, and JSON documents (generic messages, Discord, ChatGPT and
+    Telegram exports, LoCoMo, TypeAgent indexes) one message or chat at a time; they come
+    back as a :class:`StreamedSource` that reads their messages again when they are
+    written, so their size is not bounded by memory (a TypeAgent index's semantic refs
+    wait on disk until their messages are written). A Slack export folder is checked and
+    read again one channel at a time; an mbox or a folder of ``.eml`` is checked one
+    message at a time and read again thread by thread. Any other input (a single .eml, a
+    single ChatGPT chat or LoCoMo sample, a Messenger file: one part of a thread) is
+    loaded whole (:func:`load_source`). Raises
     :class:`~structrag.errors.InputError`."""
     path = Path(path)
     check_regular(path)
@@ -383,6 +384,7 @@ _DOCUMENT_STREAMS: dict[str, Callable[[Path, LoadOptions, JsonSurvey], StreamedS
     "locomo": stream_locomo,
     "discord": stream_discord,
     "typeagent": stream_typeagent,
+    "telegram": stream_telegram,
 }
 
 

@@ -301,17 +301,42 @@ def index_opens(path: JsonPath, char: str) -> bool:
     return char == "[" or len(path) <= 3
 
 
+#: Top-level members of a Telegram account export (``{"chats": {"list": [chat, ...]}}``)
+#: that hold its chats, in the order they are read: walked down to each message (see
+#: :func:`account_opens`).
+ACCOUNT_GROUPS = ("chats", "left_chats")
+
+
+def account_opens(path: JsonPath, char: str) -> bool:
+    """Inside a member of a Telegram account export that holds chats
+    (:data:`ACCOUNT_GROUPS`): step into the object, its ``list``, each chat and the
+    chat's ``messages``, so that one message is decoded at a time, never a chat."""
+    depth = len(path)
+    if depth == 1:
+        return True
+    if path[1] != "list":
+        return False
+    if depth == 2:
+        return char == "["
+    if depth == 3:
+        return char == "{" and isinstance(path[2], int)
+    return depth == 4 and char == "[" and path[3] == "messages"
+
+
 def message_opens(path: JsonPath, char: str) -> bool:
     """The containers a walk of a message file steps inside: the top level, the arrays
     right under a top-level object (``messages`` ...), each entry of ``conversations``
-    with its ``messages`` array, and a TypeAgent index's term indexes
-    (:data:`INDEX_MEMBERS`, walked as :func:`index_opens` says). Anything else (a message,
-    a chat, a semantic ref) is decoded whole."""
+    with its ``messages`` array, the chats of a Telegram account export
+    (:data:`ACCOUNT_GROUPS`, walked as :func:`account_opens` says) and a TypeAgent
+    index's term indexes (:data:`INDEX_MEMBERS`, walked as :func:`index_opens` says).
+    Anything else (a message, a chat, a semantic ref) is decoded whole."""
     depth = len(path)
     if depth == 0:
         return True
     if path[0] in INDEX_MEMBERS:
         return index_opens(path, char)
+    if path[0] in ACCOUNT_GROUPS and (char == "{" or depth > 1):
+        return account_opens(path, char)
     if depth == 1:
         return char == "[" and isinstance(path[0], str)
     if path[0] == "conversations" and isinstance(path[1], int):
