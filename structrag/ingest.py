@@ -134,11 +134,11 @@ class IngestReport:
 
 def ref_terms(ref: SemanticRef) -> list[str]:
     """The index terms of one semantic ref (what a term lookup can find it by)."""
-    return _knowledge_terms(ref.knowledge)
+    return _terms(_knowledge_parts(ref.knowledge))
 
 
-@lru_cache(maxsize=50_000)
-def _knowledge_terms(k: Entity | Action | Topic | Tag) -> list[str]:
+def _knowledge_parts(k: Entity | Action | Topic | Tag) -> tuple[str, ...]:
+    """The texts a knowledge record's terms are made of."""
     parts: list[str] = []
     if isinstance(k, Entity):
         parts.append(k.name)
@@ -154,6 +154,13 @@ def _knowledge_terms(k: Entity | Action | Topic | Tag) -> list[str]:
         parts.extend(f.value_text() for f in k.params)
     elif isinstance(k, Topic | Tag):
         parts.append(k.text)
+    return tuple(parts)
+
+
+# Keyed by the texts, not the record: hashing and comparing a pydantic model costs more
+# than taking its texts (an ingest looks up one key per ref, most of them seen before).
+@lru_cache(maxsize=50_000)
+def _terms(parts: tuple[str, ...]) -> list[str]:
     return list(dict.fromkeys(stems(" ".join(parts), parts=True)))
 
 

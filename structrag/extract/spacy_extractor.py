@@ -81,6 +81,11 @@ MAX_PIECE_CHARS = 20_000
 #: Below this many messages, extraction runs in-process (worker start-up costs ~1 s).
 PARALLEL_MIN_MESSAGES = 400
 
+#: What the rules find in a message: ``(knowledge, start, end)`` in the message's text.
+Item = tuple[Entity | Action | Topic | Tag, int, int]
+#: The extractor and version on this extractor's refs, as packed.
+_SPACY = (EXTRACTOR_NAME, EXTRACTOR_VERSION)
+
 #: Batches queued or running per worker process.
 IN_FLIGHT_PER_WORKER = 3
 
@@ -230,20 +235,33 @@ class SpacyExtractor:
                 progress(1)
 
     def _extract_local(self, messages: Sequence[Message]) -> Iterator[list[SemanticRef]]:
+        for message, items in zip(messages, self._items(messages), strict=True):
+            yield self._finish(message, [_ref(message, *item) for item in items])
+
+    def _extract_packed(self, messages: Sequence[Message]) -> Iterator[list[tuple[Any, ...]]]:
+        """:meth:`_extract_local`'s refs of each message as :func:`pack_refs` packs them,
+        packed from what the rules found (no refs built only to be taken apart)."""
+        for message, items in zip(messages, self._items(messages), strict=True):
+            rows = pack_refs(metadata_knowledge(message)) if self.metadata else []
+            rows.extend(_pack_knowledge(k, (start, end, *_SPACY)) for k, start, end in items)
+            yield rows
+
+    def _items(self, messages: Sequence[Message]) -> Iterator[list[Item]]:
+        """What the rules find in each message (see :func:`extract_items`), in order."""
         pieces: list[tuple[int, int, str, str]] = []
         for i, message in enumerate(messages):
             pieces.extend((i, *p) for p in _pieces(message.text[:MAX_EXTRACT_CHARS]))
-        results: list[list[SemanticRef]] = [[] for _ in messages]
+        results: list[list[Item]] = [[] for _ in messages]
         done = 0
         docs = pipe(self.nlp, [p[3] for p in pieces], batch_size=self.batch_size)
         for (index, offset, text, _), doc in zip(pieces, docs, strict=True):
             while done < index:
-                yield self._finish(messages[done], results[done])
+                yield results[done]
                 done += 1
             set_pos(doc)
-            results[index].extend(extract_doc(doc, _Context(messages[index], offset, doc, text)))
+            results[index].extend(extract_items(doc, _Context(messages[index], offset, doc, text)))
         while done < len(messages):
-            yield self._finish(messages[done], results[done])
+            yield results[done]
             done += 1
 
     def _finish(self, message: Message, refs: list[SemanticRef]) -> list[SemanticRef]:
@@ -411,7 +429,7 @@ def _worker_ready() -> None:
 
 def _worker_extract(messages: list[Message]) -> list[list[tuple[Any, ...]]]:
     assert _WORKER is not None
-    return [pack_refs(refs) for refs in _WORKER._extract_local(messages)]
+    return list(_WORKER._extract_packed(messages))
 
 
 def pack_refs(refs: Sequence[SemanticRef]) -> list[tuple[Any, ...]]:
@@ -433,8 +451,11 @@ def _pack_facets(facets: tuple[Facet, ...]) -> tuple[tuple[Any, ...], ...]:
 
 
 def _pack(ref: SemanticRef) -> tuple[Any, ...]:
-    k = ref.knowledge
     head = (ref.span.start, ref.span.end, ref.extractor, ref.extractor_version)
+    return _pack_knowledge(ref.knowledge, head)
+
+
+def _pack_knowledge(k: Entity | Action | Topic | Tag, head: tuple[Any, ...]) -> tuple[Any, ...]:
     if isinstance(k, Entity):
         return ("entity", *head, k.name, k.types, _pack_facets(k.facets))
     if isinstance(k, Action):
@@ -533,27 +554,36 @@ def _split(text: str) -> list[tuple[int, str]]:
 
 def extract_doc(doc: Doc, ctx: _Context) -> list[SemanticRef]:
     """All knowledge in one parsed piece of a message."""
-    message = ctx.message
+    return [_ref(ctx.message, *item) for item in extract_items(doc, ctx)]
+
+
+def extract_items(doc: Doc, ctx: _Context) -> list[Item]:
+    """All knowledge in one parsed piece of a message, as ``(knowledge, start, end)``: the
+    span in the message, on grapheme boundaries."""
     items: list[tuple[Any, int, int]] = []
     _entities(doc, ctx, items)
     _actions(doc, ctx, items)
     _topics(ctx, items)
-    refs = []
+    found: list[Item] = []
     for knowledge, begin, finish in items:
         # A name's span is on grapheme boundaries already (_norm_phrase); an action's
         # may start or end at a token inside an emoji sequence.
         start, end = snap(ctx.text, begin, finish)
-        refs.append(
-            SemanticRef(
-                conversation=message.conversation,
-                message_id=message.id,
-                span=Span(start=start + ctx.offset, end=end + ctx.offset),
-                knowledge=knowledge,
-                extractor=EXTRACTOR_NAME,
-                extractor_version=EXTRACTOR_VERSION,
-            )
-        )
-    return refs
+        found.append((knowledge, start + ctx.offset, end + ctx.offset))
+    return found
+
+
+def _ref(
+    message: Message, knowledge: Entity | Action | Topic | Tag, start: int, end: int
+) -> SemanticRef:
+    return SemanticRef(
+        conversation=message.conversation,
+        message_id=message.id,
+        span=Span(start=start, end=end),
+        knowledge=knowledge,
+        extractor=EXTRACTOR_NAME,
+        extractor_version=EXTRACTOR_VERSION,
+    )
 
 
 def _proper_runs(doc: Doc) -> Iterator[list[Token]]:
