@@ -23,6 +23,8 @@ POINTS = {
     "text-adopt": "an ingest's staged text segment has moved into the index, uncommitted",
     "segment-write": "the segment process is about to write an ingest's text segment",
     "serve-batch": "the server is about to answer a batch of questions",
+    "knowledge-conversations": "a knowledge remove or clear has committed; its documents' "
+    "conversations are not dropped yet",
 }
 
 

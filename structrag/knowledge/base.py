@@ -22,8 +22,11 @@ and in the vectors. So questions draw on documents and conversations in one budg
   text is unchanged keep their knowledge, edited ones are extracted again, fragments that
   are gone are deleted with everything derived from them. A file renamed with the same
   bytes (its old file gone) is moved: the document under its old path is replaced by one
-  under the new. A folder's other documents whose files are gone are reported
-  (``AddReport.gone``) and kept.
+  under the new, in the same transaction (never both, never neither). A folder's other
+  documents whose files are gone are reported (``AddReport.gone``) and kept.
+* **Leftovers.** A document's conversation is dropped after the transaction that deleted
+  its fragments (DuckDB will not delete it in the same one); one left empty by a write
+  that was killed in between is swept by the next ``add``, ``remove`` or ``clear``.
 * **Scope.** Search reads shared knowledge and the asking agent's own, never another
   agent's.
 """
@@ -43,6 +46,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from structrag import faults
 from structrag.errors import (
     InputError,
     MemoryInputError,
@@ -254,11 +258,10 @@ class KnowledgeBase:
                     todo = [p for p in planned if p.item.owner == owner and p.status != "unchanged"]
                     if todo:
                         self._write(owner, todo, metadata, report, progress)
-                # A moved file's document under its old path goes, now that the new one
-                # holds its text.
-                moved = [p.moved_from.document_id for p in planned if p.moved_from is not None]
-                if moved:
-                    report.fragments_removed += self._forget(moved)
+                # A moved file's document under its old path went in its owner's
+                # transaction (with the new one); its conversation goes now, with any
+                # that an earlier write killed halfway left.
+                self._sweep()
         report.seconds = time.perf_counter() - started
         return report
 
@@ -461,11 +464,18 @@ class KnowledgeBase:
         progress: ProgressSink | None,
     ) -> None:
         """One transaction for one owner's documents: fragments as knowledge memories,
-        the vanished ones deleted, the documents' rows written with them."""
+        the vanished ones deleted, the documents' rows written with them, and a moved
+        file's document under its old path deleted (fragments and rows) with them."""
         conversations: list[Conversation] = []
         messages: list[Message] = []
         gone: list[int] = []
         new_documents: list[NewDocument] = []
+        moved = sorted({p.moved_from.document_id for p in planned if p.moved_from is not None})
+        if moved:
+            old = self.parts.rows.stored_fragments(moved)
+            keys = [mkey for fragments in old.values() for mkey in fragments.values()]
+            gone.extend(keys)
+            report.fragments_removed += len(keys)
         for p in planned:
             document_id = p.item.document_id
             conversation = document_conversation(document_id)
@@ -530,6 +540,8 @@ class KnowledgeBase:
 
         def documents(transaction: StoreTransaction) -> None:
             rows.write_documents(new_documents)
+            if moved:
+                rows.forget_documents(moved)
 
         # The ingest log's path: the files' absolute paths (the first three).
         files = [p.item.source_file or "inline text" for p in planned]
@@ -629,6 +641,12 @@ class KnowledgeBase:
         how many fragments went."""
         with self.parts.writing("knowledge remove"):
             if self.parts.rows.document(document_id) is None:
+                # A remove killed after its transaction left the document's conversation
+                # (empty): removing it again finishes that.
+                left = document_conversation(document_id)
+                if any(c.id == left for c in self.store.conversations()):
+                    self._sweep()
+                    return 0
                 raise NotFoundError(
                     f"no document {document_id!r}",
                     hint="list them with `structrag knowledge list`",
@@ -652,7 +670,10 @@ class KnowledgeBase:
         return len(ids)
 
     def _forget(self, document_ids: list[str]) -> int:
+        """Delete documents (one transaction), then the conversations of every document
+        that is gone, these and any an earlier write killed halfway left."""
         if not document_ids:
+            self._sweep()
             return 0
         stored = self.parts.rows.stored_fragments(document_ids)
         keys = [mkey for fragments in stored.values() for mkey in fragments.values()]
@@ -663,8 +684,16 @@ class KnowledgeBase:
 
         ingestor = self.parts.ingestor(MemoryInfo(table="knowledge"))
         ingestor.write([], [], [], delete=keys, before_commit=forget)
-        rows.drop_empty_conversations()
+        faults.point("knowledge-conversations")
+        self._sweep()
         return len(keys)
+
+    def _sweep(self) -> None:
+        """Drop the conversations of documents that are gone: a document's goes after
+        the transaction that deleted its fragments (DuckDB refuses to delete a row whose
+        referencing rows went in the same transaction), so a write killed in between
+        leaves it, empty, for the next knowledge write to drop."""
+        self.parts.rows.drop_empty_conversations()
 
 
 def _as_path(entry: str | Path) -> Path | None:
