@@ -1102,6 +1102,7 @@ class Ingestor:
         at the end (its text index written by a process of its own from
         :data:`SEGMENT_PROCESS_MIN` messages in its input, ``size``); a live write goes
         straight in, with ``reserve`` ref numbers taken at once."""
+        self._catch_up_text_index()
         folder = new_staging_folder(self.workspace) if record and self.workspace else None
         transaction: StoreTransaction | None = None
         writer: TextIndexWriter | None = None
@@ -1195,9 +1196,25 @@ class Ingestor:
         try:
             faults.point("text-commit")
             writer.commit(generation)
+        except BaseException:
+            # The store committed, the text index did not: its marker still names the
+            # generation before, so the next open rebuilds it, and so does this process's
+            # next write (_catch_up_text_index), before it marks a newer generation.
+            with contextlib.suppress(Exception):
+                writer.cancel()
+            raise
         finally:
             if folder is not None:
                 remove_staging_folder(folder)
+
+    def _catch_up_text_index(self) -> None:
+        """Rebuild the text index from the store when it is behind it: an earlier write of
+        this process committed the store and then failed to commit the text index (Ctrl-C,
+        a full disk) and the process went on. Done before this write, so that its commit
+        never marks the text index with a generation whose documents it does not hold."""
+        generation = self.store.generation()
+        if self.text_index.generation() != generation:
+            self.text_index.rebuild(indexed_documents(self.store), generation)
 
     def _unsaved_settings(self) -> dict[str, str]:
         """The index settings the store does not hold yet (written with the next write)."""
@@ -1224,6 +1241,23 @@ class Ingestor:
         report.messages_unchanged += chunk.same
         report.messages_reextracted += chunk.same
         report.refs_added += len(chunk.refs)
+
+
+def indexed_documents(store: KnowledgeStore) -> Iterator[IndexedMessage]:
+    """Every message of the store as the text index holds it (to rebuild the index)."""
+    batch: list[StoredMessage] = []
+    for stored in store.iter_messages():
+        batch.append(stored)
+        if len(batch) == 2000:
+            yield from _indexed_batch(store, batch)
+            batch = []
+    yield from _indexed_batch(store, batch)
+
+
+def _indexed_batch(store: KnowledgeStore, batch: list[StoredMessage]) -> Iterator[IndexedMessage]:
+    refs = store.refs_for_messages([s.mkey for s in batch])
+    for stored in batch:
+        yield indexed_message(stored, refs[stored.mkey])
 
 
 def failed_extractors(store: KnowledgeStore, mkeys: Sequence[int] | None = None) -> dict[int, str]:

@@ -26,6 +26,8 @@ import click
 
 from structrag import __version__
 from structrag.errors import StructragError
+from structrag.store.interrupted import duckdb_interrupted as _duckdb_interrupted
+from structrag.store.interrupted import from_duckdb as _from_duckdb
 
 #: The commands, in the order of ``structrag --help``: name -> (module, attribute, the
 #: first paragraph of the command's help). A command's module is imported when the
@@ -357,21 +359,3 @@ def _disk_full(exc: BaseException) -> str | None:
     if _from_duckdb(exc) and "No space left on device" in str(exc):
         return "no space left on device: the index's store could not write its log"
     return None
-
-
-def _from_duckdb(exc: BaseException) -> bool:
-    """Whether ``exc`` is one of DuckDB's own error types."""
-    return type(exc).__module__.split(".")[0] in {"duckdb", "_duckdb"}
-
-
-def _duckdb_interrupted(exc: BaseException) -> bool:
-    """Whether ``exc`` is Ctrl-C as DuckDB reports it: a query running when it came
-    raises ``RuntimeError("Query interrupted")`` (or an error naming KeyboardInterrupt)
-    instead of Python's ``KeyboardInterrupt``."""
-    if isinstance(exc, RuntimeError) and str(exc) == "Query interrupted":
-        return True
-    if _from_duckdb(exc):
-        return type(exc).__name__ == "InterruptException" or str(exc).startswith(
-            "KeyboardInterrupt"
-        )
-    return False

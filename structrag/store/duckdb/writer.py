@@ -19,6 +19,7 @@ import numpy as np
 from structrag.analysis import term_key
 from structrag.models import Action, Conversation, Entity, Facet, SemanticRef
 from structrag.store.duckdb.reader import first_row
+from structrag.store.interrupted import duckdb_interrupted
 from structrag.store.protocols import ExtractionRecord, MemoryInfo, SourceRecord, StoredMessage
 
 
@@ -709,9 +710,15 @@ class DuckDBTransaction(RowsTransaction):
                 "INSERT INTO commits VALUES (?, ?, ?, ?, ?)",
                 [generation, utc_now(), first, last, self.rows.changed],
             )
-            self.con.execute("COMMIT")
-            self._open = False
-            self.store.committed(generation)
+            try:
+                self.con.execute("COMMIT")
+                self._open = False
+                self.store.committed(generation)
+            except BaseException as exc:
+                self._settle(generation)
+                if duckdb_interrupted(exc):
+                    raise KeyboardInterrupt from exc
+                raise
         except BaseException:
             self.rollback()
             raise
@@ -719,6 +726,23 @@ class DuckDBTransaction(RowsTransaction):
             if not self._open:
                 self._let_go()
         return generation
+
+    def _settle(self, generation: int) -> None:
+        """After COMMIT raised: learn whether it committed anyway (Ctrl-C during a COMMIT
+        that DuckDB then finishes raises ``Query interrupted``) and, if so, record it, so
+        that the store's generation is not left behind what is stored (the next write
+        would number its commit again). What did not commit is rolled back."""
+        if not self._open:
+            return  # it committed, and was recorded
+        with suppress(duckdb.Error):
+            self.con.execute("ROLLBACK")  # fails when nothing is open: it committed
+        self._open = False
+        with suppress(duckdb.Error):
+            row = self.con.execute(
+                "SELECT count(*) FROM commits WHERE generation = ?", [generation]
+            ).fetchone()
+            if row is not None and row[0]:
+                self.store.committed(generation)
 
     def _digests(self, digest: Callable[[str], bytes | None] | None) -> None:
         replace_digests(self.con, sorted(self.rows.touched), digest)
