@@ -45,7 +45,6 @@ from structrag.query.settings import DEFAULT_SETTINGS, RankingSettings
 from structrag.store.duckdb import DB_FILENAME, DuckDBStore, SchemaUpgradeNeeded
 from structrag.store.protocols import (
     MEMORY_TABLES,
-    IndexedMessage,
     MemoryInfo,
     Scope,
     StoredMessage,
@@ -720,6 +719,8 @@ class Index:
         store; returns the number of messages."""
         if self.read_only:
             raise IndexStateError("reindex needs the index opened for writing")
+        from structrag.ingest import indexed_documents
+
         conversations = [c.id for c in self.store.conversations()]
         build = _digest_builder(self.embedder)
         if progress:
@@ -734,39 +735,21 @@ class Index:
         counts = self.store.stats()
         total = counts.messages + sum(counts.memories.values())  # every row of messages
 
-        def documents() -> Iterator[IndexedMessage]:
-            batch: list[StoredMessage] = []
-            for stored in self.store.iter_messages():
-                batch.append(stored)
-                if len(batch) == 2000:
-                    yield from self._indexed(batch, progress)
-                    batch = []
-            yield from self._indexed(batch, progress)
-
         try:
             with self.writer_lock.held("reindex"), fewer_full_collections():
                 self.store.write_digests(conversations, digest)
                 if progress:
                     progress.finish()
                     progress.start(total, "reindexing")
-                count = self.text_index.rebuild(documents(), self.store.generation())
+                advance = progress.advance if progress else None
+                documents = indexed_documents(self.store, advance)
+                count = self.text_index.rebuild(documents, self.store.generation())
                 # the text index now holds every message as the analysis splits it today
                 self.store.set_setting(TEXT_ANALYSIS_KEY, TEXT_ANALYSIS)
                 return count
         finally:
             if progress:
                 progress.finish()
-
-    def _indexed(
-        self, batch: list[StoredMessage], progress: ProgressSink | None
-    ) -> Iterator[IndexedMessage]:
-        from structrag.ingest import indexed_message
-
-        refs = self.store.refs_for_messages([s.mkey for s in batch])
-        for stored in batch:
-            yield indexed_message(stored, refs[stored.mkey])
-        if progress:
-            progress.advance(len(batch))
 
     # -- agent memory ---------------------------------------------------------------------
 

@@ -1243,21 +1243,28 @@ class Ingestor:
         report.refs_added += len(chunk.refs)
 
 
-def indexed_documents(store: KnowledgeStore) -> Iterator[IndexedMessage]:
-    """Every message of the store as the text index holds it (to rebuild the index)."""
+def indexed_documents(
+    store: KnowledgeStore, advance: Callable[[int], None] | None = None
+) -> Iterator[IndexedMessage]:
+    """Every message of the store as the text index holds it (to rebuild the index), read
+    in batches of 2,000; ``advance`` is told each batch's size once it is yielded."""
     batch: list[StoredMessage] = []
     for stored in store.iter_messages():
         batch.append(stored)
         if len(batch) == 2000:
-            yield from _indexed_batch(store, batch)
+            yield from _indexed_batch(store, batch, advance)
             batch = []
-    yield from _indexed_batch(store, batch)
+    yield from _indexed_batch(store, batch, advance)
 
 
-def _indexed_batch(store: KnowledgeStore, batch: list[StoredMessage]) -> Iterator[IndexedMessage]:
+def _indexed_batch(
+    store: KnowledgeStore, batch: list[StoredMessage], advance: Callable[[int], None] | None
+) -> Iterator[IndexedMessage]:
     refs = store.refs_for_messages([s.mkey for s in batch])
     for stored in batch:
         yield indexed_message(stored, refs[stored.mkey])
+    if advance is not None and batch:
+        advance(len(batch))
 
 
 def failed_extractors(store: KnowledgeStore, mkeys: Sequence[int] | None = None) -> dict[int, str]:
