@@ -26,3 +26,17 @@ def spaced_chat(path: Path, chat: Sequence[tuple[str, str, str]]) -> Path:
             rows.append({"id": f"{message_id}f{j}", "speaker": FILLER_SPEAKERS[j], "text": filler})
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), "utf-8")
     return path
+
+
+#: Plain English text and its index terms, as they were before CJK pairs and identifier
+#: parts (what those changes must leave as it is).
+PLAIN_TERMS = [
+    (
+        "What did Caroline research about the agencies?",
+        ["what", "did", "carolin", "research", "about", "agenc"],
+    ),
+    (
+        "I booked the flights to Tokyo for April, x-ray & C++ 2024!",
+        ["book", "flight", "tokyo", "april", "ray", "2024"],
+    ),
+]

@@ -29,6 +29,18 @@ def _folder(tmp_path: Path) -> Path:
     return folder
 
 
+def _renamed(tmp_path: Path) -> Path:
+    """A folder of one document, added, whose file is then renamed (guide.md ->
+    renamed.md): adding the folder again moves the document."""
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    shutil.copy(FIXTURES / "quillmark_guide.md", folder / "guide.md")
+    with Index(tmp_path / "ix") as index:
+        index.knowledge.add(folder, shared=True)
+    (folder / "guide.md").rename(folder / "renamed.md")
+    return folder
+
+
 def _killed(tmp_path: Path, fault: str, *args: str) -> None:
     """Run ``structrag ARGS --db ix`` and let it SIGKILL itself at ``fault``."""
     env = dict(os.environ, STRUCTRAG_FAULT=fault)
@@ -125,12 +137,7 @@ class _Killed(BaseException):
 
 
 def test_a_move_is_one_transaction(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    folder = tmp_path / "docs"
-    folder.mkdir()
-    shutil.copy(FIXTURES / "quillmark_guide.md", folder / "guide.md")
-    with Index(tmp_path / "ix") as index:
-        index.knowledge.add(folder, shared=True)
-    (folder / "guide.md").rename(folder / "renamed.md")
+    folder = _renamed(tmp_path)
 
     def killed(self: KnowledgeBase, document_ids: list[str]) -> int:
         raise _Killed  # the moment a second transaction would start
@@ -149,12 +156,7 @@ def test_a_move_is_one_transaction(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 
 def test_a_move_killed_at_its_commit_leaves_one_document(tmp_path: Path) -> None:
-    folder = tmp_path / "docs"
-    folder.mkdir()
-    shutil.copy(FIXTURES / "quillmark_guide.md", folder / "guide.md")
-    with Index(tmp_path / "ix") as index:
-        index.knowledge.add(folder, shared=True)
-    (folder / "guide.md").rename(folder / "renamed.md")
+    folder = _renamed(tmp_path)
     _killed(tmp_path, "text-commit", "knowledge", "add", str(folder), "--shared")
     with Index(tmp_path / "ix") as index:
         _one_document(index, "renamed.md")
