@@ -10,6 +10,7 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 
 def shown_path(path: str | Path) -> str:
@@ -203,3 +204,44 @@ def check_count(name: str, value: int | None, error: type[StructragError] = Conf
     the caller allows it) is at least 1."""
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
         raise error(f"{name} must be at least 1 (a whole number), not {value!r}")
+
+
+class Committed:
+    """What a write had committed when Ctrl-C stopped it (see :class:`WriteInterrupted`).
+
+    ``done``: each change that committed, one line each ("added memory m-1 to bot/default
+    (messages)"); ``unfinished``: what did not finish and what becomes of it ("the room's
+    compaction did not finish ..."), or None; ``data``: the same as JSON, shaped as the
+    command's ``--json`` output would have been."""
+
+    def __init__(
+        self, done: Sequence[str], data: dict[str, Any], unfinished: Sequence[str] = ()
+    ) -> None:
+        self.done = list(done)
+        self.data = dict(data)
+        self.unfinished = list(unfinished)
+
+    def __str__(self) -> str:
+        said = "; ".join([*self.done[:1], *(f"then {d}" for d in self.done[1:])])
+        return "; ".join([f"{said} before the interruption", *self.unfinished])
+
+    def as_dict(self) -> dict[str, Any]:
+        """``data``, marked as interrupted, with the lines above."""
+        return {
+            **self.data,
+            "interrupted": True,
+            "committed": self.done,
+            "unfinished": self.unfinished,
+        }
+
+
+class WriteInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or a DuckDB query it stopped) after a write had committed: what did commit
+    is in ``committed`` (a :class:`Committed`); the interrupt itself is ``__cause__``.
+    A :class:`KeyboardInterrupt`, so ``except KeyboardInterrupt`` still catches it. An
+    interrupt before the commit is raised as it came: a write commits whole or not at
+    all, so nothing of it was written."""
+
+    def __init__(self, committed: Committed) -> None:
+        super().__init__(str(committed))
+        self.committed = committed

@@ -5,7 +5,9 @@ reaches that point (the crash suite in ``tests/test_crash.py`` uses it to check 
 index survives a crash at the worst moments, e.g. between the store's commit and the text
 index's). ``STRUCTRAG_FAULT=<point>:wait:<file>`` makes it create ``<file>`` there and wait
 until the file is removed (the concurrency tests use it to act while an ingest is at that
-point). Unset, a point costs one dictionary lookup.
+point; a SIGINT meanwhile is Ctrl-C there). ``STRUCTRAG_FAULT=<point>:interrupt`` raises
+``KeyboardInterrupt`` there, as Ctrl-C at that moment would. Unset, a point costs one
+dictionary lookup.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ POINTS = {
     "serve-batch": "the server is about to answer a batch of questions",
     "knowledge-conversations": "a knowledge remove or clear has committed; its documents' "
     "conversations are not dropped yet",
+    "memory-compact": "a room's compaction is about to write its summary (in a memory add: "
+    "after the add committed)",
 }
 
 
@@ -33,12 +37,15 @@ WAIT_SECONDS = 600
 
 
 def point(name: str) -> None:
-    """Die (or wait) here when ``STRUCTRAG_FAULT`` names this point."""
+    """Die (wait, or raise ``KeyboardInterrupt``) here when ``STRUCTRAG_FAULT`` names this
+    point."""
     fault = os.environ.get("STRUCTRAG_FAULT")
     if fault is None or not fault.startswith(name):
         return
     if fault == name:
         os.kill(os.getpid(), signal.SIGKILL)
+    elif fault == f"{name}:interrupt":
+        raise KeyboardInterrupt
     elif fault.startswith(f"{name}:wait:"):
         marker = Path(fault[len(name) + len(":wait:") :])
         marker.touch()

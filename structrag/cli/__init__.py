@@ -25,7 +25,7 @@ from collections.abc import Iterator, MutableMapping
 import click
 
 from structrag import __version__
-from structrag.errors import StructragError
+from structrag.errors import Committed, StructragError
 from structrag.store.interrupted import duckdb_interrupted as _duckdb_interrupted
 from structrag.store.interrupted import from_duckdb as _from_duckdb
 
@@ -296,6 +296,9 @@ def main(argv: list[str] | None = None) -> None:
         written = getattr(exc, "written", None) or getattr(exc.__context__, "written", None)
         for path in written or ():
             click.echo(f"{path}: written before the interruption", err=True)
+        committed = getattr(exc, "committed", None) or getattr(exc.__context__, "committed", None)
+        if isinstance(committed, Committed):
+            interrupted = _committed_before(committed, args) or interrupted
         click.echo(interrupted, err=True)
         sys.exit(130)
     except click.ClickException as exc:
@@ -329,6 +332,32 @@ def main(argv: list[str] | None = None) -> None:
             err=True,
         )
         sys.exit(1)
+
+
+#: The ``memory`` commands that write (a ``prune`` without ``--apply`` writes nothing).
+_MEMORY_WRITES = frozenset({"add", "update", "remove", "prune", "compact"})
+
+
+def _committed_before(committed: Committed, args: list[str]) -> str | None:
+    """Say what a memory write Ctrl-C stopped had committed (see
+    :class:`~structrag.errors.WriteInterrupted`): a line each on stderr, and with
+    ``--json`` the command's result, marked ``"interrupted": true``, on stdout. The last
+    line to show; None for an interrupted command that is no memory write."""
+    if committed.done:
+        options = args[: args.index("--")] if "--" in args else args
+        if "--json" in options:
+            from structrag.cli.common import emit_json
+
+            emit_json(committed.as_dict())
+        for line in committed.done:
+            click.echo(f"{line} before the interruption", err=True)
+        for line in committed.unfinished:
+            click.echo(f"  note: {line}", err=True)
+        return "interrupted: the change above is committed (no need to run the command again)"
+    words = [a for a in args if not a.startswith("-")]
+    if words[:1] == ["memory"] and len(words) > 1 and words[1] in _MEMORY_WRITES:
+        return "interrupted: nothing was written (a memory write commits whole or not at all)"
+    return None
 
 
 def _written_before(exc: BaseException, what: str) -> str | None:

@@ -71,8 +71,31 @@ def on_memory(
     server = via.server(db) if is_dir(db) else None
     if server is not None:
         return remote(server, agent_path(agent))
-    with memory_of(db, agent, write=write, create=create, via=via) as mem:
-        return local(mem)
+    # Ctrl-C says what the write had committed (main() prints it): the memory API's
+    # WriteInterrupted when it came during the write, what the write that returned
+    # committed when it came after (while the index closes), else that nothing was.
+    mem: Memory | None = None
+    done: list[T] = []
+    try:
+        with memory_of(db, agent, write=write, create=create, via=via) as mem:
+            done.append(local(mem))
+    except BaseException as exc:
+        from structrag.errors import Committed, WriteInterrupted
+        from structrag.store.interrupted import duckdb_interrupted
+
+        if isinstance(exc, WriteInterrupted) or not (
+            isinstance(exc, KeyboardInterrupt) or duckdb_interrupted(exc)
+        ):
+            raise
+        landed = mem.last_committed if done and mem is not None else None
+        if landed is not None:
+            raise WriteInterrupted(landed) from exc
+        stopped = exc if isinstance(exc, KeyboardInterrupt) else KeyboardInterrupt()
+        stopped.committed = Committed([], {})  # type: ignore[attr-defined]
+        if stopped is exc:
+            raise
+        raise stopped from exc
+    return done[0]
 
 
 def _records(rows: list[dict[str, Any]], as_json: bool) -> None:

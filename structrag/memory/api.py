@@ -16,8 +16,10 @@ memories only, and knowledge shared with every agent.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import secrets
+import threading
 import time
 import unicodedata
 from collections.abc import Callable, Iterator, Sequence
@@ -28,7 +30,14 @@ from typing import Any
 
 import numpy as np
 
-from structrag.errors import MemoryInputError, NotFoundError, check_count
+from structrag import faults
+from structrag.errors import (
+    Committed,
+    MemoryInputError,
+    NotFoundError,
+    WriteInterrupted,
+    check_count,
+)
 from structrag.extract.base import Extractor
 from structrag.ingest import Ingestor, Pending
 from structrag.memory.compaction import digest
@@ -68,6 +77,7 @@ from structrag.naming import DOCUMENT_ROOM
 from structrag.query.context import TokenCounter, budget_problem
 from structrag.query.engine import MAX_QUESTION_CHARS, QueryEngine
 from structrag.query.modes import SEARCH_MODES, Hits, rank
+from structrag.store.interrupted import duckdb_interrupted
 from structrag.store.protocols import (
     KnowledgeStore,
     MemoryInfo,
@@ -170,8 +180,55 @@ class MemorySettings:
     retrieve_facts: int = 10
 
 
+class _Landing:
+    """What one write of :class:`Memory` (a public call, with the writes it runs inside
+    it: an add's compaction) has committed so far, for an interrupt to say."""
+
+    def __init__(self) -> None:
+        self.done: list[str] = []
+        self.data: dict[str, Any] | None = None
+        self.unfinished: list[str] = []
+
+    def committed(self) -> Committed | None:
+        if not self.done:
+            return None
+        return Committed(self.done, self.data or {}, self.unfinished)
+
+
+def _counted(count: int, noun: str, plural: str) -> str:
+    return f"{count:,} {noun if count == 1 else plural}"
+
+
+def _listed(ids: Sequence[str], most: int = 20) -> str:
+    """Ids for a message: all of them, or the first ``most`` and how many more."""
+    more = f" and {len(ids) - most:,} more" if len(ids) > most else ""
+    return ", ".join(ids[:most]) + more
+
+
+def _interrupt(exc: BaseException) -> bool:
+    """Whether ``exc`` is Ctrl-C: Python's, or a DuckDB query it stopped."""
+    return isinstance(exc, KeyboardInterrupt) or duckdb_interrupted(exc)
+
+
 class Memory:
-    """One agent's memory (see the module docstring)."""
+    """One agent's memory (see the module docstring).
+
+    Each write (``add``, ``update``, ``remove``, ``remove_all``, ``prune`` with
+    ``dry_run=False``, ``compact``) commits its change in one store transaction, whole or
+    not at all. Ctrl-C that stops it after that commit (while the text index is written,
+    or while the room is compacted after an ``add``: a transaction of its own) raises
+    :class:`~structrag.errors.WriteInterrupted`, a ``KeyboardInterrupt`` whose
+    ``committed`` (a :class:`~structrag.errors.Committed`) says what did commit: its lines
+    (``done``: "added memory 3f2a... to ...", with the id to use rather than adding it
+    again), what did not finish (``unfinished``) and the write's result as JSON
+    (``data``: for ``add``, the record). Ctrl-C before the commit is raised as it came:
+    nothing of the write was stored. :attr:`last_committed` says what the last write
+    that returned committed (for an interrupt that comes after it, while closing).
+    """
+
+    #: What this object's last write that returned committed (None: none yet, or it
+    #: changed nothing); shared by the threads using the object.
+    last_committed: Committed | None = None
 
     def __init__(self, parts: MemoryParts, agent: str) -> None:
         _expect("agent", agent, str, optional=False)
@@ -186,6 +243,8 @@ class Memory:
             inner = parts.memory.inner if isinstance(parts.memory, AgentIds) else parts.memory
             parts = replace(parts, memory=AgentIds(inner, self.agent))
         self.parts = parts
+        #: The write under way in a thread (its :class:`_Landing`).
+        self._local = threading.local()
 
     @property
     def store(self) -> KnowledgeStore:
@@ -193,6 +252,77 @@ class Memory:
 
     @contextmanager
     def _writing(self, what: str) -> Iterator[None]:
+        """A write: Ctrl-C that stops it after it committed something (see
+        :meth:`_committing`) is raised as :class:`~structrag.errors.WriteInterrupted`,
+        saying what; a write inside another (an add's compaction) is part of it."""
+        landing: _Landing | None = getattr(self._local, "landing", None)
+        if landing is not None:
+            with self._locked(what):
+                yield
+            return
+        landing = self._local.landing = _Landing()
+        try:
+            with self._locked(what):
+                yield
+        except BaseException as exc:
+            committed = landing.committed()
+            if committed is None or not _interrupt(exc) or isinstance(exc, WriteInterrupted):
+                raise
+            raise WriteInterrupted(committed) from exc
+        else:
+            self.last_committed = landing.committed()
+        finally:
+            self._local.landing = None
+
+    @contextmanager
+    def _committing(
+        self,
+        done: Callable[[], str],
+        data: Callable[[], dict[str, Any]],
+        *,
+        unfinished: str | None = None,
+    ) -> Iterator[None]:
+        """One transaction of a write (its ``ingestor.write``): once it has committed
+        (when it returns, or when the store's generation says it did after all), the
+        write's :class:`_Landing` has ``done()`` (and ``data()`` when it is the write's
+        first); when it did not, ``unfinished`` (if given) is what says so."""
+        landing: _Landing | None = getattr(self._local, "landing", None)
+        if landing is None:  # not inside _writing: nothing to tell
+            yield
+            return
+        store = self.parts.store
+        before = store.generation()
+        try:
+            yield
+        except BaseException:
+            # When it cannot tell: said as not committed (as it may not be).
+            now: int = before
+            text: int | None = before
+            with contextlib.suppress(Exception):
+                now = store.generation()
+                text = self.parts.ingestor.text_index.generation()
+            if now > before:
+                self._landed(landing, done, data)
+                if text is None or text < now:
+                    landing.unfinished.append(
+                        "the text index did not take the change in yet: it catches up when "
+                        "the index next opens (or on its next write)"
+                    )
+            elif unfinished is not None:
+                landing.unfinished.append(unfinished)
+            raise
+        self._landed(landing, done, data)
+
+    @staticmethod
+    def _landed(
+        landing: _Landing, done: Callable[[], str], data: Callable[[], dict[str, Any]]
+    ) -> None:
+        landing.done.append(done())
+        if landing.data is None:
+            landing.data = data()
+
+    @contextmanager
+    def _locked(self, what: str) -> Iterator[None]:
         """The index's writer lock held for a write. The first write of this process to
         an index written before profile entries cited facts (they cite the messages that
         stated them) makes its entries cite the facts, relationships and goals made from
@@ -324,18 +454,7 @@ class Memory:
             if table in _READ_TABLES and user
             else []
         )
-        mkey = self._write([(message, info)], derived, source_row, now, own=table != "messages")
-        rooms = self.parts.rooms
-        rooms.check(self.parts.store.generation() - 1)
-        rooms.generation += 1  # this write's: the counts follow it
-        rooms.next_ordinal[room] = message.ordinal + 1
-        if table == "messages":
-            key = (self.agent, room)
-            if key in rooms.unsummarised:
-                rooms.unsummarised[key] += 1
-            if self.parts.settings.compact_after:
-                self._compact_if_due(room)
-        return MemoryRecord(
+        record = MemoryRecord(
             id=visible_id(message.id),
             table=table,
             agent=self.agent,
@@ -351,8 +470,21 @@ class Memory:
             metadata=dict(message.metadata),
             access_count=0,
             last_access=None,
-            mkey=mkey,
         )
+        where = f"agent {self.agent!r}, room {room!r}, table {table}"
+        with self._committing(lambda: f"added memory {record.id} ({where})", record.as_dict):
+            mkey = self._write([(message, info)], derived, source_row, now, own=table != "messages")
+        rooms = self.parts.rooms
+        rooms.check(self.parts.store.generation() - 1)
+        rooms.generation += 1  # this write's: the counts follow it
+        rooms.next_ordinal[room] = message.ordinal + 1
+        if table == "messages":
+            key = (self.agent, room)
+            if key in rooms.unsummarised:
+                rooms.unsummarised[key] += 1
+            if self.parts.settings.compact_after:
+                self._compact_if_due(room)
+        return replace(record, mkey=mkey)
 
     def update(
         self,
@@ -394,7 +526,11 @@ class Memory:
                     found.mkey, changed.status, changed.importance, changed.metadata
                 )
 
-            self.parts.ingestor.write([], [], [], before_commit=record)
+            with self._committing(
+                lambda: f"updated memory {found.id} (agent {self.agent!r}, room {found.room!r})",
+                changed.as_dict,
+            ):
+                self.parts.ingestor.write([], [], [], before_commit=record)
             return self._find(memory_id, room=found.room)
 
     def _source(self, source: str, text: str) -> SourceRow:
@@ -957,7 +1093,12 @@ class Memory:
                     f"{memory_id} is a fragment of document {document}",
                     hint=f"remove the document: `structrag knowledge remove {document}`",
                 )
-            self._delete([found.mkey])
+            where = f"agent {self.agent!r}, room {found.room!r}, table {found.table}"
+            with self._committing(
+                lambda: f"removed memory {found.id} ({where}) and what rests on it alone",
+                lambda: {"removed": 1, "ids": [found.id]},
+            ):
+                self._delete([found.mkey])
 
     def _remove_line(self, kind: str, number: int, line_id: str) -> None:
         """Remove what a context line cites by a ``profile-N``, ``summary-N`` or
@@ -971,7 +1112,11 @@ class Memory:
             # message no fact was made from with its statement (one removed since): the
             # entry goes, the message stays, as the messages of the facts do.
             keys = [r.mkey for r in self._cited(entry) if r.table != "messages"]
-            self._delete(keys, entry=entry.entry_id)
+            with self._committing(
+                lambda: f"removed {line_id} of agent {self.agent!r} and the memories stating it",
+                lambda: {"removed": 1, "ids": [line_id]},
+            ):
+                self._delete(keys, entry=entry.entry_id)
             return
         if kind == "summary":
             found = [(s.room, s.sources) for s in self.summaries() if s.summary_id == number]
@@ -993,7 +1138,11 @@ class Memory:
         def forget(transaction: StoreTransaction) -> None:
             memory.forget_derived(self.agent, keys)
 
-        self.parts.ingestor.write([], [], [], before_commit=forget)
+        with self._committing(
+            lambda: f"removed {line_id} of agent {self.agent!r} (and what its compaction made)",
+            lambda: {"removed": 1, "ids": [line_id]},
+        ):
+            self.parts.ingestor.write([], [], [], before_commit=forget)
 
     def remove_all(self, room: str | None = None, table: str | None = None) -> int:
         """Delete every memory of a room (or all of the agent's), of a table (or all);
@@ -1006,7 +1155,20 @@ class Memory:
                     self.agent, room=room, tables=(table,) if table else None, fragments=False
                 )
             )
-            self._delete(keys)
+            scope = ", ".join(
+                [f"agent {self.agent!r}"]
+                + ([f"room {room!r}"] if room is not None else [])
+                + ([f"table {table}"] if table else [])
+            )
+            with (
+                self._committing(
+                    lambda: f"removed {_counted(len(keys), 'memory', 'memories')} ({scope})",
+                    lambda: {"removed": len(keys)},
+                )
+                if keys
+                else nullcontext()
+            ):
+                self._delete(keys)
         return len(keys)
 
     def _delete(
@@ -1081,16 +1243,31 @@ class Memory:
         rest = [m for m in old if m not in important]
         accessed = [m for m in rest if m.access_count > keep_if_accessed_more_than]
         gone = [m for m in rest if m.access_count <= keep_if_accessed_more_than]
+
+        def report() -> PruneReport:
+            return PruneReport(
+                dry_run=dry_run,
+                removed=[m.id for m in gone],
+                kept_important=len(important),
+                kept_accessed=len(accessed),
+                seconds=time.perf_counter() - started,
+            )
+
         if not dry_run:
-            with self._writing("memory prune"):
+            with (
+                self._writing("memory prune"),
+                self._committing(
+                    lambda: (
+                        f"pruned {_counted(len(gone), 'memory', 'memories')} of agent "
+                        f"{self.agent!r}: {_listed([m.id for m in gone])}"
+                    ),
+                    lambda: report().as_dict(),
+                )
+                if gone
+                else nullcontext(),
+            ):
                 self._delete([m.mkey for m in gone], derived=False)
-        return PruneReport(
-            dry_run=dry_run,
-            removed=[m.id for m in gone],
-            kept_important=len(important),
-            kept_accessed=len(accessed),
-            seconds=time.perf_counter() - started,
-        )
+        return report()
 
     # -- what the agent knows -------------------------------------------------------------
 
@@ -1260,7 +1437,18 @@ class Memory:
             )
             rooms.unsummarised[key] = int(rows[0][0])
         if rooms.unsummarised[key] > self.parts.settings.compact_after:
-            self.compact(room)
+            landing: _Landing | None = getattr(self._local, "landing", None)
+            landed = len(landing.done) if landing is not None else 0
+            try:
+                self.compact(room)
+            except BaseException:
+                if landing is not None and len(landing.done) == landed:
+                    landing.unfinished.append(
+                        f"the compaction of room {room!r} did not finish (it writes in a "
+                        "transaction of its own: nothing of it was written); it runs again "
+                        "on the next add to the room"
+                    )
+                raise
             rooms.unsummarised.pop(key, None)
 
     def compact(self, room: str, *, keep_recent: int | None = None) -> RoomSummary | None:
@@ -1318,8 +1506,20 @@ class Memory:
                     finding.sources,
                 )
 
+        def made_json() -> dict[str, Any]:
+            summary = {"summary_id": made[0] if made else None, "room": room}
+            return {"summary": {**summary, "text": found.summary, "covers": len(older)}}
+
         # The summary and its observations appear together.
-        self.parts.ingestor.write([], [], [], before_commit=record)
+        with self._committing(
+            lambda: (
+                f"compacted room {room!r} of agent {self.agent!r} into summary-"
+                f"{made[0] if made else '?'} ({_counted(len(older), 'message', 'messages')})"
+            ),
+            made_json,
+        ):
+            faults.point("memory-compact")
+            self.parts.ingestor.write([], [], [], before_commit=record)
         return next(s for s in memory.summaries(self.agent, room) if s.summary_id == made[0])
 
     # -- the context window ---------------------------------------------------------------
