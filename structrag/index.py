@@ -15,6 +15,7 @@ import contextlib
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
@@ -49,11 +50,12 @@ from structrag.store.protocols import (
     Scope,
     StoredMessage,
 )
-from structrag.store.whoosh_index import WhooshTextIndex
+from structrag.store.whoosh_index import WhooshTextIndex, leftover_copies, remove_copies
 from structrag.store.workspace import (
     RAY_SHARDS_DIRNAME,
     WriterLock,
     holds_shards,
+    lock_timeout,
     sweep_staging,
 )
 from structrag.timeparse import DateOrder
@@ -261,6 +263,11 @@ class Index:
         )
 
     def _check_text_index(self) -> None:
+        """Repair a text index behind the store (rebuild it from the store), and remove
+        what a killed rebuild left. A read-only open that finds a live writer between its
+        store's commit and its text index's waits for the latter instead (see
+        :meth:`_await_writer`)."""
+        self._sweep_copies()
         expected = self.store.generation()
         found = self.text_index.generation()
         if found == expected:
@@ -268,6 +275,8 @@ class Index:
                 sweep_staging(self.directory)
             return
         if self.read_only:
+            if found is not None and found < expected and self._await_writer(expected):
+                return
             # Repair needs the write lock: take it briefly, rebuild, and come back read-only.
             self.store.close()
             self.text_index.close()
@@ -287,10 +296,57 @@ class Index:
         why = (
             "was missing or in an older layout"
             if found is None or self.text_index.created
-            else f"was behind the store (generation {found} vs {expected}: an earlier ingest "
-            "was interrupted)"
+            else f"was behind the store (generation {found} vs {expected}: a write to the "
+            "index was interrupted)"
         )
         self.notes.append(f"the text index {why}; rebuilt it from the store ({count} messages)")
+
+    def _await_writer(self, expected: int) -> bool:
+        """Whether the text index reached the store's ``expected`` generation while a
+        writer (a live process holding the writer lock: an ingest between its two commits)
+        went on. Polls the text index's marker, without the lock, up to
+        ``STRUCTRAG_LOCK_TIMEOUT`` seconds; False as soon as nobody holds the lock and the
+        text index is still behind (a real leftover: repair it). Then the index reads like
+        one opened before that write (the store may be ahead of the text index while a
+        writer works; the query engine reads the text index as committed)."""
+        holder = self.writer_lock.busy()
+        if holder is None:
+            return False
+        wait = lock_timeout()
+        deadline = time.monotonic() + wait
+        delay = 0.005
+        while True:
+            found = self.text_index.generation()
+            if found is not None and found >= expected:
+                return True
+            if holder is None:
+                return False
+            if time.monotonic() >= deadline:
+                raise IndexStateError(
+                    f"the text index at {shown_path(self.text_index.path)} is behind the store "
+                    f"(generation {found} vs {expected}) while another process writes the "
+                    f"index ({holder}); waited {wait:g} s for it to catch up",
+                    hint="wait for that write to finish and try again (or raise "
+                    "STRUCTRAG_LOCK_TIMEOUT); if the text index is still behind then, "
+                    "`structrag reindex --db DIR` rebuilds it",
+                )
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
+            holder = self.writer_lock.busy()
+
+    def _sweep_copies(self) -> None:
+        """Remove the copies a killed rebuild left beside the text index (a read-only open
+        too: someone who only asks would keep them), holding the writer lock, and only when
+        nobody else holds it (a live rebuild's copy is not a leftover). Free when there are
+        none: one listing of the index directory."""
+        if not leftover_copies(self.directory):
+            return
+        if not self.writer_lock.try_acquire("remove a killed rebuild's leftovers"):
+            return  # a writer at work (or no write access): a later open removes them
+        try:
+            remove_copies(leftover_copies(self.directory))
+        finally:
+            self.writer_lock.release()
 
     # -- context manager ------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ Terms arrive already analysed (:mod:`structrag.analysis` is the one chain shared
 indexing and querying); scoring is done by the query engine from the raw postings, so the
 fields store no Whoosh length norms. The index is derived data: DuckDB is the source of
 truth, and a ``GENERATION`` file says which store generation the index reflects, so a
-mismatch (an ingest killed between the two commits) is detected and repaired by a rebuild.
+mismatch (a write killed between the two commits) is detected and repaired by a rebuild.
 """
 
 from __future__ import annotations
@@ -338,6 +338,27 @@ class StagedWhooshWriter:
                 self._ix.close()
 
 
+#: What a rebuild makes beside the text index (the index it builds, the one it swaps
+#: out): a rebuild killed half-way leaves them behind, as large as the index.
+COPY_PREFIXES = (".whoosh-new-", ".whoosh-old-")
+
+
+def leftover_copies(directory: str | Path) -> list[Path]:
+    """The rebuild copies beside the text index of the index at ``directory`` (one
+    listing). Stale unless a rebuild runs now: remove them holding the writer lock
+    (:func:`remove_copies`), which a rebuild holds."""
+    try:
+        with os.scandir(directory) as entries:
+            return [Path(e.path) for e in entries if e.name.startswith(COPY_PREFIXES)]
+    except OSError:
+        return []
+
+
+def remove_copies(copies: Iterable[Path]) -> None:
+    for copy in copies:
+        shutil.rmtree(copy, ignore_errors=True)
+
+
 class WhooshTextIndex:
     """A :class:`~structrag.store.protocols.TextIndex` on a Whoosh directory."""
 
@@ -355,8 +376,6 @@ class WhooshTextIndex:
         #: Whether this opening made the index anew (its folder was missing or empty).
         self.created = False
         try:
-            if not read_only:
-                self._sweep()
             if index.exists_in(str(self.path)):
                 self._ix = index.open_dir(str(self.path))
             elif not read_only:
@@ -367,14 +386,6 @@ class WhooshTextIndex:
                     self._mark(0)  # a new, empty index matches a new, empty store
         except OSError as exc:
             raise _unusable(self.path, exc) from exc
-
-    def _sweep(self) -> None:
-        """Remove what a rebuild killed half-way left behind. Only a writer opens the text
-        index for writing, and the store's lock lets one writer in at a time, so any
-        leftover is stale."""
-        for leftover in self.path.parent.glob(".whoosh-*"):
-            if leftover.name.startswith((".whoosh-new-", ".whoosh-old-")):
-                shutil.rmtree(leftover, ignore_errors=True)
 
     # -- generation marker ----------------------------------------------------------------
 

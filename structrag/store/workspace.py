@@ -3,10 +3,11 @@ staging folders of ingests in progress.
 
 * **One writer at a time.** Every write (an ingest, a memory, a rebuild of the text index)
   holds ``<index>/.writer.lock`` (an ``flock``), so two processes never number new
-  messages alike. Readers never take it. A process waits for it up to
-  ``STRUCTRAG_LOCK_TIMEOUT`` seconds, then says who holds it. Within a process the lock is
-  shared by its threads (a server's background ingest and its memory writes); they
-  serialise their commits among themselves.
+  messages alike. Readers take it only to repair a text index left behind by a dead
+  writer, and, when it is free (never waiting), to remove a killed rebuild's copy. A
+  process waits for it up to ``STRUCTRAG_LOCK_TIMEOUT`` seconds, then says who holds
+  it. Within a process the lock is shared by its threads (a server's background ingest
+  and its memory writes); they serialise their commits among themselves.
 * **Staging.** An ingest writes what it extracts into ``<index>/.staging/<pid>-<id>/``
   and merges it into the store at the end (see
   :mod:`structrag.store.duckdb.staging`); the folder of a process that died is removed
@@ -94,6 +95,41 @@ class WriterLock:
                 return
             self._fd = self._take(what, lock_timeout() if timeout is None else timeout)
             self._count = 1
+
+    def try_acquire(self, what: str) -> bool:
+        """Take the lock if nobody else holds it, without waiting; False when another
+        process (or another :class:`WriterLock` of this one) holds it, or the lock file
+        cannot be opened for writing (a read-only index directory). True: :meth:`release`
+        it."""
+        try:
+            self.acquire(what, timeout=0)
+        except IndexStateError:
+            return False
+        return True
+
+    def busy(self) -> str | None:
+        """Who holds the lock now, when someone other than this object does (a live
+        process: ``flock`` goes with its holder), as written in the file (``process 12:
+        ingest``, or ``a writer``); None when nobody does. Looks without taking it and
+        without write access."""
+        with self._guard:
+            if self._count:
+                return None
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except OSError:
+            return None  # no lock file: nobody ever took it (or it cannot be read)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return _read(fd) or "a writer"
+            except OSError:
+                return None
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return None
+        finally:
+            os.close(fd)
 
     def release(self) -> None:
         with self._guard:
