@@ -993,11 +993,16 @@ class Ingestor:
     ) -> set[tuple[str, str]]:
         """The messages of ``conversations`` (as ``(conversation, id)``) whose knowledge
         this LLM extractor would not have made: extracted by another model (or not by an
-        LLM), with another prompt version, or by the other of ``llm`` and ``hybrid`` (the
-        hybrid's messages hold spaCy's knowledge; a message of an ``llm`` ingest in which
-        spaCy would find nothing is taken for the hybrid's). Messages without text are
-        never sent. With ``path``, only the messages that file wrote. Empty for an
-        extractor that is not an LLM one."""
+        LLM), with another prompt version (of their LLM knowledge, or of their recorded
+        outcome: a message the model found nothing in has no knowledge to say it), or by
+        the other of ``llm`` and ``hybrid`` (the hybrid's messages hold spaCy's knowledge;
+        a message of an ``llm`` ingest in which spaCy would find nothing is taken for the
+        hybrid's). Messages without text are never sent. A failure is left to
+        ``--retry-failed``, whatever prompt it failed with. An outcome of an unknown prompt
+        version (NULL: recorded before schema 8, see
+        :func:`structrag.store.duckdb.schema._prompt_versions`) is taken for this one's.
+        With ``path``, only the messages that file wrote. Empty for an extractor that is
+        not an LLM one."""
         identity = self._llm_identity()
         if identity is None or not conversations:
             return set()
@@ -1021,6 +1026,8 @@ class Ingestor:
             "AND f.model = $2)) "
             "OR EXISTS (SELECT 1 FROM semantic_refs r WHERE r.mkey = m.mkey "
             f"AND r.extractor = '{LLM_EXTRACTOR}' AND r.extractor_version <> $3) "
+            "OR EXISTS (SELECT 1 FROM extractions e WHERE e.mkey = m.mkey "
+            "AND e.prompt_version <> $3) "
             f"OR {other})",
             [conversations, model, prompt, *([path] if path is not None else [])],
         )
@@ -1110,6 +1117,8 @@ class Ingestor:
         if reserve is not None:
             numbers.reserve(reserve)
         settings = self._unsaved_settings()
+        identity = self._llm_identity()
+        prompt = identity[2] if identity is not None else None
         chunk = _Chunk()
         try:
             if folder is not None:
@@ -1141,6 +1150,7 @@ class Ingestor:
                             model=outcome.model,
                             error=outcome.error,
                             attempts=outcome.attempts,
+                            prompt_version=prompt,
                         )
                     )
                 (chunk.new if pending.status == "new" else chunk.changed).append(stored)

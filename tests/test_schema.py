@@ -330,7 +330,7 @@ def test_an_index_with_schema_6_gains_the_new_view_columns(
     con.execute("UPDATE meta SET value = '6' WHERE key = 'schema_version'")
     con.close()
     with Index(old, read_only=True) as upgraded:
-        assert upgraded.store.get_setting("schema_version") == str(SCHEMA_VERSION) == "7"
+        assert upgraded.store.get_setting("schema_version") == str(SCHEMA_VERSION) == "8"
         assert upgraded.sql("SELECT entity, facet, value FROM v_facets ORDER BY ALL") == facets
         columns, _ = upgraded.sql_table("SELECT * FROM v_facets LIMIT 0")
         assert {"span_text", "memory_table"} <= set(columns)

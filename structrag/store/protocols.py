@@ -133,7 +133,9 @@ class SourceRecord:
 class ExtractionRecord:
     """How one message's extraction went, for extractors that say (the LLM): a success
     (``error`` None), or a failure, kept with the message's metadata knowledge and redone
-    by ``ingest --retry-failed``."""
+    by ``ingest --retry-failed``. ``prompt_version`` is the version of the prompt the
+    model was asked with (None: unknown); a re-ingest with another one extracts the
+    message again, even when the model found nothing in it."""
 
     mkey: int
     conversation: str
@@ -142,6 +144,7 @@ class ExtractionRecord:
     model: str | None
     error: str | None
     attempts: int
+    prompt_version: str | None = None
 
 
 class StoreTransaction(Protocol):

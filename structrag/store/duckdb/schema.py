@@ -3,7 +3,8 @@
 An index records its schema version in ``meta``. Opening an index for writing creates
 the schema, or upgrades an older one to the current one in one transaction
 (:data:`MIGRATIONS`: one step from each older version straight to the current schema,
-which is ``schema.sql``); an index from a newer structrag is refused.
+which is ``schema.sql``, between the prompt version columns of schema 8 and the views,
+which every upgrade does); an index from a newer structrag is refused.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import duckdb
 
 from structrag.analysis import TEXT_ANALYSIS, TEXT_ANALYSIS_KEY
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 
 @lru_cache(maxsize=1)
@@ -48,7 +49,9 @@ def upgrade(con: duckdb.DuckDBPyConnection, found: int) -> None:
     """Bring an index from schema ``found`` to the current one, in one transaction."""
     con.execute("BEGIN TRANSACTION")
     try:
+        _prompt_columns(con)
         MIGRATIONS[found](con)
+        _prompt_versions(con)
         _views(con)
         con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
         con.execute("COMMIT")
@@ -155,12 +158,14 @@ def _from_v2(con: duckdb.DuckDBPyConnection) -> None:
         "GROUP BY mkey, model"
     )
     con.execute(
-        "INSERT INTO extractions SELECT mkey, conversation, message_id, extractor, model, "
+        "INSERT INTO extractions (mkey, conversation, message_id, extractor, model, attempts, "
+        "extracted_at) SELECT mkey, conversation, message_id, extractor, model, "
         "coalesce(attempts, 1), coalesce(extracted_at, ?) FROM extractions_v2",
         [now],
     )
     con.execute(
-        "INSERT INTO extraction_failures SELECT mkey, conversation, message_id, extractor, "
+        "INSERT INTO extraction_failures (mkey, conversation, message_id, extractor, model, "
+        "error, attempts, failed_at) SELECT mkey, conversation, message_id, extractor, "
         "model, coalesce(error, ''), coalesce(attempts, 1), coalesce(failed_at, ?) "
         "FROM extraction_failures_v2",
         [now],
@@ -260,6 +265,56 @@ def _views(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(schema_sql())
 
 
+#: The tables that record the prompt version of an LLM extraction's outcome (schema 8).
+PROMPT_TABLES = ("extractions", "extraction_failures")
+
+
+def _prompt_columns(con: duckdb.DuckDBPyConnection) -> None:
+    """Schema 7 -> 8, the first step of every upgrade: ``extractions`` and
+    ``extraction_failures`` gain ``prompt_version``. A message the model found nothing in
+    has no semantic ref to say which prompt it was asked with, so after a prompt change
+    it was never extracted again. First, because every later step runs the schema script,
+    whose comments name the column; a table of schema 2 gains it too, and is dropped."""
+    for table in PROMPT_TABLES:
+        con.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS prompt_version VARCHAR")
+
+
+def _prompt_versions(con: duckdb.DuckDBPyConnection) -> None:
+    """Schema 7 -> 8, after the other steps: the prompt version of the outcomes recorded
+    before the column existed, as well as the index can tell.
+
+    An outcome's prompt is that of the message's LLM knowledge, when it has some (the
+    ``extractor_version`` of its ``llm`` refs is the prompt version: it was always
+    recorded); else the one in the extractor settings of the ingest that wrote the
+    message's content (``sources.settings`` of its ``source_id``: ``prompt_version``, or
+    ``llm.prompt_version`` for the hybrid); else it stays NULL, which the ingest takes for
+    the current version. The knowledge comes first because a message extracted again
+    with the same content keeps its ``source_id``: after a prompt change, the messages
+    re-extracted with knowledge would otherwise be taken for the old prompt's.
+
+    Not every unknown one "stale": every message the model found nothing in would be
+    sent again once, a cost the index gives no reason for; not every one current either,
+    as that would re-extract none of the empty messages an older prompt answered (what
+    schema 7 did). A message extracted again under a newer prompt after the ingest that
+    wrote it (``--retry-failed``, a change of model) in which nothing was found is taken
+    for the older prompt's, and sent once more."""
+    for table in PROMPT_TABLES:
+        con.execute(
+            f"UPDATE {table} AS e SET prompt_version = coalesce("
+            "(SELECT max(r.extractor_version) FROM semantic_refs r "
+            "WHERE r.mkey = e.mkey AND r.extractor = 'llm'), "
+            "(SELECT coalesce(json_extract_string(s.settings, '$.prompt_version'), "
+            "json_extract_string(s.settings, '$.llm.prompt_version')) FROM messages m "
+            "JOIN sources s ON s.source_id = m.source_id WHERE m.mkey = e.mkey)) "
+            "WHERE e.prompt_version IS NULL"
+        )
+
+
+def _from_v7(con: duckdb.DuckDBPyConnection) -> None:
+    """Schema 7 -> 8: nothing more than what every upgrade does (:func:`_prompt_columns`,
+    :func:`_prompt_versions`, the views)."""
+
+
 def _drop_views(con: duckdb.DuckDBPyConnection) -> None:
     """Drop the views (the schema script makes them again) before their tables change."""
     for (view,) in con.execute(
@@ -275,5 +330,6 @@ MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {
     4: _from_v4,
     5: _unkeyed,
     6: _drop_views,  # and then the views, as after every step (:func:`_views`)
+    7: _from_v7,
 }
 OLDEST_UPGRADABLE = min(MIGRATIONS)

@@ -263,7 +263,8 @@ CREATE TABLE IF NOT EXISTS extractions (
     extractor VARCHAR NOT NULL,
     model VARCHAR,
     attempts INTEGER NOT NULL,
-    extracted_at TIMESTAMP NOT NULL
+    extracted_at TIMESTAMP NOT NULL,
+    prompt_version VARCHAR
 );
 COMMENT ON TABLE extractions IS 'Messages an extractor that records outcomes (the LLM) answered, even when it found nothing.';
 COMMENT ON COLUMN extractions.mkey IS 'The message (messages.mkey).';
@@ -273,6 +274,7 @@ COMMENT ON COLUMN extractions.extractor IS 'llm or hybrid.';
 COMMENT ON COLUMN extractions.model IS 'The model that answered.';
 COMMENT ON COLUMN extractions.attempts IS 'Requests it took.';
 COMMENT ON COLUMN extractions.extracted_at IS 'When (UTC).';
+COMMENT ON COLUMN extractions.prompt_version IS 'Version of the prompt the model was asked with; a re-ingest with another one extracts the message again. NULL: unknown (written before schema 8 with nothing to tell it), taken for the current one.';
 
 CREATE TABLE IF NOT EXISTS extraction_failures (
     mkey BIGINT NOT NULL,
@@ -282,7 +284,8 @@ CREATE TABLE IF NOT EXISTS extraction_failures (
     model VARCHAR,
     error VARCHAR NOT NULL,
     attempts INTEGER NOT NULL,
-    failed_at TIMESTAMP NOT NULL
+    failed_at TIMESTAMP NOT NULL,
+    prompt_version VARCHAR
 );
 COMMENT ON TABLE extraction_failures IS 'Messages whose extraction failed (kept with their metadata knowledge; ingest --retry-failed redoes them).';
 COMMENT ON COLUMN extraction_failures.mkey IS 'The message (messages.mkey).';
@@ -293,6 +296,7 @@ COMMENT ON COLUMN extraction_failures.model IS 'The model asked.';
 COMMENT ON COLUMN extraction_failures.error IS 'What went wrong.';
 COMMENT ON COLUMN extraction_failures.attempts IS 'Requests tried.';
 COMMENT ON COLUMN extraction_failures.failed_at IS 'When (UTC).';
+COMMENT ON COLUMN extraction_failures.prompt_version IS 'Version of the prompt the model was asked with (NULL: unknown, written before schema 8). ingest --retry-failed asks again with the current one.';
 
 CREATE TABLE IF NOT EXISTS llm_cache (
     model VARCHAR NOT NULL,

@@ -137,6 +137,7 @@ EXTRACTION_COLUMNS: Columns = (
     ("model", "VARCHAR"),
     ("attempts", "INTEGER"),
     ("extracted_at", "TIMESTAMP"),
+    ("prompt_version", "VARCHAR"),
 )
 FAILURE_COLUMNS: Columns = (
     ("mkey", "BIGINT"),
@@ -147,6 +148,7 @@ FAILURE_COLUMNS: Columns = (
     ("error", "VARCHAR"),
     ("attempts", "INTEGER"),
     ("failed_at", "TIMESTAMP"),
+    ("prompt_version", "VARCHAR"),
 )
 _FACET_COLUMNS: Columns = (
     ("ref_id", "BIGINT"),
@@ -483,12 +485,31 @@ class RowWriter:
         """Successes into ``extractions``, failures into ``extraction_failures``."""
         now = utc_now()
         ok = [
-            (r.mkey, r.conversation, r.message_id, r.extractor, r.model, r.attempts, now)
+            (
+                r.mkey,
+                r.conversation,
+                r.message_id,
+                r.extractor,
+                r.model,
+                r.attempts,
+                now,
+                r.prompt_version,
+            )
             for r in records
             if r.error is None
         ]
         failed = [
-            (r.mkey, r.conversation, r.message_id, r.extractor, r.model, r.error, r.attempts, now)
+            (
+                r.mkey,
+                r.conversation,
+                r.message_id,
+                r.extractor,
+                r.model,
+                r.error,
+                r.attempts,
+                now,
+                r.prompt_version,
+            )
             for r in records
             if r.error is not None
         ]
