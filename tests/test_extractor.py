@@ -125,6 +125,34 @@ def test_huge_messages_are_cut_in_pieces_with_offsets_kept(extractor: SpacyExtra
             assert text[ref.span.start : ref.span.end] == ref.knowledge.name
 
 
+@pytest.mark.parametrize(
+    ("text", "joined"),
+    [
+        ("# Configuration\n\nSet max_retries to 5 to retry failed calls.", "Configuration Set"),
+        ("## Setup\nInstall Python and run make.", "Setup Install Python"),
+        ("We met Anna.\n\nBoston was cold, Kevin said.", "Anna Boston"),
+    ],
+)
+def test_no_name_runs_from_a_heading_or_paragraph_into_the_next(
+    extractor: SpacyExtractor, text: str, joined: str
+) -> None:
+    refs = _extract(extractor, text)
+    spacy = [r for r in refs if r.extractor == "spacy"]
+    names = {r.knowledge.name for r in spacy if isinstance(r.knowledge, Entity)}
+    assert names
+    assert not any(joined in name or "\n" in name for name in names), names
+    for ref in spacy:
+        assert ref.span.within(text)
+        if isinstance(ref.knowledge, Entity):
+            assert text[ref.span.start : ref.span.end] == ref.knowledge.name
+
+
+def test_a_sentence_wrapped_over_lines_is_parsed_whole(extractor: SpacyExtractor) -> None:
+    # A single line break is a wrapped line, not a block's end: the action spans it.
+    actions = _actions(_extract(extractor, "Yesterday my sister Anna adopted\na small puppy."))
+    assert any("adopt" in a.verbs and a.object is not None and "puppy" in a.object for a in actions)
+
+
 # Messages with emoji of several code points, each emoji its own item: a flag (two
 # regional indicators), a ZWJ family, a skin tone, a variation selector, a ZWJ profession
 # with a skin tone, and a flag written against a word.

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import itertools
 import multiprocessing
 import os
 import re
@@ -531,21 +532,40 @@ def _pieces(text: str) -> list[tuple[int, str, str]]:
     return pieces
 
 
+#: A blank line (a paragraph ends), and a Markdown heading line: the text is parsed in
+#: blocks cut there, so that no name or phrase runs from one into the next (a heading
+#: "# Configuration" over "Set max_retries to 5" made the name "Configuration Set"). A
+#: single line break stays inside a block: text wrapped at a width breaks sentences so.
+_BLANK_LINE = re.compile(r"\n[ \t]*\n")
+_HEADING = re.compile(r"^#{1,6}[ \t][^\n]*(?:\n|$)", re.MULTILINE)
+
+
+def _blocks(text: str) -> list[tuple[int, int]]:
+    """``(start, end)`` of each block of ``text`` (see :data:`_BLANK_LINE`)."""
+    if "\n" not in text:
+        return [(0, len(text))]
+    cuts = {0, len(text)}
+    cuts.update(m.end() for m in _BLANK_LINE.finditer(text))
+    for m in _HEADING.finditer(text):
+        cuts.update((m.start(), m.end()))
+    return list(itertools.pairwise(sorted(cuts)))
+
+
 def _split(text: str) -> list[tuple[int, str]]:
-    """Cut a long text into pieces at paragraph or sentence ends, keeping offsets."""
-    if len(text) <= MAX_PIECE_CHARS:
-        return [(0, text)] if text.strip() else []
+    """Cut a text into pieces at blocks (:func:`_blocks`), and a long block at paragraph
+    or sentence ends, keeping offsets."""
     pieces: list[tuple[int, str]] = []
-    start = 0
-    while start < len(text):
-        end = min(len(text), start + MAX_PIECE_CHARS)
-        if end < len(text):
-            cut = max(text.rfind("\n", start, end), text.rfind(". ", start, end))
-            if cut > start + MAX_PIECE_CHARS // 2:
-                end = cut + 1
-        if text[start:end].strip():
-            pieces.append((start, text[start:end]))
-        start = end
+    for first, last in _blocks(text):
+        start = first
+        while start < last:
+            end = min(last, start + MAX_PIECE_CHARS)
+            if end < last:
+                cut = max(text.rfind("\n", start, end), text.rfind(". ", start, end))
+                if cut > start + MAX_PIECE_CHARS // 2:
+                    end = cut + 1
+            if text[start:end].strip():
+                pieces.append((start, text[start:end]))
+            start = end
     return pieces
 
 
