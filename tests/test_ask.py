@@ -327,11 +327,12 @@ def test_cli_query_ask_and_batch(example_index: Path, tmp_path: Path) -> None:
     batch.write_text('{"question": "ok?"}\n{"q": 1}\n')
     done = run_cli("ask", "--batch", str(batch), "--db", db)
     assert done.returncode == 1 and "line 2" in done.stderr and "Traceback" not in done.stderr
-    assert done.stdout == ""  # checked whole before the first answer
+    # line by line: the answer to line 1 is printed, then the error names line 2
+    assert [json.loads(line)["line"] for line in done.stdout.splitlines()] == [1]
     batch.write_text('{"question": "ok?"}\n{"question": "ok?", "conversation": "nope"}\n')
     done = run_cli("ask", "--batch", str(batch), "--db", db)
     assert done.returncode == 1 and "line 2" in done.stderr and "'nope'" in done.stderr
-    assert done.stdout == ""
+    assert [json.loads(line)["line"] for line in done.stdout.splitlines()] == [1]
     done = run_cli("query", "entity(", "--db", db)
     assert done.returncode == 1 and "^" in done.stderr and "Traceback" not in done.stderr
 

@@ -128,9 +128,10 @@ def query(
 @click.option(
     "--batch",
     "batch",
-    type=click.Path(dir_okay=False, exists=True),
-    help='JSONL file of {"question": ..., "conversation": ...}; one JSON answer '
-    "per line on stdout.",
+    type=click.Path(dir_okay=False, exists=True, allow_dash=True),
+    help='JSONL file of {"question": ..., "conversation": ...} (- reads stdin); one JSON '
+    "answer per line on stdout, in order. A bad line stops the batch: the answers to the "
+    "lines before it are printed, then the error names the line.",
 )
 @click.option("--explain", is_flag=True, help="Print the AST and the plan.")
 @click.option(
@@ -204,14 +205,16 @@ def ask(
             "drop the --llm-* flags (or stop the server)"
         )
     if batch is not None:
-        # The whole file is checked before the first answer: a bad line does not leave
-        # half the answers written.
-        lines = list(_batch_questions(Path(batch)))
+        # Line by line: a bad line (bad JSON, an unknown conversation, a question that
+        # fails) stops the batch after the answers to the lines before it are printed,
+        # and the error names its line.
+        source = STDIN if batch == "-" else Path(batch)
+        lines = _batch_questions(source)
         if server is not None:
-            _ask_batch_remote(server, Path(batch), lines, options, explain)
+            _ask_batch_remote(server, source, lines, options, explain)
         else:
             with open_local(db, via) as index:
-                _ask_batch_local(index, Path(batch), lines, options, llm_settings, explain)
+                _ask_batch_local(index, source, lines, options, llm_settings, explain)
         return
     assert question is not None
     if server is not None:
@@ -244,24 +247,23 @@ def _llm(options: dict[str, Any], settings: dict[str, Any]) -> Any:
 def _ask_batch_local(
     index: Index,
     path: Path,
-    lines: list[tuple[int, dict[str, Any]]],
+    lines: Iterator[tuple[int, dict[str, Any]]],
     options: dict[str, Any],
     llm_settings: dict[str, Any],
     explain: bool,
 ) -> None:
     from structrag import shapes
 
-    named: dict[str, int] = {}  # each conversation the file names, at its first line
-    for lineno, item in lines:
-        named.setdefault(item.get("conversation") or "", lineno)
-    named.pop("", None)
-    for conversation, lineno in named.items():
-        try:
-            index.check_conversation(conversation)
-        except NotFoundError as exc:
-            raise InputError(path, exc.message, line=lineno, hint=exc.hint) from None
+    checked: set[str] = set()  # the conversations the lines so far named, found
     llm = _llm(options, llm_settings)
     for lineno, item in lines:
+        conversation = item.get("conversation")
+        if conversation and conversation not in checked:
+            try:
+                index.check_conversation(conversation)
+            except NotFoundError as exc:
+                raise InputError(path, exc.message, line=lineno, hint=exc.hint) from None
+            checked.add(conversation)
         try:
             answer = index.ask(
                 item["question"],
@@ -288,7 +290,7 @@ def _ask_batch_local(
 def _ask_batch_remote(
     server: Remote,
     path: Path,
-    lines: list[tuple[int, dict[str, Any]]],
+    lines: Iterator[tuple[int, dict[str, Any]]],
     options: dict[str, Any],
     explain: bool,
 ) -> None:
@@ -340,7 +342,15 @@ def _ask_batch_remote(
             raise
         chunk.clear()
 
-    for numbered in lines:
+    while True:
+        try:
+            numbered = next(lines, None)
+        except InputError:  # a bad line: the lines before it are answered first
+            if chunk:
+                send()
+            raise
+        if numbered is None:
+            break
         chunk.append(numbered)
         if len(chunk) == BATCH_CHUNK:
             send()
@@ -389,12 +399,50 @@ def _print_answer(data: dict[str, Any], *, explain: bool, several: bool) -> None
 _BATCH_KEYS = frozenset({"question", "conversation", "budget", "id"})
 
 
+#: How errors name ``ask --batch -``'s input.
+STDIN = Path("<stdin>")
+
+
+def _stdin_json_lines(what: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The objects of JSON Lines on stdin, read as they come (a line is answered before
+    the next is read); errors as :func:`~structrag.importers.base.read_json_lines` has
+    them."""
+    import sys
+
+    from structrag.importers.base import json_error
+
+    for lineno, raw in enumerate(sys.stdin.buffer, start=1):
+        try:
+            line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8").rstrip("\r\n")
+        except UnicodeDecodeError as exc:
+            raise InputError(
+                STDIN,
+                f"byte 0x{raw[exc.start]:02x} is not valid utf-8",
+                line=lineno,
+                column=exc.start + 1,
+            ) from None
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(STDIN, json_error(exc.msg), line=lineno, column=exc.colno) from None
+        except RecursionError:
+            raise InputError(STDIN, "the JSON nests too deep", line=lineno) from None
+        if not isinstance(item, dict):
+            raise InputError(STDIN, f"each line must be {what}", line=lineno)
+        yield lineno, item
+
+
 def _batch_questions(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """The questions of an ``ask --batch`` file, checked line by line."""
+    """The questions of an ``ask --batch`` file (``STDIN``: stdin), checked line by line
+    as they are read."""
     from structrag.importers.base import read_json_lines
 
     example = 'e.g. {"question": "Where did Ann go?", "conversation": "c1", "budget": 500}'
-    for lineno, item in read_json_lines(path, 'an object with a "question"'):
+    what = 'an object with a "question"'
+    rows = _stdin_json_lines(what) if path == STDIN else read_json_lines(path, what)
+    for lineno, item in rows:
         unknown = sorted(set(item) - _BATCH_KEYS)
         if unknown:
             raise InputError(

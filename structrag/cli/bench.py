@@ -766,7 +766,7 @@ def bench_serve(
     from structrag.bench.serve import run_serve_bench
     from structrag.cli.serve import needs_extra
 
-    needs_extra()
+    needs_extra("structrag bench serve")
     result = run_serve_bench(
         out,
         seconds=seconds,

@@ -135,9 +135,10 @@ def open_for(
     Only a command that adds (``create``) makes a new one: a mistyped ``--db`` given to
     any other is an error, not an empty index.
 
-    An index a server owns cannot be opened (the server holds its lock): that is an
-    error at once, naming the server, unless ``served_ok`` (``--no-server``: wait for
-    the lock)."""
+    An index a live server owns cannot be opened: the server holds its files from start
+    to stop, so waiting for them would only time out. That is an error at once, naming
+    the server. ``served_ok`` (``--no-server``, on a command that could have gone through
+    the server) only changes what the error says."""
     from structrag.index import Index
 
     if not create and not Path(db).is_dir():
@@ -145,17 +146,7 @@ def open_for(
         raise StructragError(
             f"no index at {shown}", hint=f"create one with `structrag ingest FILE --db {shown}`"
         )
-    if not served_ok and Path(db).is_dir():
-        from structrag.server.discovery import find_server
-
-        served = find_server(db)
-        if served is not None:
-            raise IndexStateError(
-                f"a server owns {shown_path(db)} ({served.url}, process {served.pid}), and "
-                "this command cannot go through it",
-                hint=f"stop the server first (kill -TERM {served.pid}); it closes the index "
-                "cleanly",
-            )
+    refuse_if_served(db, no_server=served_ok)
     index = Index(db, read_only=not write, create=write and create)
     try:
         for text in index.notes:
@@ -163,6 +154,32 @@ def open_for(
         yield index
     finally:
         index.close()
+
+
+def refuse_if_served(db: str, *, no_server: bool) -> None:
+    """An error at once when a live ``structrag serve`` owns the index at ``db``: it holds
+    the files from its start to its stop, so a command that opens them would only wait
+    for the lock and time out. ``no_server``: the command was given ``--no-server`` (and
+    could have gone through the server); the error then says to leave it out."""
+    if not Path(db).is_dir():
+        return
+    from structrag.server.discovery import find_server
+
+    served = find_server(db)
+    if served is None:
+        return
+    if no_server:
+        raise IndexStateError(
+            f"the structrag server at {served.url} (process {served.pid}) holds the index at "
+            f"{shown_path(db)}: --no-server cannot open its files while it runs",
+            hint="leave out --no-server (and STRUCTRAG_NO_SERVER) to go through the server, "
+            f"or stop it first (kill -TERM {served.pid})",
+        )
+    raise IndexStateError(
+        f"a server owns {shown_path(db)} ({served.url}, process {served.pid}), and this "
+        "command cannot go through it",
+        hint=f"stop the server first (kill -TERM {served.pid}); it closes the index cleanly",
+    )
 
 
 def progress_bar(quiet: bool) -> ClickProgress:

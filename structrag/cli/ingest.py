@@ -23,6 +23,7 @@ from structrag.cli.common import (
     open_for,
     progress_bar,
     quiet_option,
+    refuse_if_served,
 )
 from structrag.cli.llm import llm_config, llm_options
 from structrag.cli.remote import Remote, Via, quoted, via_options
@@ -257,6 +258,8 @@ def ingest(
                 return
             _print_reports(reports, options, db, as_json)
             return
+        if via.no_server:
+            refuse_if_served(db, no_server=True)  # at its start, not after its work
         if recorded:
             options = replace(options, extractor=_failed_with(db))
         if options.extractor in ("llm", "hybrid"):

@@ -73,7 +73,8 @@ def conversations(db: str, as_json: bool, via: Via) -> None:
     """The conversations in the index: ids, message counts, dates and speakers.
 
     Documents added as knowledge are conversations of their fragments (doc:<id>): the
-    listing counts them on a line of their own (`structrag knowledge list` shows them);
+    listing counts them on a line of their own (`structrag knowledge list --all` shows
+    them, agents' own documents too);
     --json lists them too, with "kind": "document", their path, title and fragment
     count."""
     rows = on_index(
@@ -106,7 +107,8 @@ def conversations(db: str, as_json: bool, via: Via) -> None:
         click.echo(
             f"and {counted(len(documents), 'document')} added as knowledge"
             + (f" ({counted(fragments, 'fragment')})" if fragments else "")
-            + f": list them with `structrag knowledge list --db {db}`"
+            # --all: an agent's own documents are left out of a plain `knowledge list`
+            + f": list them with `structrag knowledge list --all --db {db}`"
         )
 
 
@@ -238,14 +240,11 @@ def sql(statement: str, db: str, limit: int, as_json: bool, via: Via) -> None:
                      GROUP BY ALL ORDER BY 3 DESC LIMIT 10" --db my-index
     """
     from structrag.cli.common import open_for
-    from structrag.errors import StructragError
 
-    if via.server(db) is not None:
-        raise StructragError(
-            f"structrag sql reads the index files, and a server owns {db}",
-            hint="pass --no-server to wait for the server's lock, or stop the server",
-        )
-    with open_for(db, served_ok=via.no_server) as index:
+    via.say(f"structrag sql reads the index files of {db}")
+    # sql cannot go through a server: one that owns the index is an error at once
+    # (--no-server or not), saying to stop it (open_for).
+    with open_for(db) as index:
         columns, rows = index.sql_table(statement, limit=limit + 1)
     shown = rows[:limit]
     more = len(rows) > limit

@@ -5,8 +5,9 @@
 ``conversations``, ``entities``, ``topics``, ``ingest`` and the ``memory`` commands find it
 and send their request over HTTP instead of opening the files (which the server holds),
 and print the same output. ``--no-server`` (or ``STRUCTRAG_NO_SERVER=1``) opens the files
-anyway; ``--verbose`` says which way a command went. A server that wants a token gets
-``STRUCTRAG_TOKEN``.
+without looking for a server (refused at once while a live one owns the index: it holds
+the files until it stops); ``--verbose`` says which way a command went. A server that
+wants a token gets ``STRUCTRAG_TOKEN``.
 
 Standard library only (``urllib``): this runs on every command and must start quickly.
 """
@@ -94,7 +95,8 @@ class Remote:
         except (OSError, ValueError) as exc:
             raise ServerError(
                 f"the server at {self.info.url} (process {self.info.pid}) did not answer: {exc}",
-                hint="pass --no-server to open the index files, once the server has stopped",
+                hint="run the command again once the server has stopped: it then opens the "
+                "index files",
             ) from None
 
 
@@ -121,8 +123,8 @@ def _server_error(exc: urllib.error.HTTPError) -> ServerError:
 class Via:
     """How a command reaches an index: through its server (when one owns it) or not."""
 
-    #: ``--no-server``, or ``STRUCTRAG_NO_SERVER=1``: open the files (and wait for the
-    #: lock) even when a server owns the index.
+    #: ``--no-server``, or ``STRUCTRAG_NO_SERVER=1``: open the files, not through a server
+    #: (refused at once when a live one owns the index: see ``open_for``).
     no_server: bool = False
     verbose: bool = False
 
@@ -176,8 +178,8 @@ def via_options(func: F) -> F:
     wrapper = click.option(
         "--no-server",
         is_flag=True,
-        help="Open the index files even when a server owns the index (it holds their lock: "
-        "this waits for it). Env: STRUCTRAG_NO_SERVER=1.",
+        help="Open the index files instead of looking for a server. A running server holds "
+        "them: while one owns the index this is refused at once. Env: STRUCTRAG_NO_SERVER=1.",
     )(wrapper)
     return wrapper  # type: ignore[return-value]
 

@@ -20,8 +20,9 @@ INSTALL = "pip install 'structrag[serve]'"
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def needs_extra() -> None:
-    """Say how to install the serve extra when a part of it is missing."""
+def needs_extra(command: str = "structrag serve") -> None:
+    """Say how to install the serve extra when a part of it is missing (``command``: the
+    command that needs it, as the error names it)."""
     import importlib.util
 
     missing = [
@@ -31,7 +32,7 @@ def needs_extra() -> None:
     ]
     if missing:
         raise StructragError(
-            f"structrag serve needs {', '.join(missing)}, which are not installed",
+            f"{command} needs {', '.join(missing)}, which are not installed",
             hint=f"install the serve extra: {INSTALL}",
         )
 
@@ -198,7 +199,7 @@ def mcp_command(db: str, create: bool) -> None:
     Between calls it lets other commands (`structrag stats`, `memory add`) have the
     index.
     """
-    needs_extra()
+    needs_extra("structrag mcp")
     from structrag.server.run import serve_mcp_stdio
 
     serve_mcp_stdio(db, create=create)

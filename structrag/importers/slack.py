@@ -276,9 +276,24 @@ def _root_of(path: Path) -> Path | None:
     return path.parent if (path.parent / "users.json").is_file() else None
 
 
+#: What ``--format slack`` reads, for the errors that say a file is not that.
+_WHAT_SLACK_IS = (
+    "--format slack reads an unzipped Slack export: its top folder (users.json, "
+    "channels.json and a folder per channel of YYYY-MM-DD.json day files), one channel "
+    "folder, or one day file (a JSON array of messages)"
+)
+
+
 def _channel_dirs(path: Path) -> list[tuple[Path, list[Path]]]:
     """The channel folders of ``path`` and their day files, in order."""
     if path.is_file():
+        if path.suffix.lower() != ".json":
+            raise InputError(
+                path,
+                "not a Slack export: a Slack export is a folder of JSON files, and this is "
+                f"a {path.suffix or 'extension-less'} file",
+                hint=f"{_WHAT_SLACK_IS}; leave out --format to have the file's own format detected",
+            )
         return [(path.parent, [path])]
     if any((path / name).is_file() for name in ("users.json", *_LISTS)):
         channel_dirs = [
@@ -332,7 +347,24 @@ def _load_channel(
     info = export.channels.get(name, {})
     found: list[tuple[float, int, Path, str, dict[str, Any]]] = []
     for day in days:
-        data = parse_json(day, digest.read_text(day, options.encoding))
+        try:
+            data = parse_json(day, digest.read_text(day, options.encoding))
+        except InputError as exc:
+            if exc.hint is None or "--format jsonl" not in exc.hint:
+                raise
+            # "Extra data": more than one JSON value; a day file is one array, never
+            # JSON Lines (the hint to pass --format jsonl would not help here).
+            alone = source_path == day
+            raise InputError(
+                day,
+                f"{'not a Slack day file: ' if alone else ''}{exc.detail}",
+                line=exc.line,
+                column=exc.column,
+                hint=_WHAT_SLACK_IS
+                if alone
+                else "a Slack day file is one JSON array of "
+                "messages: re-export it, or fix the JSON at that position",
+            ) from None
         expect(day, data, list, "the top level", "a Slack day file")
         for i, msg in enumerate(data):
             expect(day, msg, dict, f"[{i}]", "a message")

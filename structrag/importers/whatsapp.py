@@ -139,6 +139,33 @@ _CALL_RE = re.compile(
 _EDITED = "<This message was edited>"
 
 
+#: The start of a dated line that is not whole: a date with a time (or the start of one)
+#: after it, or a date alone, as a message's first line has them. Only a date written the
+#: way the file's own messages write theirs counts (see :func:`_garbled`): a message line
+#: that starts with a date another way ("12 March 2023 was ...") stays message text.
+_HEADERISH_RE = re.compile(
+    rf"^(?P<ios>\[)?(?P<date>{_DATE})(?:,?{_AT}{_SP}\d{{1,2}}(?::|$|{_SP})|,?{_SP}?$)"
+)
+#: How many garbled lines one warning lists by number.
+_GARBLED_SHOWN = 5
+
+
+def _date_shape(date: str) -> str:
+    """A date's layout: its separators, and which parts have four digits
+    (``12/03/2023`` and ``3/1/2024`` are ``d/d/y``; ``12.03.23`` is ``d.d.d``)."""
+    return re.sub(r"\d+", lambda m: "y" if len(m.group()) > 2 else "d", date.rstrip("."))
+
+
+def _garbled(line: str, entry: dict[str, Any]) -> bool:
+    """Whether a line that is no dated line starts as one of this file's would (its
+    layout, its way of writing dates) with a time after the date: a message line that
+    was cut or garbled, not a line of the message above."""
+    found = _HEADERISH_RE.match(line.lstrip(_MARKS))
+    if found is None or bool(found.group("ios")) != entry["ios"]:
+        return False
+    return "shape" in entry and _date_shape(found.group("date")) == entry["shape"]
+
+
 def _prefix(line: str) -> re.Match[str] | None:
     bare = line.lstrip(_MARKS)
     return (
@@ -189,13 +216,19 @@ def stream_whatsapp(path: Path, options: LoadOptions) -> StreamedSource:
     return stream_text(path, "whatsapp", options, plan_whatsapp)
 
 
-def _entries(path: Path, lines: Lines) -> Iterator[dict[str, Any]]:
-    """The dated lines of an export, each with the lines that continue it."""
+def _entries(
+    path: Path, lines: Lines, garbled: list[int] | None = None
+) -> Iterator[dict[str, Any]]:
+    """The dated lines of an export, each with the lines that continue it. A continuation
+    line that starts like one of the file's dated lines but is not one (cut off, or
+    without its `` - ``) stays with the message above; its number goes to ``garbled``."""
     entry: dict[str, Any] | None = None
     for lineno, line in lines:
         match = _prefix(line)
         if match is None:
             if entry is not None:
+                if garbled is not None and _garbled(line, entry):
+                    garbled.append(lineno)
                 entry["body"].append(line)
             elif line.strip(_MARKS + " \t"):
                 raise InputError(
@@ -218,6 +251,8 @@ def _entries(path: Path, lines: Lines) -> Iterator[dict[str, Any]]:
             "rest": match.group("rest"),
             "body": [],
         }
+        if "half" not in match.re.groupindex:  # Korean dates: no garbled-line check
+            entry["shape"] = _date_shape(date)
     if entry is not None:
         yield entry
 
@@ -226,12 +261,23 @@ def plan_whatsapp(path: Path, lines: Lines, options: LoadOptions) -> TextReading
     """Read an export's dates once to settle day/month order; how to read its messages."""
     votes = DateOrderVotes()
     found = 0
-    for entry in _entries(path, lines):
+    garbled: list[int] = []
+    for entry in _entries(path, lines, garbled):
         votes.add(entry["date"])
         found += 1
     if not found:
         raise InputError(path, "no WhatsApp messages found", hint="the file is empty")
     dates = votes.choice(options.date_order)
+    warnings = dates.notes(path)
+    if garbled:
+        shown = ", ".join(str(n) for n in garbled[:_GARBLED_SHOWN])
+        more = f" and {len(garbled) - _GARBLED_SHOWN} more" if len(garbled) > _GARBLED_SHOWN else ""
+        warnings.append(
+            f"{path}: {'line' if len(garbled) == 1 else 'lines'} {shown}{more} "
+            f"{'starts' if len(garbled) == 1 else 'start'} with a date and time like a "
+            "message but cannot be read as one (cut off, or without its sender): kept as "
+            "text of the message above; check the export"
+        )
     parse = partial(parse_datetime, order=dates.order)
     events: list[dict[str, Any]] = []
 
@@ -271,7 +317,7 @@ def plan_whatsapp(path: Path, lines: Lines, options: LoadOptions) -> TextReading
         raws=raws,
         conversation=conversation,
         parse_time=lambda value: parse(value) if isinstance(value, str) else None,
-        warnings=dates.notes(path),
+        warnings=warnings,
         people=people,
     )
 

@@ -43,7 +43,13 @@ from structrag.query.nodes import Match, PlanNode
 from structrag.query.parser import parse
 from structrag.query.question import Translation, Translator, question_query, widen
 from structrag.query.settings import DEFAULT_SETTINGS, RankingSettings
-from structrag.store.protocols import KnowledgeStore, Scope, TextIndexReader, consistent_reads
+from structrag.store.protocols import (
+    KnowledgeStore,
+    PropertyCondition,
+    Scope,
+    TextIndexReader,
+    consistent_reads,
+)
 
 #: Messages rendered at a time while packing an answer context.
 PACK_BATCH = 64
@@ -920,8 +926,102 @@ def _why_nothing(node: ast.Node, view: ConversationView) -> list[str]:
             and np.isnat(view.scope.frame.timestamps.astype("datetime64[us]")).all()
         ):
             notes.append(f"{item.to_query()}: no message in scope has a date")
+    for item in _outside_not(node):
+        if isinstance(item, ast.EntityPattern):
+            notes += _why_no_entity(item, view)
+        elif isinstance(item, ast.Term) and item.kinds:
+            notes += _why_no_kind(item, view)
     notes += _exclusive_scopes(node)
     return notes
+
+
+#: ``_why_nothing`` looks for similar entity names among at most this many (a larger
+#: index only gets the note that there is none).
+SIMILAR_NAMES_MAX = 50_000
+
+
+def _where(view: ConversationView) -> str:
+    return f"conversation {view.conversation!r}" if view.conversation else "the index"
+
+
+def _has_refs(view: ConversationView, condition: PropertyCondition) -> bool:
+    """Whether any entity of the view's conversation (or the index) meets ``condition``
+    (one store lookup: this runs only for a query that found nothing)."""
+    found = view.owner.store.refs_meeting(None, [condition])
+    return bool(found) and bool(view._conversation_refs(found))
+
+
+def _why_no_entity(item: ast.EntityPattern, view: ConversationView) -> list[str]:
+    """``entity:NAME`` and ``type:TYPE`` that no entity of the scope's conversation (or
+    the index) has, with the names one might have meant."""
+    import difflib
+
+    notes: list[str] = []
+    if item.name is not None and not _has_refs(
+        view, PropertyCondition("name", view.name_keys(item.name), whole_words=True)
+    ):
+        names = sorted(
+            {
+                text
+                for text, kind, _ in view.owner.store.knowledge_vocabulary(view.conversation)
+                if kind == "entity"
+            }
+        )
+        near: list[str] = []
+        if len(names) <= SIMILAR_NAMES_MAX:
+            lowered = {name.casefold(): name for name in names}
+            near = [
+                lowered[n]
+                for n in difflib.get_close_matches(item.name.casefold(), list(lowered), n=3)
+            ]
+        notes.append(
+            f"no entity named {item.name!r} in {_where(view)}"
+            + (f"; entities with similar names: {', '.join(near)}" if near else "")
+            + " (`structrag entities` lists them)"
+        )
+    for kind in dict.fromkeys(item.types):
+        if not _has_refs(view, PropertyCondition("type", (term_key(kind),))):
+            counts: dict[str, int] = {}
+            for row in view.owner.store.top_entities(200, view.conversation):
+                for t in row["types"]:
+                    counts[t] = counts.get(t, 0) + int(row["mentions"])
+            common = sorted(counts, key=lambda t: (-counts[t], t))
+            shown = ", ".join(common[:10]) + (" ..." if len(common) > 10 else "")
+            notes.append(
+                f"no entity of type {kind!r} in {_where(view)}"
+                + (f" (its most common types: {shown})" if shown else "")
+            )
+    return notes
+
+
+def _why_no_kind(item: ast.Term, view: ConversationView) -> list[str]:
+    """``kind:CATEGORY`` that found nothing: a category the lexicon does not know (with
+    the ones one edit away, for a typo), or one none of whose kinds the scope's messages
+    say."""
+    from structrag.analysis import stems
+    from structrag.query.derived import _edits
+
+    found = stems(item.text)
+    if not found or any(view.holds(stem) for stem in found):
+        return []  # the word itself is there: something else narrowed the query
+    lexicon = view.owner.lexicon
+    if lexicon is None:
+        return []
+    keys = list(dict.fromkeys([" ".join(found), found[-1]]))
+    known = [key for key in keys if key in lexicon]
+    if any(view.kinds(key) for key in known):
+        return []  # some of its kinds are in scope
+    asked = item.to_query()
+    if known:
+        members = lexicon.kinds(known[0])
+        listed = ", ".join(members[:6]) + (" ..." if len(members) > 6 else "")
+        return [f"{asked}: no message in scope has {item.text!r} or a kind of it ({listed})"]
+    near = sorted(c for c in _edits(found[-1]) if c in lexicon)[:3]
+    return [
+        f"{asked}: {item.text!r} is not a category the lexicon of kinds knows, and no "
+        "message in scope has it"
+        + (f"; did you mean {' or '.join(f'kind:{c}' for c in near)}?" if near else "")
+    ]
 
 
 def _exclusive_scopes(node: ast.Node) -> list[str]:

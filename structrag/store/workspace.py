@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import math
 import os
 import shutil
 import threading
@@ -32,7 +33,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-from structrag.errors import IndexStateError
+from structrag.errors import ConfigError, IndexStateError
 
 WRITER_LOCK = ".writer.lock"
 STAGING_DIRNAME = ".staging"
@@ -47,11 +48,23 @@ def holds_shards(directory: Path) -> bool:
 
 def lock_timeout() -> float:
     """Seconds to wait for another process's hold on an index before giving up
-    (``STRUCTRAG_LOCK_TIMEOUT``, default 10)."""
-    try:
-        return max(0.0, float(os.environ.get("STRUCTRAG_LOCK_TIMEOUT", "10")))
-    except ValueError:
+    (``STRUCTRAG_LOCK_TIMEOUT``, default 10; unset or empty: the default). A value that
+    is not a number of seconds, 0 or more, is a :class:`~structrag.errors.ConfigError`
+    naming the variable (it was once read as 10 without a word)."""
+    raw = os.environ.get("STRUCTRAG_LOCK_TIMEOUT", "").strip()
+    if not raw:
         return 10.0
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if math.isnan(value) or value < 0:
+        raise ConfigError(
+            f"STRUCTRAG_LOCK_TIMEOUT={raw!r} is not a number of seconds, 0 or more",
+            hint="set it to seconds to wait for another process's hold on an index, such "
+            "as 10 or 0.5 (0: do not wait), or unset it for the default, 10",
+        )
+    return value
 
 
 def process_alive(pid: int) -> bool:
