@@ -22,8 +22,10 @@ import hashlib
 import logging
 import marshal
 import os
+import re
 import sys
 import tempfile
+from collections.abc import Iterator
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -33,6 +35,7 @@ from structrag.errors import ConfigError
 from structrag.query.context import TokenCounter
 
 if TYPE_CHECKING:
+    import numpy as np
     import tiktoken
 
 __all__ = ["DEFAULT_ENCODING", "TiktokenCounter", "TokenCounter", "get_counter", "seed_vocabulary"]
@@ -159,6 +162,58 @@ log = logging.getLogger(__name__)
 _UNAVAILABLE: dict[str, ConfigError] = {}
 
 
+#: :meth:`TiktokenCounter.count_within` counts a long text in parts of about this many
+#: characters.
+COUNT_PART = 65_536
+#: Bytes of a text bounded at a time by :meth:`TiktokenCounter._at_least`.
+_BOUND_SLICE = 65_536
+#: Sets of bytes whose longest token :meth:`TiktokenCounter._at_least` keeps.
+_WIDEST_KEPT = 4_096
+#: Where a text can be cut and counted as the sum of its two parts: before a space (or a
+#: CJK comma or full stop) that follows a letter or a digit. The pieces the patterns of
+#: cl100k_base and o200k_base split a text into never hold a letter or digit and the
+#: character after it when that is one of these, and no piece before the cut depends on
+#: what follows it (their one lookahead, ``\s+(?!\S)``, ends in whitespace).
+_CUT = re.compile(r"(?<=[^\W_])[ \u3001\u3002\uff0c]")
+_MARKS = " \u3001\u3002\uff0c"
+
+
+def _parts(text: str) -> Iterator[str]:
+    """``text`` cut at :data:`_CUT` into parts of at least :data:`COUNT_PART` characters
+    (but the last), as they are asked for."""
+    start = 0
+    while len(text) - start > COUNT_PART:
+        cut = _next_cut(text, start + COUNT_PART)
+        if cut is None:
+            break
+        yield text[start:cut]
+        start = cut
+    yield text[start:]
+
+
+def _next_cut(text: str, at: int) -> int | None:
+    """Where the first cut (:data:`_CUT`) at or after ``at`` lies; None without one. The
+    pattern runs only on windows where ``str.find`` sees a mark (it is slower by far)."""
+    window = COUNT_PART
+    while at < len(text):
+        stop = min(len(text), at + window)
+        if any(text.find(mark, at, stop) >= 0 for mark in _MARKS):
+            found = _CUT.search(text, at, stop)
+            if found is not None:
+                return found.start()
+        at = stop
+        window *= 2
+    return None
+
+
+def _tiktoken_bytes(text: str) -> bytes:
+    """The bytes tiktoken encodes for ``text`` (a lone surrogate as U+FFFD, as it does)."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode("utf-8")
+
+
 class TiktokenCounter:
     """Counts tokens with a tiktoken encoding (``cl100k_base`` by default)."""
 
@@ -166,6 +221,8 @@ class TiktokenCounter:
         self.name = name
         saved = _load_saved(name)
         self._encoding = saved if saved is not None else self._load(name)
+        self._masks: tuple[np.ndarray, np.ndarray] | None = None
+        self._widest: dict[bytes, int] = {}
 
     @staticmethod
     def _load(name: str) -> tiktoken.Encoding:
@@ -196,6 +253,72 @@ class TiktokenCounter:
 
     def count(self, text: str) -> int:
         return len(self._encoding.encode(text, disallowed_special=()))
+
+    def count_within(self, text: str, cap: int) -> int:
+        """The tokens of ``text`` when they are at most ``cap``, else ``cap + 1``, without
+        encoding much more of a long text than its first ``cap`` tokens.
+
+        tiktoken encodes each piece its pattern splits a text into on its own, so a text
+        cut where a piece ends counts as the sum of its parts (:data:`_CUT`): a long text
+        is counted part by part until the sum passes ``cap``. A part with no such cut in
+        it (one long run of letters: tiktoken takes seconds per megabyte of it) is first
+        held against a lower bound of its tokens (:meth:`_at_least`), and not encoded
+        when that bound alone passes what is left of ``cap``."""
+        if len(text) <= COUNT_PART:
+            return min(self.count(text), cap + 1)
+        total = 0
+        for part in _parts(text):
+            if len(part) > 2 * COUNT_PART and self._at_least(part) > cap - total:
+                return cap + 1
+            total += self.count(part)
+            if total > cap:
+                return cap + 1
+        return total
+
+    def _at_least(self, text: str) -> int:
+        """A lower bound of the tokens of ``text``. Each token of an encoding is a run
+        of the text's bytes, so within a slice of the bytes the tokens that lie wholly
+        inside it are no longer than the vocabulary's longest token made only of the
+        bytes the slice holds, and cover all of it but what the two tokens across its
+        edges take (each less than the vocabulary's longest token)."""
+        import numpy as np
+
+        widths, masks = self._vocabulary_masks()
+        edge = 2 * (int(widths.max()) - 1)
+        data = _tiktoken_bytes(text)
+        total = 0
+        for at in range(0, len(data), _BOUND_SLICE):
+            piece = np.frombuffer(
+                data, dtype=np.uint8, count=min(_BOUND_SLICE, len(data) - at), offset=at
+            )
+            inside = len(piece) - edge
+            if inside <= 0:
+                continue
+            present = np.packbits(np.bincount(piece, minlength=256) > 0)
+            key = present.tobytes()
+            widest = self._widest.get(key)
+            if widest is None:
+                absent = ~present.view(np.uint64)
+                fits = ~((masks & absent) != 0).any(axis=1)
+                widest = int(widths[fits].max()) if fits.any() else int(widths.max())
+                if len(self._widest) >= _WIDEST_KEPT:
+                    self._widest.clear()
+                self._widest[key] = widest
+            total += -(-inside // widest)
+        return total
+
+    def _vocabulary_masks(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each token's length in bytes, and the set of bytes it is made of (256 bits)."""
+        import numpy as np
+
+        if self._masks is None:
+            tokens = self._encoding.token_byte_values()
+            widths = np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens))
+            present = np.zeros((len(tokens), 256), dtype=bool)
+            owner = np.repeat(np.arange(len(tokens)), widths)
+            present[owner, np.frombuffer(b"".join(tokens), dtype=np.uint8)] = True
+            self._masks = (widths, np.packbits(present, axis=1).view(np.uint64))
+        return self._masks
 
 
 @lru_cache(maxsize=4)

@@ -42,6 +42,28 @@ class TokenCounter(Protocol):
     def count(self, text: str) -> int: ...
 
 
+def count_within(counter: TokenCounter, text: str, cap: int | None = None) -> int:
+    """The tokens of ``text`` when they are at most ``cap``, else ``cap + 1``. By default
+    (``cap`` :data:`MAX_BUDGET`) a line's count: exact for any line that can fit a budget,
+    ``MAX_BUDGET + 1`` for one that cannot. A counter with a ``count_within`` method
+    (:class:`~structrag.tokens.TiktokenCounter`) counts a long text only as far as that
+    takes; any other counts it all."""
+    if cap is None:
+        cap = MAX_BUDGET
+    within = getattr(counter, "count_within", None)
+    if within is not None:
+        return int(within(text, cap))
+    return min(counter.count(text), cap + 1)
+
+
+def tokens_text(tokens: int) -> str:
+    """A line's token count for a note: ``120 tokens``, or ``more than 1,000,000 tokens``
+    for a count above :data:`MAX_BUDGET` (see :func:`count_within`: not counted further)."""
+    if tokens > MAX_BUDGET:
+        return f"more than {MAX_BUDGET:,} tokens"
+    return f"{tokens} tokens"
+
+
 class Ranked(Protocol):
     """What packing needs of a ranked message."""
 
@@ -63,7 +85,9 @@ class RankedMessage:
 
 @dataclass(frozen=True)
 class Line:
-    """A message rendered for the context, with its token count."""
+    """A message rendered for the context, with its token count (newline included, as
+    :func:`count_within` counts it: ``MAX_BUDGET + 1`` for a line longer than any
+    budget)."""
 
     conversation: str
     id: str
@@ -114,7 +138,13 @@ def cut_line(line: str, tokens: int, cost: Callable[[str], int]) -> str | None:
     start would hold no more than the line's labels (``[mem-1a2b] [8 May 2024] Ann:``)."""
     if tokens < MIN_CUT_TOKENS:
         return None
-    low, high = 0, len(line)  # the longest prefix length that fits lies in [low, high)
+    # Only a start of the line is searched, one found to cost more than ``tokens`` (grown
+    # fourfold from 8 characters a token until one does, or the whole line): a line of
+    # megabytes is not counted whole at every step.
+    high = min(len(line), 8 * tokens)
+    while high < len(line) and cost(line[:high] + CUT_MARK) <= tokens:
+        high = min(len(line), 4 * high)
+    low = 0  # the longest prefix length that fits lies in [low, high]
     while low < high:
         middle = (low + high + 1) // 2
         if cost(line[:middle] + CUT_MARK) <= tokens:
@@ -174,7 +204,8 @@ def build_context(
 ) -> AnswerContext:
     """Pack knowledge lines, ranked messages, then vector fill, within ``budget`` tokens.
 
-    ``lines`` renders messages (by mkey) with their token counts (newline included).
+    ``lines`` renders messages (by mkey) with their token counts (newline included; see
+    :class:`Line`: a count above :data:`MAX_BUDGET` only says the line fits no budget).
     Looking for a message that still fits stops after ``max_misses`` misses in a row.
     The best ranked message, when it alone is longer than what is left, is cut to fit
     (:func:`cut_line`): a long document fragment must not give way to weaker lines.
@@ -184,6 +215,11 @@ def build_context(
     knowledge_lines: list[str] = []
     share = int(budget * knowledge_share)
     cost: Callable[[str], int] = lambda line: counter.count(line + "\n")  # noqa: E731
+
+    def cost_within(cap: int) -> Callable[[str], int]:
+        """:func:`cost` for what is compared with ``cap`` only: counted no further."""
+        return lambda line: count_within(counter, line + "\n", cap)
+
     for line in knowledge:
         if used + cost(line) > share:
             break
@@ -208,7 +244,7 @@ def build_context(
                     continue  # gone, or a message without text (its labels alone)
                 cut = False
                 if used + entry.tokens > budget and source is ranked and not chosen and not misses:
-                    start_of = cut_line(entry.text, budget - used, cost)
+                    start_of = cut_line(entry.text, budget - used, cost_within(budget - used))
                     if start_of is not None:
                         entry = replace(entry, text=start_of, tokens=cost(start_of))
                         cut = True

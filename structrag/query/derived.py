@@ -31,7 +31,7 @@ from structrag.embeddings import Embedder
 from structrag.errors import NotFoundError
 from structrag.lexicon import Lexicon, default_lexicon
 from structrag.lexicon.irregular import irregular_forms
-from structrag.query.context import Line, TokenCounter, render_message
+from structrag.query.context import Line, TokenCounter, count_within, render_message
 from structrag.query.digest import ConversationDigest, vocabulary_words
 from structrag.query.graph import EntityGraph
 from structrag.query.scope import ScopeData
@@ -666,7 +666,7 @@ class Derived:
                     found.message.conversation,
                     found.message.id,
                     text,
-                    counter.count(text + "\n"),
+                    count_within(counter, text + "\n"),
                 )
         return {k: self._lines[(name, k)] for k in mkeys if (name, k) in self._lines}
 

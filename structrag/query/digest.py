@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from structrag.query.context import TokenCounter, render_line
+from structrag.query.context import TokenCounter, count_within, render_line
 from structrag.store.protocols import KnowledgeStore, MessageFrame, RefTable, Scope
 from structrag.version import __version__
 
@@ -64,7 +64,9 @@ class DigestContent:
     vectors: np.ndarray
     #: The token counter ``tokens`` were counted with.
     counter: str
-    #: Each frame message rendered as in a context, and its tokens (with its newline).
+    #: Each frame message rendered as in a context, and its tokens (with its newline; as
+    #: :func:`~structrag.query.context.count_within` counts them: a line longer than any
+    #: budget is not counted to its end).
     lines: list[str]
     tokens: np.ndarray
 
@@ -259,7 +261,7 @@ def build_digest(
         vectors=vectors,
         counter=counter.name,
         lines=lines,
-        tokens=np.array([counter.count(line + "\n") for line in lines], dtype=np.int32),
+        tokens=np.array([count_within(counter, line + "\n") for line in lines], dtype=np.int32),
     )
 
 

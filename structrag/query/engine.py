@@ -37,6 +37,7 @@ from structrag.query.context import (
     RankedMessage,
     TokenCounter,
     build_context,
+    tokens_text,
 )
 from structrag.query.derived import ConversationView, Derived, Evaluation
 from structrag.query.nodes import Match, PlanNode
@@ -463,9 +464,22 @@ class QueryEngine:
                 if line is not None:
                     notes = [
                         *notes,
-                        f"the best match, {best_id} ({line.tokens} tokens), does not fit "
-                        f"the budget of {budget} tokens: ask with a larger budget",
+                        f"the best match, {best_id} ({tokens_text(line.tokens)}), does not "
+                        f"fit the budget of {budget} tokens: ask with a larger budget",
                     ]
+        elif not context.messages and fill:
+            # Nothing ranked, and the nearest message by embedding is longer than the
+            # budget (the fill is never cut): say so rather than return nothing silently.
+            near = fill[0]
+            line = self.derived.lines([near.mkey], counter, ahead, found.view).get(near.mkey)
+            if line is not None:
+                notes = [
+                    *notes,
+                    "no message matches the question's words (questions are read as English), "
+                    f"and the nearest by embedding, {shown_id(near.id)} "
+                    f"({tokens_text(line.tokens)}), does not fit the budget of {budget} "
+                    "tokens: ask with a larger budget",
+                ]
         return Answer(
             question=question,
             conversation=conversation,
@@ -623,6 +637,9 @@ _TRAILING_NOTE = re.compile(r"(\s*\[[^\[\]]*\])+\s*$")
 def is_question(text: str) -> bool:
     """Whether a message ends with a question (a trailing bracketed note aside:
     ``Have you read it? [shares a photo of a book]``)."""
+    text = text.rstrip()
+    if not text.endswith(("?", "]")):  # no note to take off (a long line: no regex run)
+        return False
     return _TRAILING_NOTE.sub("", text).rstrip().endswith("?")
 
 
