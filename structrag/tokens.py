@@ -178,6 +178,12 @@ _CUT = re.compile(r"(?<=[^\W_])[ \u3001\u3002\uff0c]")
 _MARKS = " \u3001\u3002\uff0c"
 
 
+#: A run of white space tiktoken may fail on (see :meth:`TiktokenCounter.count`), and
+#: the parts it is cut into there.
+_SPACE_PART = 100_000
+_LONG_SPACE = re.compile(rf"\s{{{_SPACE_PART},}}")
+
+
 def _parts(text: str) -> Iterator[str]:
     """``text`` cut at :data:`_CUT` into parts of at least :data:`COUNT_PART` characters
     (but the last), as they are asked for."""
@@ -252,7 +258,25 @@ class TiktokenCounter:
         return encoding
 
     def count(self, text: str) -> int:
-        return len(self._encoding.encode(text, disallowed_special=()))
+        try:
+            return len(self._encoding.encode(text, disallowed_special=()))
+        except ValueError:
+            # tiktoken's pattern gives up on a run of white space of about a million
+            # characters ("Max stack size exceeded for backtracking"): such a text is
+            # counted in parts cut inside its long runs, one token more per cut (a run
+            # cut in two can take one token more or fewer than whole), so the count
+            # is never short of what the text costs.
+            if not _LONG_SPACE.search(text):
+                raise
+            return self._count_cut(text)
+
+    def _count_cut(self, text: str) -> int:
+        total = start = 0
+        for run in _LONG_SPACE.finditer(text):
+            for at in range(run.start() + _SPACE_PART, run.end() - 1, _SPACE_PART):
+                total += len(self._encoding.encode(text[start:at], disallowed_special=())) + 1
+                start = at
+        return total + len(self._encoding.encode(text[start:], disallowed_special=()))
 
     def count_within(self, text: str, cap: int) -> int:
         """The tokens of ``text`` when they are at most ``cap``, else ``cap + 1``, without

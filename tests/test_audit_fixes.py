@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from structrag.cli import cli
+from structrag.errors import InputError
 from tests.serve_helpers import Served, conversation_file, copy_index, run_cli, start_server
 
 
@@ -80,10 +81,14 @@ def test_garbled_whatsapp_header_lines_are_warned_about(tmp_path: Path) -> None:
     chat.write_text(
         "12/03/2023, 14:02 - Ana: hi there\n"
         "12/03/2023, 14:03 - Bob: hello\n"
-        "12/03/2023 14:04 Bob broken line without dash\n"
+        "12/03/2023, 14:04 Bob broken line without dash\n"
         "12/03/2023, 14:0\n"
         "12/03/2023 was a good day\n"  # a message line that starts with a date: fine
-        "13/03/2023, 09:00 - Ana: see you\n"
+        "13/03/2023, 09:00 - Ana: dates that work for me:\n"
+        "15/03/2023\n"  # a list of dates: fine
+        "16/03/2023\n"
+        "13/03/2023 10:00 standup with Carol\n"  # not written as the file's lines are
+        "14/03/2023 2 people off\n"
         "12 March 2023, 14:00 the agenda\n",  # another way of writing dates: fine
         encoding="utf-8",
     )
@@ -314,3 +319,11 @@ def test_ask_batch_reads_stdin_as_dash(example_index: Path) -> None:
     assert isinstance(bad.exception, Exception)
     assert "<stdin>, line 3" in str(bad.exception)
     assert len(bad.stdout.splitlines()) == 2  # the answers before it
+
+
+def test_ask_batch_on_stdin_refuses_a_lone_surrogate_as_a_file_does(example_index: Path) -> None:
+    line = '{"question": "who is free \\ud800 on Friday?"}\n'
+    args = ["ask", "--batch", "-", "--db", str(example_index)]
+    done = CliRunner().invoke(cli, args, input=line)
+    assert isinstance(done.exception, InputError), done.exception
+    assert "<stdin>, line 1" in str(done.exception) and "surrogate" in str(done.exception)

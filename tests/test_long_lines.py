@@ -294,3 +294,21 @@ def test_a_nearest_message_longer_than_the_budget_is_noted_when_nothing_matches(
         "nearest by embedding, long (" in note and "does not fit the budget of 100" in note
         for note in answer.notes
     ), answer.notes
+
+
+def test_a_run_of_a_million_spaces_is_counted_not_a_crash(tmp_path: Path) -> None:
+    # tiktoken's own pattern fails on such a run ("Max stack size exceeded"): the counter
+    # counts it in parts, never short of the real cost, and ingest and ask go on.
+    counter = TiktokenCounter()
+    text = "quokka" + " " * 1_000_000 + "census"
+    half = "quokka" + " " * 300_000 + "census"
+    assert counter._count_cut(half) >= counter.count(half)
+    total = counter.count(text)
+    assert 0 < total <= counter.count_within(text, 10 * total)
+    path = tmp_path / "spaces.jsonl"
+    rows = [{"id": "1", "speaker": "Ann", "text": text}, {"id": "2", "speaker": "Bo", "text": "hi"}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    with Index(tmp_path / "index") as ix:
+        ix.ingest([path])
+        answer = ix.ask("What about the quokka census?", budget=200)
+    assert answer.context.tokens <= 200

@@ -234,6 +234,31 @@ def test_an_interrupt_while_the_index_closes_after_the_add_names_the_memory(
     assert f"added memory {added} (agent 'bot', room 'r', table messages) before the " in err
 
 
+def test_compact_interrupted_after_its_summary_was_written_names_it(
+    busy_index: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``memory compact`` writes the summary, then reads its observations: Ctrl-C during
+    the read comes after the commit, and the summary is named (not 'nothing written')."""
+    from structrag.memory.api import Memory
+
+    db = _copy(busy_index, tmp_path)
+
+    def observations(self: Memory, *args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Memory, "observations", observations)
+    args = ["memory", "compact", "--agent", "bot", "--room", "r", "--keep-recent", "10"]
+    code = run_main([*args, "--db", str(db)])
+    err = capsys.readouterr().err
+    assert code == 130
+    assert _summaries(db) == 1
+    assert "compacted room 'r' of agent 'bot' into summary-" in err, err
+    assert "nothing was written" not in err
+
+
 def test_real_sigint_during_the_compaction_of_an_add(busy_index: Path, tmp_path: Path) -> None:
     """A real Ctrl-C (SIGINT to the process group) while the add's compaction waits at its
     fault point: exit 130, no traceback, the memory named."""

@@ -352,7 +352,8 @@ def _ask_batch_remote(
         if numbered is None:
             break
         chunk.append(numbered)
-        if len(chunk) == BATCH_CHUNK:
+        # stdin: a line is answered before the next is read (a program may wait for it)
+        if len(chunk) == (1 if path == STDIN else BATCH_CHUNK):
             send()
     if chunk:
         send()
@@ -409,7 +410,7 @@ def _stdin_json_lines(what: str) -> Iterator[tuple[int, dict[str, Any]]]:
     them."""
     import sys
 
-    from structrag.importers.base import json_error
+    from structrag.importers.base import check_surrogates, json_error
 
     for lineno, raw in enumerate(sys.stdin.buffer, start=1):
         try:
@@ -431,6 +432,7 @@ def _stdin_json_lines(what: str) -> Iterator[tuple[int, dict[str, Any]]]:
             raise InputError(STDIN, "the JSON nests too deep", line=lineno) from None
         if not isinstance(item, dict):
             raise InputError(STDIN, f"each line must be {what}", line=lineno)
+        check_surrogates(STDIN, line, item, line=lineno)
         yield lineno, item
 
 

@@ -87,7 +87,9 @@ def on_memory(
             isinstance(exc, KeyboardInterrupt) or duckdb_interrupted(exc)
         ):
             raise
-        landed = mem.last_committed if done and mem is not None else None
+        # What the command's writes that returned committed (compact, then reading its
+        # observations: Ctrl-C during the read comes after the summary was written).
+        landed = mem.last_committed if mem is not None else None
         if landed is not None:
             raise WriteInterrupted(landed) from exc
         stopped = exc if isinstance(exc, KeyboardInterrupt) else KeyboardInterrupt()

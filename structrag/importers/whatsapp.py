@@ -139,13 +139,12 @@ _CALL_RE = re.compile(
 _EDITED = "<This message was edited>"
 
 
-#: The start of a dated line that is not whole: a date with a time (or the start of one)
-#: after it, or a date alone, as a message's first line has them. Only a date written the
-#: way the file's own messages write theirs counts (see :func:`_garbled`): a message line
-#: that starts with a date another way ("12 March 2023 was ...") stays message text.
-_HEADERISH_RE = re.compile(
-    rf"^(?P<ios>\[)?(?P<date>{_DATE})(?:,?{_AT}{_SP}\d{{1,2}}(?::|$|{_SP})|,?{_SP}?$)"
-)
+#: The start of a dated line that is not whole: a date and the start of a time ("14:0",
+#: "14:04") after it, as a message's first line has them. Only a line written the way the
+#: file's own dated lines are counts (see :func:`_garbled`): a message line that starts
+#: with a date another way ("12 March 2023 was ...", "13/03/2023 10:00 standup" in a file
+#: of "12/03/2023, 14:02 - "), or a date alone (a list of dates), stays message text.
+_HEADERISH_RE = re.compile(rf"^(?P<ios>\[)?(?P<date>{_DATE})(?P<comma>,?){_AT}{_SP}\d{{1,2}}:")
 #: How many garbled lines one warning lists by number.
 _GARBLED_SHOWN = 5
 
@@ -161,9 +160,12 @@ def _garbled(line: str, entry: dict[str, Any]) -> bool:
     layout, its way of writing dates) with a time after the date: a message line that
     was cut or garbled, not a line of the message above."""
     found = _HEADERISH_RE.match(line.lstrip(_MARKS))
-    if found is None or bool(found.group("ios")) != entry["ios"]:
+    if found is None or bool(found.group("ios")) != entry["ios"] or "shape" not in entry:
         return False
-    return "shape" in entry and _date_shape(found.group("date")) == entry["shape"]
+    return bool(
+        _date_shape(found.group("date")) == entry["shape"]
+        and bool(found.group("comma")) == entry["comma"]
+    )
 
 
 def _prefix(line: str) -> re.Match[str] | None:
@@ -253,6 +255,8 @@ def _entries(
         }
         if "half" not in match.re.groupindex:  # Korean dates: no garbled-line check
             entry["shape"] = _date_shape(date)
+            bare = line.lstrip(_MARKS)
+            entry["comma"] = bare[match.end("date") : match.end("date") + 1] == ","
     if entry is not None:
         yield entry
 
