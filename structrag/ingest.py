@@ -226,6 +226,18 @@ CHANGED_RETRIES = 3
 #: and makes the digests: that process takes ~0.2 s to start, and a segment of 1,000
 #: messages ~0.15 s to write.
 SEGMENT_PROCESS_MIN = 1_000
+#: An input of at most this many messages is a small one: an ingest writes it straight
+#: into the store, in one transaction with the small inputs next to it (see
+#: :class:`_Group`), not through a staging file of its own, whose fixed cost (~0.3 s:
+#: made, merged, checkpointed) is many times that of extracting a few messages (~2 ms
+#: each with spaCy). A day of a chat channel, say; larger inputs keep a commit each.
+SMALL_INPUT_MESSAGES = 25
+#: Small inputs written in one transaction: up to this many messages ...
+GROUP_MESSAGES = 2_000
+#: ... and as long as the store has been held (from the first row written) for less than
+#: this many seconds, and no other process waits for it: the store is held while the
+#: group's later inputs are extracted, so readers in other processes wait up to this long.
+GROUP_SECONDS = 0.5
 #: Inputs whose check failed that an ingest names before it stops checking the rest.
 MAX_FAILED_INPUTS = 10
 #: The spaCy extractor's name on its semantic refs (only the hybrid gives them beside the
@@ -274,6 +286,83 @@ class _Chunk:
 
     def __len__(self) -> int:
         return len(self.new) + len(self.changed)
+
+
+class _GroupTransaction(StoreTransaction, Protocol):
+    """A store transaction that writes several sources (see :class:`_Group`)."""
+
+    def next_source(
+        self,
+        source: SourceRecord,
+        conversations: list[Conversation],
+        settings: dict[str, str] | None = None,
+    ) -> None: ...
+
+    def buffered(self) -> set[str]: ...
+
+    def flush(self) -> None: ...
+
+
+class _GroupStore(Protocol):
+    """A store that writes small inputs in groups (the DuckDB store)."""
+
+    def begin_sources(
+        self,
+        source: SourceRecord,
+        conversations: list[Conversation],
+        settings: dict[str, str] | None = None,
+    ) -> _GroupTransaction: ...
+
+    def others_waiting(self) -> bool: ...
+
+    def checkpoint(self) -> None: ...
+
+
+@dataclass
+class _Group:
+    """Consecutive small inputs of one ingest, written straight into the store in one
+    transaction (each with its own source record) and one text index segment (staged in
+    the group's staging folder, adopted at its commit), instead of one staged write each.
+
+    Each input is whole or absent, as before: the group commits all of them or none (Ctrl-C
+    or a crash before its commit leaves none of them, and the inputs of the groups before
+    it whole), and the ingest names an input as written once its group committed. The
+    store is held from the group's first row (its first input is extracted before) to its
+    commit: the group is committed once it holds :data:`GROUP_MESSAGES`, once it has held
+    the store :data:`GROUP_SECONDS`, or once another process waits for the store."""
+
+    store: _GroupStore
+    numbers: _RefNumbers
+    paths: list[str] = field(default_factory=list)
+    messages: int = 0
+    transaction: _GroupTransaction | None = None
+    #: The group's text index segment, written in its staging folder.
+    writer: TextIndexWriter | None = None
+    folder: Path | None = None
+    #: When the transaction began (the store held from then on).
+    began: float = 0.0
+
+    def full(self) -> bool:
+        if self.transaction is None:
+            return False
+        return (
+            self.messages >= GROUP_MESSAGES
+            or time.monotonic() - self.began >= GROUP_SECONDS
+            or self.store.others_waiting()
+        )
+
+    def abort(self) -> None:
+        """Roll back what the group wrote (none of its inputs is written)."""
+        transaction, writer, folder = self.transaction, self.writer, self.folder
+        self.transaction = self.writer = self.folder = None
+        try:
+            if transaction is not None:
+                transaction.rollback()
+            if writer is not None:
+                writer.cancel()
+        finally:
+            if folder is not None:
+                remove_staging_folder(folder)
 
 
 class IngestInterrupted(KeyboardInterrupt):
@@ -358,15 +447,40 @@ class Ingestor:
         self._start_extractor(plans)
         written: list[str] = []
         current: _Plan | None = None
+        group: _Group | None = None  # small inputs written together (see _Group)
+        grouped = False
         try:
             for current in plans:
+                if self._groupable(current):
+                    if group is None:
+                        group = self._group()
+                        grouped = True
+                    self._ingest_plan(current, format, options, progress, force, group)
+                    group.paths.append(str(current.path))
+                    group.messages += current.messages
+                    if group.full():
+                        self._commit_group(group, written)
+                        group = None
+                    continue
+                if group is not None:
+                    self._commit_group(group, written)
+                    group = None
                 self._ingest_plan(current, format, options, progress, force)
                 written.append(str(current.path))
+            if group is not None:
+                self._commit_group(group, written)
+                group = None
+            if grouped:
+                self._checkpoint()
         except KeyboardInterrupt as exc:
+            if group is not None:
+                group.abort()
             if written:  # say which files are in: each was committed whole
                 raise IngestInterrupted(written) from exc
             raise
         except Exception as exc:
+            if group is not None:
+                group.abort()
             if written and current is not None:
                 # An error that stopped the ingest (an unusable LLM endpoint, a full disk)
                 # after some files were committed, whole: it says which, and where it
@@ -377,6 +491,64 @@ class Ingestor:
             if progress and total:
                 progress.finish()
         return reports
+
+    def _groupable(self, plan: _Plan) -> bool:
+        """Whether ``plan`` is written with the small inputs beside it (see :class:`_Group`):
+        a small input of an ingest (one with a staging folder), into a store that writes
+        groups, by an extractor that reads nothing from the store while it extracts (an LLM
+        extractor reads its answer cache there, from threads of its own: the group's
+        transaction holds the store while the next input is extracted)."""
+        return (
+            self.workspace is not None
+            and self.memory is None
+            and plan.messages <= SMALL_INPUT_MESSAGES
+            and plan.messages < SEGMENT_PROCESS_MIN  # a group's segment is written here
+            and not isinstance(self.extractor, RetriesFailures)
+            and self._llm_identity() is None
+            and hasattr(self.store, "begin_sources")
+        )
+
+    def _group(self) -> _Group:
+        store: _GroupStore = self.store  # type: ignore[assignment]  # _groupable checked
+        return _Group(store, _RefNumbers(self.store, live=False))
+
+    def _commit_group(self, group: _Group, written: list[str]) -> None:
+        """Commit a group's store transaction, then its text index (as :meth:`_write`
+        commits one input's); its inputs are then written."""
+        transaction, writer = group.transaction, group.writer
+        if transaction is None or writer is None:  # none of its inputs needed a write
+            written.extend(group.paths)
+            return
+        try:
+            faults.point("store-commit")
+            digest, store = self.digest, self.store
+            generation = transaction.commit(
+                None,
+                None if digest is None else (lambda conversation: digest(store, conversation)),
+                writer.prepare,
+            )
+        except BaseException:
+            group.abort()
+            raise
+        folder, group.transaction, group.writer, group.folder = group.folder, None, None, None
+        written.extend(group.paths)
+        try:
+            faults.point("text-commit")
+            writer.commit(generation)
+        except BaseException:
+            # As in _write: the next open (or this process's next write) rebuilds it.
+            with contextlib.suppress(Exception):
+                writer.cancel()
+            raise
+        finally:
+            if folder is not None:
+                remove_staging_folder(folder)
+
+    def _checkpoint(self) -> None:
+        """Write what small inputs' commits left in the store's log into its file."""
+        checkpoint = getattr(self.store, "checkpoint", None)
+        if callable(checkpoint):
+            checkpoint()
 
     def _start_extractor(self, plans: Sequence[_Plan]) -> None:
         """Let the extractor start its workers while the first input is read, when an
@@ -400,10 +572,11 @@ class Ingestor:
         options: LoadOptions,
         progress: ProgressSink | None,
         force: bool,
+        group: _Group | None = None,
     ) -> None:
-        """Write one checked input. A streamed file found changed when its reading ends
-        is given up (nothing of it is written) and checked and written again as it is
-        now."""
+        """Write one checked input (into ``group``'s transaction, when given). A streamed
+        file found changed when its reading ends is given up (nothing of it is written)
+        and checked and written again as it is now."""
         for _ in range(CHANGED_RETRIES):
             source = self._reload(plan, format, options, force)
             if source is None:
@@ -417,6 +590,7 @@ class Ingestor:
                     plan.report,
                     progress,
                     force,
+                    group=group,
                 )
                 return
             except SourceChanged:
@@ -724,6 +898,7 @@ class Ingestor:
         force: bool = False,
         delete: Sequence[int] = (),
         before_commit: Callable[[StoreTransaction], None] | None = None,
+        group: _Group | None = None,
     ) -> None:
         started = time.perf_counter()
         usage_before = self._usage()
@@ -758,6 +933,7 @@ class Ingestor:
             before_commit,
             size=source.count,
             gone=gone,
+            group=group,
         )
         report.seconds = time.perf_counter() - started
         if not source.knowledge:
@@ -1103,12 +1279,17 @@ class Ingestor:
         reserve: int | None = None,
         size: int = 0,
         gone: Sequence[int] | None = None,
+        group: _Group | None = None,
     ) -> None:
         """Store the messages and their knowledge in one transaction, then the text index.
         An ingest (with a ``record``) is staged while its knowledge is extracted and merged
         at the end (its text index written by a process of its own from
         :data:`SEGMENT_PROCESS_MIN` messages in its input, ``size``); a live write goes
-        straight in, with ``reserve`` ref numbers taken at once."""
+        straight in, with ``reserve`` ref numbers taken at once. A small input of an ingest
+        goes into its ``group``'s transaction (see :class:`_Group`), committed later."""
+        if group is not None and record is not None:
+            self._write_grouped(pairs, record, conversations, report, gone, group)
+            return
         self._catch_up_text_index()
         folder = new_staging_folder(self.workspace) if record and self.workspace else None
         transaction: StoreTransaction | None = None
@@ -1119,7 +1300,6 @@ class Ingestor:
         settings = self._unsaved_settings()
         identity = self._llm_identity()
         prompt = identity[2] if identity is not None else None
-        chunk = _Chunk()
         try:
             if folder is not None:
                 transaction = self.store.stage(folder, record, conversations, settings)
@@ -1131,44 +1311,7 @@ class Ingestor:
                 transaction.delete(delete)
                 for mkey in delete:
                     writer.delete(mkey)
-            for pending, refs in pairs:
-                mkey, message = pending.mkey, pending.message
-                stored = StoredMessage(mkey=mkey, message=message, memory=pending.memory)
-                first_ref = numbers.take(len(refs))
-                if pending.status != "new":
-                    writer.delete(mkey)
-                writer.add(indexed_message(stored, refs, first_ref))
-                chunk.refs.extend((first_ref + i, mkey, r) for i, r in enumerate(refs))
-                outcome = outcome_of(refs)
-                if outcome is not None:
-                    chunk.outcomes.append(
-                        ExtractionRecord(
-                            mkey=mkey,
-                            conversation=message.conversation,
-                            message_id=message.id,
-                            extractor=outcome.extractor,
-                            model=outcome.model,
-                            error=outcome.error,
-                            attempts=outcome.attempts,
-                            prompt_version=prompt,
-                        )
-                    )
-                (chunk.new if pending.status == "new" else chunk.changed).append(stored)
-                chunk.same += pending.status == "same"
-                if len(chunk) >= CHUNK_MESSAGES:
-                    self._flush(transaction, chunk, report)
-                    chunk = _Chunk()
-            self._flush(transaction, chunk, report)
-            if gone:  # known once every message was read: deleted last
-                transaction.delete(gone)
-                for mkey in gone:
-                    writer.delete(mkey)
-                report.messages_removed = len(gone)
-            if record is not None:
-                record.messages_added = report.messages_added
-                record.messages_updated = report.messages_updated
-                record.messages_unchanged = report.messages_unchanged - report.messages_reextracted
-                record.refs_added = report.refs_added
+            self._fill(transaction, writer, numbers, pairs, record, report, gone, prompt)
             # 3. The store commits first; the text index then says which generation it has.
             # An ingest's text index writes its segment on a thread meanwhile (while the
             # store merges in DuckDB, outside the interpreter's lock, and makes the
@@ -1216,6 +1359,115 @@ class Ingestor:
         finally:
             if folder is not None:
                 remove_staging_folder(folder)
+
+    def _fill(
+        self,
+        transaction: StoreTransaction,
+        writer: TextIndexWriter,
+        numbers: _RefNumbers,
+        pairs: Iterable[tuple[Pending, list[SemanticRef]]],
+        record: SourceRecord | None,
+        report: IngestReport,
+        gone: Sequence[int] | None,
+        prompt: str | None,
+    ) -> None:
+        """Add the messages and their knowledge to ``transaction`` and ``writer``, a chunk
+        at a time, then delete the ``gone`` ones; ``record`` takes the counts."""
+        chunk = _Chunk()
+        for pending, refs in pairs:
+            mkey, message = pending.mkey, pending.message
+            stored = StoredMessage(mkey=mkey, message=message, memory=pending.memory)
+            first_ref = numbers.take(len(refs))
+            if pending.status != "new":
+                writer.delete(mkey)
+            writer.add(indexed_message(stored, refs, first_ref))
+            chunk.refs.extend((first_ref + i, mkey, r) for i, r in enumerate(refs))
+            outcome = outcome_of(refs)
+            if outcome is not None:
+                chunk.outcomes.append(
+                    ExtractionRecord(
+                        mkey=mkey,
+                        conversation=message.conversation,
+                        message_id=message.id,
+                        extractor=outcome.extractor,
+                        model=outcome.model,
+                        error=outcome.error,
+                        attempts=outcome.attempts,
+                        prompt_version=prompt,
+                    )
+                )
+            (chunk.new if pending.status == "new" else chunk.changed).append(stored)
+            chunk.same += pending.status == "same"
+            if len(chunk) >= CHUNK_MESSAGES:
+                self._flush(transaction, chunk, report)
+                chunk = _Chunk()
+        self._flush(transaction, chunk, report)
+        if gone:  # known once every message was read: deleted last
+            transaction.delete(gone)
+            for mkey in gone:
+                writer.delete(mkey)
+            report.messages_removed = len(gone)
+        if record is not None:
+            record.messages_added = report.messages_added
+            record.messages_updated = report.messages_updated
+            record.messages_unchanged = report.messages_unchanged - report.messages_reextracted
+            record.refs_added = report.refs_added
+
+    def _write_grouped(
+        self,
+        pairs: Paired,
+        record: SourceRecord,
+        conversations: list[Conversation],
+        report: IngestReport,
+        gone: Sequence[int] | None,
+        group: _Group,
+    ) -> None:
+        """Add one small input to its group's transaction (begun by the group's first
+        input). Its knowledge is all extracted before anything of it is added: an input
+        given up (it changed while read, its extraction failed) leaves nothing in the
+        transaction."""
+        waiting = group.transaction.buffered() if group.transaction is not None else set()
+        if group.transaction is not None and waiting & {c.id for c in conversations}:
+            group.transaction.flush()  # what this input is compared with must be read
+        try:
+            extracted = list(pairs)
+        except BaseException:
+            close = getattr(pairs, "close", None)
+            if callable(close):
+                close()
+            raise
+        identity = self._llm_identity()
+        prompt = identity[2] if identity is not None else None
+        if group.transaction is None:
+            self._catch_up_text_index()
+            settings = self._unsaved_settings()
+            group.transaction = group.store.begin_sources(record, conversations, settings)
+            group.began = time.monotonic()
+            try:
+                assert self.workspace is not None  # see _groupable
+                group.folder = new_staging_folder(self.workspace)
+                group.writer = self.text_index.stage(group.folder)
+            except BaseException:
+                group.abort()
+                raise
+        else:
+            settings = self._unsaved_settings()
+            group.transaction.next_source(record, conversations, settings)
+        assert group.writer is not None
+        try:
+            self._fill(
+                group.transaction,
+                group.writer,
+                group.numbers,
+                extracted,
+                record,
+                report,
+                gone,
+                prompt,
+            )
+        except BaseException:
+            group.abort()
+            raise
 
     def _catch_up_text_index(self) -> None:
         """Rebuild the text index from the store when it is behind it: an earlier write of

@@ -15,15 +15,24 @@ from pathlib import Path
 import duckdb
 
 from structrag.errors import IndexStateError
-from structrag.models import Conversation
+from structrag.models import Conversation, SemanticRef
 from structrag.store.duckdb import schema
-from structrag.store.duckdb.lease import CursorLease, Lease
+from structrag.store.duckdb.lease import CursorLease, Lease, others_waiting
 from structrag.store.duckdb.reader import DuckDBReader, damaged_store, unreadable
-from structrag.store.duckdb.staging import StagedTransaction
-from structrag.store.duckdb.writer import DuckDBTransaction, replace_digests, utc_now
-from structrag.store.protocols import SourceRecord
+from structrag.store.duckdb.staging import (
+    NO_CHECKPOINT,
+    StagedTransaction,
+    checkpoint,
+    current_setting,
+)
+from structrag.store.duckdb.writer import DuckDBTransaction, Owner, replace_digests, utc_now
+from structrag.store.protocols import ExtractionRecord, SourceRecord, StoredMessage
 
 DB_FILENAME = "structrag.duckdb"
+#: The log size from which a commit of small sources (:class:`SourcesTransaction`) is
+#: followed by a checkpoint: DuckDB's own threshold (it checkpoints by itself at the
+#: commit that takes its log past 16 MiB, under the store's memory limit).
+CHECKPOINT_LOG_BYTES = 16 * 1024 * 1024
 
 
 class DuckDBStore(DuckDBReader):
@@ -149,6 +158,35 @@ class DuckDBStore(DuckDBReader):
         self._writable()
         return DuckDBTransaction(self, source, conversations, settings)
 
+    def begin_sources(
+        self,
+        source: SourceRecord,
+        conversations: list[Conversation],
+        settings: Mapping[str, str] | None = None,
+    ) -> SourcesTransaction:
+        """A write of several small ingested sources straight into the store, in one
+        transaction, holding the file until it commits; see :class:`SourcesTransaction`."""
+        self._writable()
+        return SourcesTransaction(self, self._wal(), source, conversations, settings)
+
+    def others_waiting(self) -> bool:
+        """Whether another process waits for the store's file (a reader, say)."""
+        return others_waiting(self.directory) is not None
+
+    def checkpoint(self) -> None:
+        """Write what the store's log holds into its file, if it holds anything (small
+        sources' commits leave their rows there, see :class:`SourcesTransaction`)."""
+        if self.read_only or not _size(self._wal()):
+            return
+        con = self.hold()
+        try:
+            checkpoint(con)
+        finally:
+            self.let_go()
+
+    def _wal(self) -> Path:
+        return self.path.with_name(self.path.name + ".wal")
+
     def write_digests(
         self, conversations: Sequence[str], digest: Callable[[str], bytes | None]
     ) -> None:
@@ -227,6 +265,172 @@ class DuckDBStore(DuckDBReader):
         thread of this process (a server's readers; see :class:`ReaderStore`). From then on
         this process keeps the file (other processes wait for it until it closes)."""
         return ReaderStore(self)
+
+
+class SourcesTransaction(DuckDBTransaction):
+    """Several small ingested sources (a folder of short chat files) written straight into
+    the store in one transaction: each has its ``sources`` row, and its messages name it;
+    all of them commit together, or none. A staged write costs a few tenths of a second
+    whatever its size (a staging file made, merged, checkpointed), more than extracting a
+    file of a few messages.
+
+    Rows added are kept and inserted together (a statement costs milliseconds, whatever
+    its rows): the messages one statement per source, everything else in one per table;
+    at :meth:`flush`, which the commit and a deletion call first (and the ingest, before it
+    reads a conversation whose rows wait here: :meth:`buffered`).
+
+    Its commit leaves DuckDB's own checkpoint out, and checkpoints as a staged merge does
+    (:func:`~structrag.store.duckdb.staging.checkpoint`) once the log holds
+    :data:`CHECKPOINT_LOG_BYTES`; :meth:`DuckDBStore.checkpoint` writes what is left at the
+    end of an ingest."""
+
+    def __init__(
+        self,
+        store: Owner,
+        wal: Path,
+        source: SourceRecord,
+        conversations: list[Conversation],
+        settings: Mapping[str, str] | None = None,
+    ) -> None:
+        self.wal = wal
+        #: ``(source_id, new, changed)`` messages waiting, in the order added.
+        self._messages: list[tuple[int | None, list[StoredMessage], list[StoredMessage]]] = []
+        self._refs: list[tuple[int, int, SemanticRef]] = []
+        self._aliases: dict[tuple[str, str, str], tuple[str, str, str, str]] = {}
+        self._embeddings: list[tuple[int, str, list[float]]] = []
+        self._extractions: list[ExtractionRecord] = []
+        self._waiting: set[str] = set()
+        super().__init__(store, source, conversations, settings)
+
+    def add(
+        self,
+        new: Sequence[StoredMessage],
+        changed: Sequence[StoredMessage],
+        refs: Sequence[tuple[int, int, SemanticRef]],
+        aliases: Sequence[tuple[str, str, str, str]] = (),
+        embeddings: Sequence[tuple[int, str, list[float]]] = (),
+        extractions: Sequence[ExtractionRecord] = (),
+    ) -> None:
+        if self._messages and self._messages[-1][0] == self.source_id:
+            self._messages[-1][1].extend(new)
+            self._messages[-1][2].extend(changed)
+        else:
+            self._messages.append((self.source_id, list(new), list(changed)))
+        self._refs.extend(refs)
+        for alias in aliases:  # the first of a key stays, as an insert of the next ignores it
+            self._aliases.setdefault((alias[0], alias[1], alias[2]), alias)
+        self._embeddings.extend(embeddings)
+        self._extractions.extend(extractions)
+        self._waiting.update(s.message.conversation for s in (*new, *changed))
+        self._waiting.update(a[0] for a in aliases)
+
+    def buffered(self) -> set[str]:
+        """The conversations with rows added and not inserted yet (reads miss them)."""
+        return set(self._waiting)
+
+    def flush(self) -> None:
+        """Insert the rows added since the last flush."""
+        if not self._waiting and not self._messages:
+            return
+        try:
+            for source_id, new, changed in self._messages:
+                self.rows.source_id = source_id
+                self.rows.add(new, changed, ())
+            self.rows.source_id = self.source_id
+            self.rows.add(
+                (),
+                (),
+                self._refs,
+                list(self._aliases.values()),
+                self._embeddings,
+                self._extractions,
+            )
+        except BaseException:
+            self.rollback()
+            raise
+        self._clear()
+
+    def _clear(self) -> None:
+        self._messages, self._refs, self._aliases = [], [], {}
+        self._embeddings, self._extractions, self._waiting = [], [], set()
+
+    def delete(self, mkeys: Sequence[int]) -> None:
+        self.flush()
+        super().delete(mkeys)
+
+    def rollback(self) -> None:
+        self._clear()
+        super().rollback()
+
+    def next_source(
+        self,
+        source: SourceRecord,
+        conversations: list[Conversation],
+        settings: Mapping[str, str] | None = None,
+    ) -> None:
+        """Log the source written so far as finished (its counts, as its record holds
+        them now) and start the next one: rows added from now on are ``source``'s."""
+        try:
+            self._finish_source()
+            self._conversations(conversations)
+            for key, value in (settings or {}).items():
+                self.store.set_setting(key, value)
+            self.source = source
+            self._log_source(source)
+            self.rows.source_id = self.source_id
+        except BaseException:
+            self.rollback()
+            raise
+
+    def _finish_source(self) -> None:
+        """What :meth:`DuckDBTransaction.commit` writes of the last source."""
+        src = self.source
+        assert src is not None
+        self.con.execute(
+            "UPDATE sources SET finished_at = ?, messages_added = ?, messages_updated = ?, "
+            "messages_unchanged = ?, refs_added = ? WHERE source_id = ?",
+            [
+                utc_now(),
+                src.messages_added,
+                src.messages_updated,
+                src.messages_unchanged,
+                src.refs_added,
+                self.source_id,
+            ],
+        )
+
+    def commit(
+        self,
+        before: Callable[[], None] | None = None,
+        digest: Callable[[str], bytes | None] | None = None,
+        ready: Callable[[], None] | None = None,
+    ) -> int:
+        con = self.store.hold()  # kept past the commit, for the settings and checkpoint
+        try:
+            try:
+                self.flush()
+                threshold = current_setting(con, "checkpoint_threshold")
+                con.execute(f"SET checkpoint_threshold = '{NO_CHECKPOINT}'")
+            except BaseException:
+                self.rollback()
+                raise
+            try:
+                generation = super().commit(before, digest, ready)
+            finally:
+                with suppress(duckdb.Error):
+                    con.execute(f"SET checkpoint_threshold = '{threshold}'")
+            if _size(self.wal) >= CHECKPOINT_LOG_BYTES:
+                checkpoint(con)
+            return generation
+        finally:
+            self.store.let_go()
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 class ReaderStore(DuckDBStore):

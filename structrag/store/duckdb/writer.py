@@ -574,23 +574,26 @@ class DuckDBTransaction(RowsTransaction):
         self._open = True
         try:
             self.con.execute("BEGIN TRANSACTION")
-            now = self.now
-            for conv in conversations:
-                self.con.execute(
-                    "INSERT INTO conversations VALUES (?, ?, ?, ?) ON CONFLICT (conversation) "
-                    "DO UPDATE SET name = coalesce(excluded.name, conversations.name), "
-                    "metadata = json_merge_patch(conversations.metadata, excluded.metadata)",
-                    [conv.id, conv.name, to_json(conv.metadata), now],
-                )
+            self._conversations(conversations)
             for key, value in (settings or {}).items():
                 self.store.set_setting(key, value)
             self.source_id: int | None = None
             if source is not None:  # an ingest (a live write has no ingest log entry)
                 self._log_source(source)
-            self.rows = RowWriter(self.con, self.source_id, now)
+            self.rows = RowWriter(self.con, self.source_id, self.now)
         except BaseException:
             self.rollback()
             raise
+
+    def _conversations(self, conversations: list[Conversation]) -> None:
+        """Insert the conversations written (or merge their names and metadata)."""
+        for conv in conversations:
+            self.con.execute(
+                "INSERT INTO conversations VALUES (?, ?, ?, ?) ON CONFLICT (conversation) "
+                "DO UPDATE SET name = coalesce(excluded.name, conversations.name), "
+                "metadata = json_merge_patch(conversations.metadata, excluded.metadata)",
+                [conv.id, conv.name, to_json(conv.metadata), self.now],
+            )
 
     def _log_source(self, source: SourceRecord) -> None:
         row = first_row(self.con.execute("SELECT coalesce(max(source_id), 0) + 1 FROM sources"))
