@@ -365,6 +365,23 @@ class _Group:
                 remove_staging_folder(folder)
 
 
+def _commit_text(writer: TextIndexWriter, generation: int, folder: Path | None) -> None:
+    """Commit the text index of a write whose store committed ``generation``, then remove
+    its staging ``folder``. When the text index does not commit, its marker still names
+    the generation before, so the next open rebuilds it, and so does this process's next
+    write (``Ingestor._catch_up_text_index``), before it marks a newer generation."""
+    try:
+        faults.point("text-commit")
+        writer.commit(generation)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            writer.cancel()
+        raise
+    finally:
+        if folder is not None:
+            remove_staging_folder(folder)
+
+
 class IngestInterrupted(KeyboardInterrupt):
     """Ctrl-C during an ingest of several files, some of them written (whole) before it."""
 
@@ -532,17 +549,7 @@ class Ingestor:
             raise
         folder, group.transaction, group.writer, group.folder = group.folder, None, None, None
         written.extend(group.paths)
-        try:
-            faults.point("text-commit")
-            writer.commit(generation)
-        except BaseException:
-            # As in _write: the next open (or this process's next write) rebuilds it.
-            with contextlib.suppress(Exception):
-                writer.cancel()
-            raise
-        finally:
-            if folder is not None:
-                remove_staging_folder(folder)
+        _commit_text(writer, generation, folder)
 
     def _checkpoint(self) -> None:
         """Write what small inputs' commits left in the store's log into its file."""
@@ -1346,19 +1353,7 @@ class Ingestor:
             if callable(close):
                 close()
             raise
-        try:
-            faults.point("text-commit")
-            writer.commit(generation)
-        except BaseException:
-            # The store committed, the text index did not: its marker still names the
-            # generation before, so the next open rebuilds it, and so does this process's
-            # next write (_catch_up_text_index), before it marks a newer generation.
-            with contextlib.suppress(Exception):
-                writer.cancel()
-            raise
-        finally:
-            if folder is not None:
-                remove_staging_folder(folder)
+        _commit_text(writer, generation, folder)
 
     def _fill(
         self,
