@@ -559,13 +559,13 @@ def test_ctrl_c_starts_no_new_retries(tmp_path: Path, server: FakeOpenAIServer) 
     ]
     chat = write_chat(tmp_path / "c.jsonl", rows)
     server.on("Tokyo", Reply(knowledge=EMPTY))
-    server.on("Note", Reply(status=429, headers={"Retry-After": "2"}, error="rate limited"))
+    server.on("Note", Reply(status=429, headers={"Retry-After": "20"}, error="rate limited"))
     interrupt = _TimedInterrupt(1)
     llm = config(server, concurrency=3, max_retries=3)
     with Index(tmp_path / "ix") as index, pytest.raises(KeyboardInterrupt):
         index.ingest([chat], extractor="llm", llm=llm, progress=interrupt)
     stopped = time.monotonic()
     time.sleep(0.5)
-    assert stopped - interrupt.at < 1.0  # without waiting for Retry-After
+    assert stopped - interrupt.at < 10  # without waiting the 20 s Retry-After asks for
     late = [r for r in server.requests if r.at > interrupt.at + 0.2]
     assert late == [] and all(len(server.calls_for(f"Note {i} ")) <= 1 for i in range(8))
