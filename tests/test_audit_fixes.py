@@ -327,3 +327,35 @@ def test_ask_batch_on_stdin_refuses_a_lone_surrogate_as_a_file_does(example_inde
     done = CliRunner().invoke(cli, args, input=line)
     assert isinstance(done.exception, InputError), done.exception
     assert "<stdin>, line 1" in str(done.exception) and "surrogate" in str(done.exception)
+
+
+# -- 10. --db on a folder of the user's own files: no index created among them -------------
+
+
+def test_an_index_is_not_created_in_a_folder_of_other_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "chats").mkdir()
+    chat = conversation_file(tmp_path / "chats" / "chat.jsonl", "folder-chat", 3)
+    (tmp_path / "chats" / "notes.txt").write_text("mine\n", encoding="utf-8")
+    before = sorted(p.name for p in (tmp_path / "chats").iterdir())
+    err = failing(["ingest", str(chat), "--db", str(tmp_path / "chats"), "-q"], capsys)
+    assert f"{tmp_path / 'chats'} is not an index" in err
+    assert "(chat.jsonl, notes.txt)" in err and "new or empty directory" in err, err
+    assert sorted(p.name for p in (tmp_path / "chats").iterdir()) == before  # nothing added
+
+
+@pytest.mark.parametrize("present", [[], [".gitkeep", ".DS_Store"]], ids=["empty", "hidden"])
+def test_an_index_is_created_in_an_empty_folder_or_one_of_hidden_files(
+    tmp_path: Path, present: list[str]
+) -> None:
+    chat = conversation_file(tmp_path / "chat.jsonl", "folder-chat", 3)
+    folder = tmp_path / "index"
+    folder.mkdir()
+    for name in present:
+        (folder / name).write_text("", encoding="utf-8")
+    done = run_cli("ingest", str(chat), "--db", str(folder), "-q")
+    assert done.returncode == 0, done.stderr
+    again = run_cli("ingest", str(chat), "--db", str(folder), "-q")  # an index now: reopened
+    assert again.returncode == 0, again.stderr
+    assert (folder / "structrag.duckdb").is_file()

@@ -35,6 +35,41 @@ DB_FILENAME = "structrag.duckdb"
 CHECKPOINT_LOG_BYTES = 16 * 1024 * 1024
 
 
+#: What an index directory may hold before its store exists: the text index, the writer
+#: lock and the other dot-entries an index keeps, a DuckDB write-ahead log, Ray's shards.
+_INDEX_ENTRIES = frozenset({"whoosh", "ray-shards", "server.json", f"{DB_FILENAME}.wal"})
+
+
+def refuse_foreign_folder(directory: Path) -> None:
+    """Refuse to create an index in a directory that holds files of its own (a folder of
+    chats or documents, the home folder): the index's files would be mixed with them. An
+    empty or missing directory, or one holding only an index's own entries or hidden
+    files (``.gitkeep``, ``.DS_Store``), is fine."""
+    try:
+        entries = sorted(
+            entry.name
+            for entry in directory.iterdir()
+            if not entry.name.startswith(".") and entry.name not in _INDEX_ENTRIES
+        )
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    except OSError as exc:
+        raise IndexStateError(
+            f"cannot read the index directory {directory}: {exc.strerror}",
+            hint="point --db at a new or existing directory you can write to",
+        ) from exc
+    if entries:
+        shown = ", ".join(entries[:3]) + (
+            f" and {len(entries) - 3} more" if len(entries) > 3 else ""
+        )
+        raise IndexStateError(
+            f"{directory} is not an index (it has no {DB_FILENAME}) and holds other files "
+            f"({shown}); an index is not created among them",
+            hint="pass --db a new or empty directory (structrag creates it), or the directory "
+            "of an existing index",
+        )
+
+
 class DuckDBStore(DuckDBReader):
     """A :class:`~structrag.store.protocols.KnowledgeStore` on one DuckDB file."""
 
@@ -53,6 +88,7 @@ class DuckDBStore(DuckDBReader):
                     f"no index at {self.directory}",
                     hint=f"create one with `structrag ingest FILE --db {self.directory}`",
                 )
+            refuse_foreign_folder(self.directory)
             try:
                 self.directory.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
