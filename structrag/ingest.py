@@ -385,9 +385,12 @@ def _commit_text(writer: TextIndexWriter, generation: int, folder: Path | None) 
 class IngestInterrupted(KeyboardInterrupt):
     """Ctrl-C during an ingest of several files, some of them written (whole) before it."""
 
-    def __init__(self, written: list[str]) -> None:
+    def __init__(self, written: list[str], reports: list[IngestReport] | None = None) -> None:
         super().__init__(f"interrupted after writing {len(written)} file(s)")
         self.written = written
+        #: The reports of the inputs that are in the index whole: those written before the
+        #: interruption, and those found already ingested.
+        self.reports = reports or []
 
 
 def stopped(exc: BaseException, written: list[str], stopped_on: str) -> None:
@@ -493,7 +496,9 @@ class Ingestor:
             if group is not None:
                 group.abort()
             if written:  # say which files are in: each was committed whole
-                raise IngestInterrupted(written) from exc
+                done = set(written)
+                whole = [r for r in reports if r.skipped or str(r.path) in done]
+                raise IngestInterrupted(written, whole) from exc
             raise
         except Exception as exc:
             if group is not None:

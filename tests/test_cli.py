@@ -461,9 +461,11 @@ def test_a_full_disk_is_one_line_not_a_traceback(tmp_path: Path) -> None:
     assert _disk_full(wal) == "no space left on device: the index's store could not write its log"
 
 
-def test_ctrl_c_after_some_files_names_the_files_written(tmp_path: Path) -> None:
+@pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
+def test_ctrl_c_after_some_files_names_the_files_written(tmp_path: Path, as_json: bool) -> None:
     """Each file is written whole; an ingest of several that Ctrl-C stops says which of
-    them are in (it printed nothing of them)."""
+    them are in, and prints their reports (their lines, or their JSON for scripts), as a
+    finished ingest does (it printed nothing of them)."""
     import os
     import signal
     import time
@@ -481,7 +483,7 @@ def test_ctrl_c_after_some_files_names_the_files_written(tmp_path: Path) -> None
     db = tmp_path / "db"
     args = [sys.executable, "-m", "structrag", "ingest", str(tiny), str(big), "--db", str(db)]
     proc = subprocess.Popen(
-        [*args, "-q"],
+        [*args, "-q", *(["--json"] if as_json else [])],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -496,7 +498,12 @@ def test_ctrl_c_after_some_files_names_the_files_written(tmp_path: Path) -> None
     time.sleep(0.5)  # extracting the big file
     assert proc.poll() is None, proc.communicate()
     os.killpg(proc.pid, signal.SIGINT)
-    _, err = proc.communicate(timeout=120)
+    out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130 and "Traceback" not in err, err
     assert f"{tiny}: written before the interruption" in err and str(big) not in err
     assert "interrupted: each file is written whole" in err
+    if as_json:
+        (report,) = json.loads(out)
+        assert (report["path"], report["messages_added"]) == (str(tiny), 1), out
+    else:
+        assert out.startswith(f"{tiny} (jsonl): 1 new, 0 updated") and str(big) not in out, out

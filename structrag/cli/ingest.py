@@ -273,9 +273,21 @@ def ingest(
             else:
                 _print_estimate(estimate)
             return
-        reports, notes = ingest_into(
-            db, list(paths), options, progress=progress_bar(quiet), retry_failed=retry_failed
-        )
+        from structrag.ingest import IngestInterrupted
+
+        try:
+            reports, notes = ingest_into(
+                db, list(paths), options, progress=progress_bar(quiet), retry_failed=retry_failed
+            )
+        except IngestInterrupted as exc:
+            # What is in the index (each file whole) is reported as a finished ingest's
+            # would be; the entry point then says it was interrupted, and exits 130.
+            whole = [r.as_dict() for r in exc.reports]
+            if as_json:
+                emit_json(whole)
+            else:
+                _print_lines(whole)
+            raise
         for text in notes:
             note(f"note: {text}")
         _print_reports([r.as_dict() for r in reports], options, db, as_json)
