@@ -94,7 +94,9 @@ def http(
         return exc.code, json.loads(exc.read() or b"null")
 
 
-def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "structrag", *args],
         stdin=subprocess.DEVNULL,  # `structrag mcp` reads its protocol there: EOF ends it
@@ -102,6 +104,7 @@ def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
         text=True,
         check=False,
         env={**os.environ, **(env or {})},
+        cwd=cwd,
     )
 
 

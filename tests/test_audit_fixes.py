@@ -329,6 +329,27 @@ def test_ask_batch_on_stdin_refuses_a_lone_surrogate_as_a_file_does(example_inde
     assert "<stdin>, line 1" in str(done.exception) and "surrogate" in str(done.exception)
 
 
+def test_ingest_through_a_server_names_the_files_as_given(served: Served, tmp_path: Path) -> None:
+    """The server is sent absolute paths; the reports name the files as the command was
+    given them, as a local ingest does."""
+    (tmp_path / "chats").mkdir()
+    for name in ("one", "two"):
+        conversation_file(tmp_path / "chats" / f"{name}.jsonl", f"as-given-{name}", 3)
+    db = str(served.directory)
+    estimate = run_cli("ingest", "chats", "--db", db, "--dry-run", cwd=tmp_path)
+    assert estimate.returncode == 0, estimate.stderr
+    assert "chats/one.jsonl (jsonl): 3 new" in estimate.stdout, estimate.stdout
+    done = run_cli("ingest", "chats", "--db", db, "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert sorted(r["path"] for r in json.loads(done.stdout)) == [
+        "chats/one.jsonl",
+        "chats/two.jsonl",
+    ]
+    again = run_cli("ingest", "chats/two.jsonl", "--db", db, cwd=tmp_path)
+    assert again.stdout.startswith("chats/two.jsonl: skipped, already ingested"), again.stdout
+    assert str(tmp_path) not in done.stdout + again.stdout + estimate.stdout
+
+
 # -- 10. --db on a folder of the user's own files: no index created among them -------------
 
 

@@ -250,6 +250,7 @@ def ingest(
                     "settings and cannot --retry-failed; drop those flags (or stop the server)"
                 )
             reports = _ingest_remote(server, paths, options, dry_run=dry_run, quiet=quiet)
+            _paths_as_given(reports["sources"] if dry_run else reports, paths)
             if dry_run:
                 if as_json:
                     emit_json(reports)
@@ -508,6 +509,26 @@ def _ingest_remote(
             code=error.get("code", ""),
         )
     return job["reports"]
+
+
+def _paths_as_given(reports: list[dict[str, Any]], paths: tuple[str, ...]) -> None:
+    """Name the inputs in ``reports`` as this command was given them, not by the absolute
+    paths the server was sent (``chats/a.jsonl``, not ``/home/ana/chats/a.jsonl``): what a
+    local ingest prints. A path under none of them stays as it is."""
+    from pathlib import Path
+
+    given = sorted(
+        ((str(Path(p).resolve()), Path(p)) for p in paths), key=lambda pair: -len(pair[0])
+    )
+    for report in reports:
+        found = str(report.get("path", ""))
+        for resolved, original in given:
+            if found == resolved:
+                report["path"] = str(original)
+                break
+            if found.startswith(resolved.rstrip("/") + "/"):
+                report["path"] = str(original / found[len(resolved.rstrip("/")) + 1 :])
+                break
 
 
 def _usage_line(u: dict[str, Any]) -> str:
