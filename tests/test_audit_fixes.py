@@ -13,7 +13,14 @@ from click.testing import CliRunner
 
 from structrag.cli import cli
 from structrag.errors import InputError
-from tests.serve_helpers import Served, conversation_file, copy_index, run_cli, start_server
+from tests.serve_helpers import (
+    Served,
+    conversation_file,
+    copy_index,
+    http,
+    run_cli,
+    start_server,
+)
 
 
 def failing(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
@@ -348,6 +355,50 @@ def test_ingest_through_a_server_names_the_files_as_given(served: Served, tmp_pa
     again = run_cli("ingest", "chats/two.jsonl", "--db", db, cwd=tmp_path)
     assert again.stdout.startswith("chats/two.jsonl: skipped, already ingested"), again.stdout
     assert str(tmp_path) not in done.stdout + again.stdout + estimate.stdout
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
+def test_ctrl_c_of_an_ingest_through_a_server_reports_the_files_written(
+    served: Served, tmp_path: Path, as_json: bool
+) -> None:
+    """Ctrl-C cancels the server's job; once it stops, the command prints the reports of
+    the files it wrote, as a local ingest does, and exits 130."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    conversation_file(tmp_path / "tiny.jsonl", f"cancelled-tiny-{as_json}", 2)
+    big = conversation_file(tmp_path / "big.jsonl", f"cancelled-big-{as_json}", 3000)
+    args = ["ingest", "tiny.jsonl", "big.jsonl", "--db", str(served.directory), "-q"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "structrag", *args, *(["--json"] if as_json else [])],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 120
+    job: dict[str, object] = {}
+    while time.monotonic() < deadline and proc.poll() is None:
+        _, jobs = http("GET", f"{served.url}/v1/jobs")
+        job = next((j for j in jobs if str(big) in j["inputs"]), {})
+        if job and job["progress"]["files"] >= 1:  # type: ignore[index]
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, proc.communicate()
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and "Traceback" not in err, err
+    assert "tiny.jsonl: written before the interruption" in err and "big" not in err, err
+    if as_json:
+        (report,) = json.loads(out)
+        assert (report["path"], report["messages_added"]) == ("tiny.jsonl", 2), out
+    else:
+        assert out.startswith("tiny.jsonl (jsonl): 2 new, 0 updated") and "big" not in out, out
+    _, ended = http("GET", f"{served.url}/v1/jobs/{job['id']}")
+    assert ended["state"] == "cancelled", ended
 
 
 # -- 10. --db on a folder of the user's own files: no index created among them -------------

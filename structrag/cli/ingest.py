@@ -7,7 +7,7 @@ import os
 import shlex
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
@@ -249,7 +249,9 @@ def ingest(
                     "a server owns this index: ingest through it extracts with the server's LLM "
                     "settings and cannot --retry-failed; drop those flags (or stop the server)"
                 )
-            reports = _ingest_remote(server, paths, options, dry_run=dry_run, quiet=quiet)
+            reports = _ingest_remote(
+                server, paths, options, dry_run=dry_run, quiet=quiet, as_json=as_json
+            )
             _paths_as_given(reports["sources"] if dry_run else reports, paths)
             if dry_run:
                 if as_json:
@@ -459,11 +461,18 @@ def _print_lines(reports: list[dict[str, Any]]) -> None:
 
 
 def _ingest_remote(
-    server: Remote, paths: tuple[str, ...], options: Any, *, dry_run: bool, quiet: bool
+    server: Remote,
+    paths: tuple[str, ...],
+    options: Any,
+    *,
+    dry_run: bool,
+    quiet: bool,
+    as_json: bool,
 ) -> Any:
     """Ingest through the server: a job on this machine's absolute paths, followed until
-    it ends (Ctrl-C cancels it: the file being written rolls back). Its reports, or, for
-    a dry run, the estimate."""
+    it ends. Its reports, or, for a dry run, the estimate. Ctrl-C cancels the job (the
+    file being written rolls back) and, once it has stopped, prints the reports of the
+    files it wrote, as a local ingest does."""
     import time
     from pathlib import Path
 
@@ -496,9 +505,9 @@ def _ingest_remote(
                 bar.start(progress["messages_total"], "extracting")
             bar.advance(progress["messages"] - shown)
             shown = progress["messages"]
-    except KeyboardInterrupt:
-        server.post(f"/v1/jobs/{job['id']}/cancel", {})
-        raise
+    except KeyboardInterrupt as exc:
+        bar.finish()
+        _cancel_remote(server, job["id"], paths, as_json, exc)
     finally:
         bar.finish()
     if job["state"] != "done":
@@ -509,6 +518,32 @@ def _ingest_remote(
             code=error.get("code", ""),
         )
     return job["reports"]
+
+
+def _cancel_remote(
+    server: Remote, job_id: str, paths: tuple[str, ...], as_json: bool, exc: KeyboardInterrupt
+) -> NoReturn:
+    """Cancel the job that Ctrl-C stopped following, wait (up to 30 s) for it to stop, and
+    print the reports of the files it wrote whole; then raise the interruption, naming
+    them (a second Ctrl-C leaves at once)."""
+    import time
+
+    from structrag.ingest import IngestInterrupted
+
+    job = server.post(f"/v1/jobs/{job_id}/cancel", {})
+    deadline = time.monotonic() + 30
+    while job.get("finished_at") is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+        job = server.get(f"/v1/jobs/{job_id}")
+    whole = [r for r in job.get("reports") or [] if r.get("format") != "folder"]
+    if not whole:
+        raise exc
+    _paths_as_given(whole, paths)
+    if as_json:
+        emit_json(whole)
+    else:
+        _print_lines(whole)
+    raise IngestInterrupted([str(r["path"]) for r in whole if not r.get("skipped")]) from exc
 
 
 def _paths_as_given(reports: list[dict[str, Any]], paths: tuple[str, ...]) -> None:
