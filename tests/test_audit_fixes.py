@@ -401,6 +401,27 @@ def test_ctrl_c_of_an_ingest_through_a_server_reports_the_files_written(
     assert ended["state"] == "cancelled", ended
 
 
+def test_a_question_too_long_fails_the_same_through_a_server(
+    served: Served, example_index: Path, tmp_path: Path
+) -> None:
+    """The server's request schema refused it with its own words ("String should have at
+    most 2000 characters", a position of "questions.1.question"), no answer printed."""
+    batch = tmp_path / "batch.jsonl"
+    lines = ["When did Marco adopt Biscuit?", "x " * 1250, "Who is Sam?"]
+    batch.write_text("".join(json.dumps({"question": q}) + "\n" for q in lines), "utf-8")
+    said = []
+    for db in (str(served.directory), str(example_index)):
+        done = run_cli("ask", "--batch", str(batch), "--db", db, "--budget", "80")
+        assert done.returncode == 1, done.stderr
+        assert [json.loads(line)["line"] for line in done.stdout.splitlines()] == [1]
+        assert f"{batch}, line 2: the question has 2,500 characters" in done.stderr
+        said.append(done.stderr)
+        one = run_cli("ask", "y" * 2001, "--db", db)
+        assert one.returncode == 1 and "the question has 2,001 characters" in one.stderr
+        assert "openapi" not in one.stderr + done.stderr
+    assert said[0] == said[1]
+
+
 # -- 10. --db on a folder of the user's own files: no index created among them -------------
 
 

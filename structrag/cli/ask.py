@@ -22,8 +22,15 @@ from structrag.cli.common import (
 )
 from structrag.cli.llm import llm_options, optional_llm_config
 from structrag.cli.remote import Remote, ServerError, Via, via_options
-from structrag.errors import IndexStateError, InputError, NotFoundError, StructragError
+from structrag.errors import (
+    IndexStateError,
+    InputError,
+    NotFoundError,
+    QueryError,
+    StructragError,
+)
 from structrag.query.context import MAX_BUDGET, budget_problem
+from structrag.query.limits import check_question
 
 if TYPE_CHECKING:
     from structrag.index import Index
@@ -218,6 +225,7 @@ def ask(
         return
     assert question is not None
     if server is not None:
+        check_question(question)  # the server's own check reads as its request schema's
         data = server.post("/v1/ask", {"question": question, **options, "explain": explain})
         several = not (as_json or conversation) and len(server.get("/v1/conversations")) > 1
     else:
@@ -351,6 +359,12 @@ def _ask_batch_remote(
             raise
         if numbered is None:
             break
+        try:
+            check_question(numbered[1]["question"])
+        except QueryError as exc:  # as the line's question fails without a server
+            if chunk:
+                send()
+            raise InputError(path, exc.message, line=numbered[0], hint=exc.hint) from None
         chunk.append(numbered)
         # stdin: a line is answered before the next is read (a program may wait for it)
         if len(chunk) == (1 if path == STDIN else BATCH_CHUNK):

@@ -75,7 +75,8 @@ from structrag.memory.window import (
 from structrag.models import Conversation, Message
 from structrag.naming import DOCUMENT_ROOM
 from structrag.query.context import TokenCounter, budget_problem
-from structrag.query.engine import MAX_QUESTION_CHARS, QueryEngine
+from structrag.query.engine import QueryEngine
+from structrag.query.limits import MAX_QUESTION_CHARS
 from structrag.query.modes import SEARCH_MODES, Hits, rank
 from structrag.store.interrupted import duckdb_interrupted
 from structrag.store.protocols import (

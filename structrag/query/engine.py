@@ -40,6 +40,7 @@ from structrag.query.context import (
     tokens_text,
 )
 from structrag.query.derived import ConversationView, Derived, Evaluation
+from structrag.query.limits import check_question
 from structrag.query.nodes import Match, PlanNode
 from structrag.query.parser import parse
 from structrag.query.question import Translation, Translator, question_query, widen
@@ -54,9 +55,6 @@ from structrag.store.protocols import (
 
 #: Messages rendered at a time while packing an answer context.
 PACK_BATCH = 64
-
-#: Questions longer than this are refused (the parser's cost grows with length).
-MAX_QUESTION_CHARS = 2_000
 
 
 def _shown_id(stored: str) -> dict[str, str]:
@@ -308,22 +306,7 @@ class QueryEngine:
     ) -> RankedQuestion:
         """Translate a question and rank the messages of a scope with its query (widened
         when it matches too little); what ``ask`` packs, and what memory search returns."""
-        if not question.strip():
-            raise QueryError(
-                "the question is empty", hint='ask something, e.g. "Where does Marco work?"'
-            )
-        if not any(c.isalnum() for c in question):
-            # nothing to match: the vector fill alone would answer with whatever is nearest
-            raise QueryError(
-                f"the question has no words: {question.strip()[:80]!r}",
-                hint='ask in words, e.g. "Where does Marco work?"',
-            )
-        if len(question) > MAX_QUESTION_CHARS:
-            raise QueryError(
-                f"the question has {len(question):,} characters; the limit is "
-                f"{MAX_QUESTION_CHARS:,}",
-                hint="ask a shorter question, or write a query expression for `structrag query`",
-            )
+        check_question(question)
         translator = translator or self.translator
         if translator is None:
             raise QueryError("ask needs a question translator")

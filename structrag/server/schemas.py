@@ -12,7 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from structrag.query.context import MAX_BUDGET
-from structrag.query.engine import MAX_QUESTION_CHARS
+from structrag.query.limits import MAX_QUESTION_CHARS
 
 Table = Literal["messages", "facts", "relationships", "goals", "knowledge"]
 Importance = Literal["low", "normal", "high"]
