@@ -873,3 +873,55 @@ def test_notebook_redraws_the_plots(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "held-out 45: overall 0.8333" in text  # and it draws loo.json's held-out line
     # The committed notebook carries no outputs (they would go stale).
     assert all(not c.get("outputs") for c in original.cells if c.cell_type == "code")
+
+
+def test_notebook_rescores_as_rescore_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The notebook's own rescoring is `bench rescore`'s: a message in ``cut_ids`` (its
+    line cut short to fit, as small budgets do) finds nothing, and a record without
+    evidence is not scored (no division by zero); records written before ``cut_ids``
+    (the fixture's) have none cut."""
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    results = tmp_path / "results"
+    results.mkdir()
+    lines = (FIXTURE_RESULTS / "recall.jsonl").read_text().splitlines()
+    added = [
+        # found in full at 30 tokens; at 15 its line is cut short: not found
+        record(["D1:1"], ["D1:1"], 14, qid="demo-1#0", budget=15, cut_ids=["D1:1"]),
+        record(["D1:1"], ["D1:1"], 28, qid="demo-1#0", budget=30, cut_ids=[]),
+        # half of its evidence cut
+        record(["D1:3", "D2:4"], ["D1:3", "D2:4"], 15, qid="demo-1#1", budget=15, cut_ids=["D2:4"]),
+        record(["D1:3", "D2:4"], ["D1:3", "D2:4"], 29, qid="demo-1#1", budget=30, cut_ids=[]),
+        # no evidence: left out, as rescore leaves it
+        record([], ["D1:2"], 9, qid="demo-1#2", budget=15, cut_ids=["D1:2"]),
+    ]
+    for rec in added:
+        rec.update(system="structured", category_name="multi-hop")
+        lines.append(json.dumps(rec))
+    (results / "recall.jsonl").write_text("\n".join(lines) + "\n")
+    rows, _ = rescore(results / "recall.jsonl")
+    meta = json.loads((FIXTURE_RESULTS / "recall.json").read_text())["meta"]
+    recall = {"meta": meta, "rows": [r.as_dict() for r in rows]}
+    (results / "recall.json").write_text(json.dumps(recall))
+    expected = {(r.system, r.budget): r.recall["overall"] for r in rows}
+    assert expected[("structured", 15)] == pytest.approx(0.25)  # cut lines count as not found
+    assert expected[("structured", 30)] == pytest.approx(1.0)
+
+    monkeypatch.setenv("STRUCTRAG_RESULTS", str(results))
+    notebook = nbformat.read(NOTEBOOK, as_version=4)
+    nbclient.NotebookClient(
+        notebook,
+        timeout=120,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(NOTEBOOK.parent)}},
+    ).execute()
+    outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    text = "".join(o.get("text", "") for o in outputs)
+    printed = {
+        (m[1], int(m[2])): float(m[3])
+        for m in re.finditer(r"^\s*(\S+)\s+(\d+): overall ([\d.]+)  \(recall\.json", text, re.M)
+    }
+    assert printed.keys() == expected.keys()
+    for key, value in expected.items():
+        assert printed[key] == pytest.approx(value, abs=1e-4), key
