@@ -114,8 +114,10 @@ def _print_record(record: dict[str, Any], score: float | None = None) -> None:
     who = f"{record['user']}: " if record["user"] else ""
     head = f"{score:8.3f}  " if score is not None else ""
     where = f"{record['table']}/{record['room']}"
-    # as `memory facts` and `context` mark it (--json has "status": "superseded")
-    mark = "(superseded) " if record.get("status") == "superseded" else ""
+    # a goal's status ("(open) ", "(done) "), and a superseded statement's as `memory
+    # facts` and `context` mark it (--json has "status": "superseded")
+    status = record.get("status")
+    mark = f"({status}) " if status else ""
     click.echo(f"{head}{record['id']}  {where}  [{shown}] {mark}{who}{clip(record['text'], 500)}")
 
 

@@ -368,18 +368,20 @@ class DuckDBReader:
         # and a document's fragments, are rows of the same table that no page shows.
         # A document's conversation says which document it is (kind "document": its
         # id, path, title and fragment count), as `knowledge list` shows it; an agent's
-        # room says whose (kind "memory_room", with its agents).
+        # room says whose (kind "memory_room", with its agents): a room with memories of
+        # any table, a goal or fact alone too, as `stats` counts memory rooms.
+        own = "FILTER (WHERE m.memory_table = 'messages')"
         rows = self.sql(
             "WITH docs AS (SELECT d.document_id, d.path, d.title, "
             "(SELECT count(*) FROM fragments f WHERE f.document_id = d.document_id) AS n "
-            "FROM documents d) SELECT c.conversation, c.name, count(m.mkey), min(m.ts), "
-            "max(m.ts), "
-            "list_sort(list_distinct(list(m.speaker) FILTER (WHERE m.speaker IS NOT NULL))), "
+            f"FROM documents d) SELECT c.conversation, c.name, count(m.mkey) {own}, "
+            f"min(m.ts) {own}, max(m.ts) {own}, "
+            "list_sort(list_distinct(list(m.speaker) FILTER "
+            "(WHERE m.memory_table = 'messages' AND m.speaker IS NOT NULL))), "
             "any_value(docs.document_id), any_value(docs.path), any_value(docs.title), "
             "any_value(docs.n), "
             "list_sort(list_distinct(list(m.agent) FILTER (WHERE m.agent IS NOT NULL))) "
-            "FROM conversations c LEFT JOIN messages m "
-            "ON m.conversation = c.conversation AND m.memory_table = 'messages' "
+            "FROM conversations c LEFT JOIN messages m ON m.conversation = c.conversation "
             f"LEFT JOIN docs ON c.conversation = '{DOCUMENT_ROOM}' || docs.document_id "
             "GROUP BY c.conversation, c.name ORDER BY c.conversation"
         )
@@ -398,7 +400,7 @@ class DuckDBReader:
                 if r[10]
                 else "conversation",
             }
-            if r[10]:  # an agent's room (rooms of one name are shared by agents)
+            if r[6] is None and r[10]:  # an agent's room (rooms of one name are shared)
                 row["agents"] = list(r[10])
             if r[6] is not None:
                 row.update(
