@@ -668,6 +668,11 @@ def test_choose_leaves_out_the_held_out_conversation_and_breaks_ties() -> None:
         (["b=0.5,0.5"], "repeats a value"),
         (["b=0.5", "b=0.75"], "given twice"),
         ([], "the grid is empty"),
+        (["k1=1.2,-1"], "k1 must be 0 or more, not -1.0 (in the grid)"),
+        (["b=0.5,2"], "b must be from 0 to 1, not 2.0"),
+        (["spelling_max=-2"], "spelling_max must be 0 or more"),
+        (["fill_tokens_per_message=0"], "fill_tokens_per_message must be 1 or more"),
+        (["k1=nan"], "k1 must be 0 or more, not nan"),
     ],
 )
 def test_parse_grid_rejects_bad_entries(specs: list[str], message: str) -> None:

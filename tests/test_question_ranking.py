@@ -4,14 +4,16 @@ small chat."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 from structrag import Index
+from structrag.errors import ConfigError
 from structrag.query.engine import is_question
 from structrag.query.parser import parse
-from structrag.query.settings import DEFAULT_SETTINGS
+from structrag.query.settings import DEFAULT_SETTINGS, RankingSettings
 
 CHAT = [
     "[01.02.2024, 10:00:00] Ana: how was the trip?",
@@ -147,3 +149,29 @@ def test_a_dropped_time_scope_keeps_its_messages_first(cooking: Path) -> None:
         # are left to the vector fill after every other day's cooking
         assert texts[0] != day[1]
         assert texts.index("I cooked a curry for lunch") < texts.index(day[1])
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"k1": -1}, "ranking setting k1 must be 0 or more, not -1"),
+        ({"k1": "x"}, "ranking setting k1 takes a number, not 'x'"),
+        ({"b": 5}, "ranking setting b must be from 0 to 1, not 5"),
+        ({"fuzzy_threshold": 7}, "fuzzy_threshold must be from 0 to 1"),
+        ({"question_depth": -1}, "question_depth must be 0 or more"),
+        ({"graph_max_names": 2.5}, "graph_max_names takes a whole number, not 2.5"),
+        ({"window_turns": 1}, "window_turns takes true or false, not 1"),
+        ({"speaker_boost": float("inf")}, "speaker_boost must be 0 or more, not inf"),
+        ({"window": {0: 1.0, 1: -0.5}}, "window[1] must be 0 or more, not -0.5"),
+    ],
+)
+def test_ranking_settings_refuse_impossible_values(
+    overrides: dict[str, object], message: str
+) -> None:
+    """They were taken as given: ``k1=-1`` found nothing, ``k1="x"`` failed in numpy at
+    query time."""
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        DEFAULT_SETTINGS.with_overrides(**overrides)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        RankingSettings(**overrides)  # type: ignore[arg-type]
+    assert DEFAULT_SETTINGS.with_overrides(k1=2, b=1, question_depth=0).k1 == 2

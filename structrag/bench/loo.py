@@ -79,7 +79,7 @@ from structrag.bench.systems import StructuredSystem
 from structrag.errors import ConfigError
 from structrag.index import Index
 from structrag.ingest import ProgressSink
-from structrag.query.settings import DEFAULT_SETTINGS, RankingSettings
+from structrag.query.settings import DEFAULT_SETTINGS, RankingSettings, check_setting
 
 RECORDS = "loo.jsonl"
 #: Settings are chosen by mean recall at this budget.
@@ -153,6 +153,8 @@ def parse_grid(specs: Sequence[str]) -> dict[str, tuple[Any, ...]]:
                     + (" (whole numbers)" if kinds[name] is int else ""),
                     hint=GRID_HINT,
                 ) from None
+        for value in parsed if name != "window" else ():
+            _check_value(name, value, kinds[name])
         if len(set(parsed)) != len(parsed):
             raise ConfigError(f"{name} repeats a value in the grid", hint=GRID_HINT)
         grid[name] = tuple(parsed)
@@ -203,6 +205,17 @@ def check_grid(grid: Mapping[str, Sequence[Any]]) -> None:
                     f"not {value!r}",
                     hint=GRID_HINT,
                 )
+            if name != "window":
+                _check_value(name, value, kind)
+
+
+def _check_value(name: str, value: Any, kind: type) -> None:
+    """A grid value out of its setting's range (``k1=-1``, ``b=5``) is refused before
+    anything runs, in the grid's words."""
+    try:
+        check_setting(name, value, kind)
+    except ConfigError as exc:
+        raise ConfigError(f"{exc.message} (in the grid)", hint=exc.hint or GRID_HINT) from None
 
 
 def grid_text(grid: Mapping[str, Sequence[Any]]) -> str:

@@ -8,8 +8,46 @@ them.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
+
+#: Settings whose values are bounded above too (shares and cosine thresholds), or below
+#: by more than 0 (a divisor); every other number is 0 or more.
+_BOUNDS: dict[str, tuple[float, float | None]] = {
+    "b": (0.0, 1.0),
+    "fuzzy_threshold": (0.0, 1.0),
+    "knowledge_share": (0.0, 1.0),
+    "fill_tokens_per_message": (1.0, None),
+}
+
+
+def check_setting(name: str, value: Any, kind: Any) -> None:
+    """Raise :class:`~structrag.errors.ConfigError` when ``value`` is not a possible value
+    of the ranking setting ``name`` of type ``kind`` (``"float"``, ``"int"``, ``"bool"``):
+    of another type (``True`` is no number), not finite, or out of its range."""
+    from structrag.errors import ConfigError
+
+    kind = getattr(kind, "__name__", kind)
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise ConfigError(f"ranking setting {name} takes true or false, not {value!r}")
+        return
+    if kind not in ("int", "float"):
+        return
+    number = (kind == "float" and isinstance(value, int | float)) or isinstance(value, int)
+    if isinstance(value, bool) or not number:
+        what = "a whole number" if kind == "int" else "a number"
+        raise ConfigError(f"ranking setting {name} takes {what}, not {value!r}")
+    low, high = _BOUNDS.get(name, (0.0, None))
+    if not math.isfinite(value) or value < low or (high is not None and value > high):
+        bounds = f"from {low:g} to {high:g}" if high is not None else f"{low:g} or more"
+        raise ConfigError(
+            f"ranking setting {name} must be {bounds}, not {value!r}",
+            hint=f"the default is {getattr(DEFAULT_SETTINGS, name)!r}"
+            if hasattr(DEFAULT_SETTINGS, name)
+            else None,
+        )
 
 
 def _window() -> dict[int, float]:
@@ -173,6 +211,14 @@ class RankingSettings:
     #: A quoted phrase (``"support group"``) multiplies the text scores of the messages
     #: that have its words together by this much (1: the words in any order).
     phrase_boost: float = 4.0
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            check_setting(f.name, getattr(self, f.name), f.type)
+        for offset, weight in self.window.items():
+            check_setting(f"window[{offset}]", weight, "float")
+        for source, weight in self.alias_sources.items():
+            check_setting(f"alias_sources[{source!r}]", weight, "float")
 
     def with_overrides(self, **values: Any) -> RankingSettings:
         known = {f.name for f in fields(self)}
