@@ -422,6 +422,25 @@ def test_a_question_too_long_fails_the_same_through_a_server(
     assert said[0] == said[1]
 
 
+def test_a_store_a_killed_first_write_left_empty_reads_as_no_index(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """kill -9 while a first ingest creates the index leaves a DuckDB file without tables:
+    reading commands called it "schema version None" and said to re-create it."""
+    import duckdb
+
+    folder = tmp_path / "index"
+    folder.mkdir()
+    duckdb.connect(str(folder / "structrag.duckdb")).close()
+    err = failing(["stats", "--db", str(folder), "--no-server"], capsys)
+    assert f"no index at {folder}: its structrag.duckdb holds no tables yet" in err, err
+    assert "structrag ingest FILE" in err and "version None" not in err
+    chat = conversation_file(tmp_path / "chat.jsonl", "after-kill", 3)
+    assert run_cli("ingest", str(chat), "--db", str(folder), "-q").returncode == 0
+    stats = run_cli("stats", "--db", str(folder), "--json")
+    assert json.loads(stats.stdout)["messages"] == 3, stats.stderr
+
+
 # -- 10. --db on a folder of the user's own files: no index created among them -------------
 
 

@@ -118,7 +118,14 @@ class DuckDBStore(DuckDBReader):
             schema.create(con)
             con.execute("COMMIT")
             return
-        if found is not None and schema.OLDEST_UPGRADABLE <= found < schema.SCHEMA_VERSION:
+        if found is None:  # read-only: a first write was killed before it made the tables
+            raise IndexStateError(
+                f"no index at {self.directory}: its {DB_FILENAME} holds no tables yet (the "
+                "first write to it stopped before it made them)",
+                hint=f"create the index with `structrag ingest FILE --db {self.directory}` "
+                "(it writes into that file)",
+            )
+        if schema.OLDEST_UPGRADABLE <= found < schema.SCHEMA_VERSION:
             if self.read_only:
                 raise SchemaUpgradeNeeded(found)
             schema.upgrade(con, found)
