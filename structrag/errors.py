@@ -88,6 +88,12 @@ class IndexStateError(StructragError, RuntimeError):
     """The index directory is missing, locked by another process, or from another version."""
 
 
+class CheckpointFailed(IndexStateError):
+    """The write committed (to the store's log), then DuckDB could not write its
+    checkpoint (a full disk) and closed the store: what committed is kept (opening the
+    index replays the log), but nothing more can be written in this process."""
+
+
 class NotFoundError(StructragError, LookupError):
     """A conversation, message or semantic ref that the caller named does not exist."""
 

@@ -6,12 +6,14 @@ index survives a crash at the worst moments, e.g. between the store's commit and
 index's). ``STRUCTRAG_FAULT=<point>:wait:<file>`` makes it create ``<file>`` there and wait
 until the file is removed (the concurrency tests use it to act while an ingest is at that
 point; a SIGINT meanwhile is Ctrl-C there). ``STRUCTRAG_FAULT=<point>:interrupt`` raises
-``KeyboardInterrupt`` there, as Ctrl-C at that moment would. Unset, a point costs one
-dictionary lookup.
+``KeyboardInterrupt`` there, as Ctrl-C at that moment would, and
+``STRUCTRAG_FAULT=<point>:disk-full`` raises the ``OSError`` a full disk gives. Unset, a
+point costs one dictionary lookup.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import time
@@ -46,6 +48,8 @@ def point(name: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
     elif fault == f"{name}:interrupt":
         raise KeyboardInterrupt
+    elif fault == f"{name}:disk-full":
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
     elif fault.startswith(f"{name}:wait:"):
         marker = Path(fault[len(name) + len(":wait:") :])
         marker.touch()

@@ -22,6 +22,7 @@ import contextlib
 import glob
 import hashlib
 import json
+import logging
 import shlex
 import threading
 import time
@@ -34,7 +35,7 @@ from typing import Any, Literal, Protocol
 
 from structrag import faults
 from structrag.analysis import content_count, stems, term_key
-from structrag.errors import ConfigError, InputError, InputErrors, shown_path
+from structrag.errors import CheckpointFailed, ConfigError, InputError, InputErrors, shown_path
 from structrag.extract.base import (
     Estimates,
     Extractor,
@@ -74,6 +75,8 @@ from structrag.store.protocols import (
     TextIndexWriter,
 )
 from structrag.store.workspace import new_staging_folder, remove_staging_folder
+
+log = logging.getLogger(__name__)
 
 
 class ProgressSink(Protocol):
@@ -334,6 +337,7 @@ class _Group:
     store: _GroupStore
     numbers: _RefNumbers
     paths: list[str] = field(default_factory=list)
+    reports: list[IngestReport] = field(default_factory=list)
     messages: int = 0
     transaction: _GroupTransaction | None = None
     #: The group's text index segment, written in its staging folder.
@@ -365,14 +369,27 @@ class _Group:
                 remove_staging_folder(folder)
 
 
-def _commit_text(writer: TextIndexWriter, generation: int, folder: Path | None) -> None:
+def _commit_text(writer: TextIndexWriter, generation: int, folder: Path | None) -> str | None:
     """Commit the text index of a write whose store committed ``generation``, then remove
     its staging ``folder``. When the text index does not commit, its marker still names
     the generation before, so the next open rebuilds it, and so does this process's next
-    write (``Ingestor._catch_up_text_index``), before it marks a newer generation."""
+    write (``Ingestor._catch_up_text_index``), before it marks a newer generation.
+
+    The write is in the store by then: a text index the file system refuses (a full
+    disk) does not make it fail (reported failed, it would be written twice by the retry
+    its error asks for). What to warn of is returned instead; any other error is raised."""
     try:
         faults.point("text-commit")
         writer.commit(generation)
+    except OSError as exc:
+        with contextlib.suppress(Exception):
+            writer.cancel()
+        problem = (
+            f"the write is in the store, but the text index could not take it "
+            f"({exc.strerror or exc}); it is rebuilt from the store when the index next "
+            "opens (free space first if the disk is full)"
+        )
+        return problem
     except BaseException:
         with contextlib.suppress(Exception):
             writer.cancel()
@@ -380,6 +397,14 @@ def _commit_text(writer: TextIndexWriter, generation: int, folder: Path | None) 
     finally:
         if folder is not None:
             remove_staging_folder(folder)
+    return None
+
+
+def _whole(reports: list[IngestReport], written: list[str]) -> list[IngestReport]:
+    """The reports of the inputs in the index whole: those ``written``, and those found
+    already ingested."""
+    done = set(written)
+    return [r for r in reports if r.skipped or str(r.path) in done]
 
 
 class IngestInterrupted(KeyboardInterrupt):
@@ -393,13 +418,20 @@ class IngestInterrupted(KeyboardInterrupt):
         self.reports = reports or []
 
 
-def stopped(exc: BaseException, written: list[str], stopped_on: str) -> None:
+def stopped(
+    exc: BaseException,
+    written: list[str],
+    stopped_on: str | None,
+    reports: list[IngestReport] | None = None,
+) -> None:
     """Mark an error that stopped an ingest of several files after some were committed
-    (whole): ``exc.written`` lists them (as :class:`IngestInterrupted` does), and
-    ``exc.stopped_on`` names the file it stopped on (nothing of it was written)."""
+    (whole): ``exc.written`` lists them and ``exc.reports`` holds their reports (as
+    :class:`IngestInterrupted` does), and ``exc.stopped_on`` names the file it stopped on
+    (nothing of it was written), if any."""
     with contextlib.suppress(AttributeError, TypeError):  # an exception without a __dict__
         exc.written = written  # type: ignore[attr-defined]
         exc.stopped_on = stopped_on  # type: ignore[attr-defined]
+        exc.reports = reports or []  # type: ignore[attr-defined]
 
 
 class Ingestor:
@@ -477,6 +509,7 @@ class Ingestor:
                         grouped = True
                     self._ingest_plan(current, format, options, progress, force, group)
                     group.paths.append(str(current.path))
+                    group.reports.append(current.report)
                     group.messages += current.messages
                     if group.full():
                         self._commit_group(group, written)
@@ -485,7 +518,11 @@ class Ingestor:
                 if group is not None:
                     self._commit_group(group, written)
                     group = None
-                self._ingest_plan(current, format, options, progress, force)
+                try:
+                    self._ingest_plan(current, format, options, progress, force)
+                except CheckpointFailed:
+                    written.append(str(current.path))  # committed: a re-run skips it
+                    raise
                 written.append(str(current.path))
             if group is not None:
                 self._commit_group(group, written)
@@ -496,9 +533,7 @@ class Ingestor:
             if group is not None:
                 group.abort()
             if written:  # say which files are in: each was committed whole
-                done = set(written)
-                whole = [r for r in reports if r.skipped or str(r.path) in done]
-                raise IngestInterrupted(written, whole) from exc
+                raise IngestInterrupted(written, _whole(reports, written)) from exc
             raise
         except Exception as exc:
             if group is not None:
@@ -506,8 +541,10 @@ class Ingestor:
             if written and current is not None:
                 # An error that stopped the ingest (an unusable LLM endpoint, a full disk)
                 # after some files were committed, whole: it says which, and where it
-                # stopped (the CLI shows them, as after Ctrl-C).
-                stopped(exc, written, str(current.path))
+                # stopped (the CLI shows them, as after Ctrl-C); none, when it stopped
+                # after the last file committed (its checkpoint).
+                at = str(current.path)
+                stopped(exc, written, None if at in written else at, _whole(reports, written))
             raise
         finally:
             if progress and total:
@@ -549,12 +586,18 @@ class Ingestor:
                 None if digest is None else (lambda conversation: digest(store, conversation)),
                 writer.prepare,
             )
+        except CheckpointFailed:
+            written.extend(group.paths)  # committed: a re-run skips them
+            group.abort()
+            raise
         except BaseException:
             group.abort()
             raise
         folder, group.transaction, group.writer, group.folder = group.folder, None, None, None
         written.extend(group.paths)
-        _commit_text(writer, generation, folder)
+        problem = _commit_text(writer, generation, folder)
+        if problem is not None and group.reports:
+            group.reports[-1].warnings.append(problem)
 
     def _checkpoint(self) -> None:
         """Write what small inputs' commits left in the store's log into its file."""
@@ -1278,6 +1321,8 @@ class Ingestor:
         pairs = list(zip(todo, knowledge, strict=True))
         reserve = sum(len(refs) for _, refs in pairs)
         self._write(iter(pairs), None, conversations, report, delete, before_commit, reserve)
+        for warning in report.warnings:  # a live write's caller has no report to show
+            log.warning("%s", warning)
         return report
 
     def _write(
@@ -1358,7 +1403,9 @@ class Ingestor:
             if callable(close):
                 close()
             raise
-        _commit_text(writer, generation, folder)
+        problem = _commit_text(writer, generation, folder)
+        if problem is not None:
+            report.warnings.append(problem)
 
     def _fill(
         self,

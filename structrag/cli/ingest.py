@@ -282,14 +282,16 @@ def ingest(
             reports, notes = ingest_into(
                 db, list(paths), options, progress=progress_bar(quiet), retry_failed=retry_failed
             )
-        except IngestInterrupted as exc:
-            # What is in the index (each file whole) is reported as a finished ingest's
-            # would be; the entry point then says it was interrupted, and exits 130.
-            whole = [r.as_dict() for r in exc.reports]
-            if as_json:
-                emit_json(whole)
-            else:
-                _print_lines(whole)
+        except (IngestInterrupted, Exception) as exc:
+            # What is in the index (each file whole) when Ctrl-C or an error stopped the
+            # ingest is reported as a finished ingest's would be; the entry point then
+            # says what stopped it, and exits 130 or 1.
+            whole = [r.as_dict() for r in getattr(exc, "reports", None) or ()]
+            if whole:
+                if as_json:
+                    emit_json(whole)
+                else:
+                    _print_lines(whole)
             raise
         for text in notes:
             note(f"note: {text}")

@@ -19,7 +19,7 @@ from typing import TypeVar
 
 import duckdb
 
-from structrag.errors import IndexStateError
+from structrag.errors import CheckpointFailed
 from structrag.models import Conversation
 from structrag.store.duckdb.lease import MEMORY_LIMIT
 from structrag.store.duckdb.writer import (
@@ -217,7 +217,7 @@ def checkpoint(con: duckdb.DuckDBPyConnection) -> None:
         except duckdb.OutOfMemoryException:
             continue
         except duckdb.FatalException as exc:  # the connection is gone (a full disk, say)
-            raise IndexStateError(
+            raise CheckpointFailed(
                 "the write was committed to the store's log, but DuckDB could not write "
                 f"its checkpoint and closed the store: {_first_line(exc)}",
                 hint="free space (or fix what the message names), then run the command "
