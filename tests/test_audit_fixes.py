@@ -471,3 +471,50 @@ def test_an_index_is_created_in_an_empty_folder_or_one_of_hidden_files(
     again = run_cli("ingest", str(chat), "--db", str(folder), "-q")  # an index now: reopened
     assert again.returncode == 0, again.stderr
     assert (folder / "structrag.duckdb").is_file()
+
+
+# -- 11. memory reads on an index this process may not write --------------------------------
+
+
+def test_memory_reads_work_on_an_index_it_may_not_write(tmp_path: Path) -> None:
+    """memory get, recent, search and context opened the index to write (they count what
+    they read): on a read-only index they failed with 'Permission denied'. Root ignores
+    file modes, so the commands run without its capabilities (setpriv)."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv to run a process that file modes bind")
+    db = tmp_path / "index"
+    add = ["memory", "add", "I adopted a cat named Miso.", "--db", str(db), "--agent", "bot"]
+    added = run_cli(*add, "--user", "priya", "--room", "dm", "--json")
+    memory_id = json.loads(added.stdout)["id"]
+    for path in [db, *db.rglob("*")]:
+        path.chmod(path.stat().st_mode & ~0o222)
+    try:
+
+        def bound(*args: str) -> subprocess.CompletedProcess[str]:
+            command = ["setpriv", "--bounding-set=-all", sys.executable, "-m", "structrag"]
+            return subprocess.run(
+                [*command, *args, "--db", str(db), "--agent", "bot"],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+
+        for args in (
+            ("memory", "get", memory_id),
+            ("memory", "recent"),
+            ("memory", "search", "Miso"),
+            ("memory", "context", "What is my cat called?", "--room", "dm"),
+        ):
+            done = bound(*args)
+            assert done.returncode == 0, (args, done.stderr)
+            assert "Miso" in done.stdout, (args, done.stdout)
+        refused = bound("memory", "add", "I moved to Porto.")
+        assert refused.returncode == 1 and "Permission denied" in refused.stderr
+    finally:
+        for path in [db, *db.rglob("*")]:
+            path.chmod(path.stat().st_mode | 0o200)

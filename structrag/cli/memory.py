@@ -56,6 +56,20 @@ def memory_of(
         yield index.memory(agent)
 
 
+def writable(db: str) -> bool:
+    """Whether this process may write the index at ``db`` (its folder and its store):
+    memory reads count what they read (for ranking by use) where they can, and read
+    without counting an index they may not write (a read-only folder or file system)."""
+    import os
+    from pathlib import Path
+
+    from structrag.store.duckdb import DB_FILENAME
+
+    folder = Path(db)
+    store = folder / DB_FILENAME
+    return os.access(folder, os.W_OK) and (not store.exists() or os.access(store, os.W_OK))
+
+
 def on_memory(
     db: str,
     agent: str,
@@ -63,14 +77,18 @@ def on_memory(
     *,
     remote: Callable[[Remote, str], T],
     local: Callable[[Memory], T],
-    write: bool,
+    write: bool | None,
     create: bool = False,
 ) -> T:
     """What a memory command does: through the server that owns ``db`` (``remote`` gets
-    the agent's path, ``/v1/agents/AGENT``), or on the index files (made if ``create``)."""
+    the agent's path, ``/v1/agents/AGENT``), or on the index files (made if ``create``;
+    opened to write when ``write``, or, when None, if this process may: see
+    :func:`writable`)."""
     server = via.server(db) if is_dir(db) else None
     if server is not None:
         return remote(server, agent_path(agent))
+    if write is None:
+        write = writable(db)
     # Ctrl-C says what the write had committed (main() prints it): the memory API's
     # WriteInterrupted when it came during the write, what the write that returned
     # committed when it came after (while the index closes), else that nothing was.
@@ -215,7 +233,7 @@ def get(memory_id: str, db: str, agent: str, room: str | None, as_json: bool, vi
         via,
         remote=lambda r, path: r.get(f"{path}/memories/{quoted(memory_id)}", room=room),
         local=lambda mem: mem.get(memory_id, room).as_dict(),
-        write=True,
+        write=None,  # counted where it can write (see writable)
     )
     if as_json:
         emit_json(record)
@@ -343,7 +361,7 @@ def recent(
         local=lambda mem: [
             m.as_dict() for m in mem.recent(room, count, table=table, start=since, end=until)
         ],
-        write=True,
+        write=None,  # counted where it can write (see writable)
     )
     _records(rows, as_json)
 
@@ -412,7 +430,7 @@ def search(
         local=lambda mem: [
             h.as_dict() for h in mem.search(query, **options, start=since, end=until)
         ],
-        write=True,
+        write=None,  # counted where it can write (see writable)
     )
     if as_json:
         emit_json(hits)
@@ -718,7 +736,7 @@ def context(
         via,
         remote=lambda r, path: r.post(f"{path}/context", {"message": message, **options}),
         local=lambda mem: mem.context(message, **options).as_dict(),
-        write=True,
+        write=None,  # counted where it can write (see writable)
     )
     if as_json:
         emit_json(window)
