@@ -12,6 +12,7 @@ and an extractor together. The core modules (ingest, query) only know the protoc
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import tempfile
@@ -280,8 +281,18 @@ class Index:
             # Repair needs the write lock: take it briefly, rebuild, and come back read-only.
             self.store.close()
             self.text_index.close()
-            with Index(self.directory, read_only=False, create=False) as writer:
-                self.notes.extend(writer.notes)
+            try:
+                with Index(self.directory, read_only=False, create=False) as writer:
+                    self.notes.extend(writer.notes)
+            except (IndexStateError, OSError) as exc:
+                if found is None or not _cannot_write(self.directory, exc):
+                    raise
+                # A read-only folder or file system, a full disk: read what there is.
+                self.notes.append(
+                    f"the text index is behind the store (generation {found} vs {expected}) "
+                    f"and cannot be rebuilt here ({_first_line(exc)}): word matches may miss "
+                    "the latest writes until the index is opened where it can be written"
+                )
             self.store = DuckDBStore(self.directory, read_only=True)
             self.text_index = WhooshTextIndex(self.directory, read_only=True)
             return
@@ -1140,6 +1151,22 @@ def estimate_ingest(
         for source in result["sources"]:
             source["note"] = f"no index at {directory} yet: every message is new"
         return result
+
+
+def _cannot_write(directory: Path, exc: BaseException) -> bool:
+    """Whether ``exc`` (opening the index to write) says this process cannot write it: a
+    folder it may not write, a read-only file system, a full disk."""
+    if not os.access(directory, os.W_OK):
+        return True
+    text = str(exc)
+    return any(
+        cause in text
+        for cause in ("Permission denied", "Read-only file system", "No space left", "no space")
+    ) or (isinstance(exc, OSError) and exc.errno in (errno.EACCES, errno.EROFS, errno.ENOSPC))
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
 def ingest_into(

@@ -4,8 +4,11 @@ fails on the code before its fix."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -476,33 +479,43 @@ def test_an_index_is_created_in_an_empty_folder_or_one_of_hidden_files(
 # -- 11. memory reads on an index this process may not write --------------------------------
 
 
-def test_memory_reads_work_on_an_index_it_may_not_write(tmp_path: Path) -> None:
-    """memory get, recent, search and context opened the index to write (they count what
-    they read): on a read-only index they failed with 'Permission denied'. Root ignores
-    file modes, so the commands run without its capabilities (setpriv)."""
-    import os
+def _bound(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``structrag ARGS --db DB`` in a process that file modes bind: root ignores them, so
+    it runs without root's capabilities (setpriv)."""
     import shutil
-    import subprocess
     import sys
 
     if os.geteuid() != 0 or shutil.which("setpriv") is None:
         pytest.skip("needs root and setpriv to run a process that file modes bind")
+    command = ["setpriv", "--bounding-set=-all", sys.executable, "-m", "structrag"]
+    return subprocess.run(
+        [*command, *args, "--db", str(db)], capture_output=True, text=True, check=False
+    )
+
+
+@contextmanager
+def _read_only(db: Path) -> Iterator[None]:
+    paths = [db, *db.rglob("*")]
+    for path in paths:
+        path.chmod(path.stat().st_mode & ~0o222)
+    try:
+        yield
+    finally:
+        for path in paths:
+            path.chmod(path.stat().st_mode | 0o200)
+
+
+def test_memory_reads_work_on_an_index_it_may_not_write(tmp_path: Path) -> None:
+    """memory get, recent, search and context opened the index to write (they count what
+    they read): on a read-only index they failed with 'Permission denied'."""
     db = tmp_path / "index"
     add = ["memory", "add", "I adopted a cat named Miso.", "--db", str(db), "--agent", "bot"]
     added = run_cli(*add, "--user", "priya", "--room", "dm", "--json")
     memory_id = json.loads(added.stdout)["id"]
-    for path in [db, *db.rglob("*")]:
-        path.chmod(path.stat().st_mode & ~0o222)
-    try:
+    with _read_only(db):
 
         def bound(*args: str) -> subprocess.CompletedProcess[str]:
-            command = ["setpriv", "--bounding-set=-all", sys.executable, "-m", "structrag"]
-            return subprocess.run(
-                [*command, *args, "--db", str(db), "--agent", "bot"],
-                capture_output=True,
-                text=True,
-                check=False,
-            )
+            return _bound(db, *args, "--agent", "bot")
 
         for args in (
             ("memory", "get", memory_id),
@@ -515,6 +528,21 @@ def test_memory_reads_work_on_an_index_it_may_not_write(tmp_path: Path) -> None:
             assert "Miso" in done.stdout, (args, done.stdout)
         refused = bound("memory", "add", "I moved to Porto.")
         assert refused.returncode == 1 and "Permission denied" in refused.stderr
-    finally:
-        for path in [db, *db.rglob("*")]:
-            path.chmod(path.stat().st_mode | 0o200)
+
+
+def test_a_read_only_index_behind_its_text_index_is_read_with_a_note(tmp_path: Path) -> None:
+    """A text index behind the store is rebuilt on opening, which needs to write: on an
+    index the process may not write, every read failed with 'Permission denied'. It now
+    reads what there is, and says so; opened where it can write, it is rebuilt."""
+    db = tmp_path / "index"
+    chat = conversation_file(tmp_path / "chat.jsonl", "behind", 5)
+    assert run_cli("ingest", str(chat), "--db", str(db), "-q").returncode == 0
+    (db / "whoosh" / "GENERATION").write_text("0\n")  # as a write killed between commits
+    with _read_only(db):
+        stats = _bound(db, "stats", "--json")
+        assert stats.returncode == 0, stats.stderr
+        assert json.loads(stats.stdout)["messages"] == 5
+        assert "the text index is behind the store (generation 0 vs 1)" in stats.stderr
+        assert "cannot be rebuilt here" in stats.stderr and "Permission denied" in stats.stderr
+    reopened = run_cli("stats", "--db", str(db))
+    assert "rebuilt it from the store (5 messages)" in reopened.stderr, reopened.stderr
