@@ -461,11 +461,18 @@ def test_a_full_disk_is_one_line_not_a_traceback(tmp_path: Path) -> None:
     assert _disk_full(wal) == "no space left on device: the index's store could not write its log"
 
 
-@pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
-def test_ctrl_c_after_some_files_names_the_files_written(tmp_path: Path, as_json: bool) -> None:
+@pytest.mark.parametrize(
+    ("as_json", "term"),
+    [(False, False), (True, False), (False, True)],
+    ids=["text", "json", "term"],
+)
+def test_ctrl_c_after_some_files_names_the_files_written(
+    tmp_path: Path, as_json: bool, term: bool
+) -> None:
     """Each file is written whole; an ingest of several that Ctrl-C stops says which of
     them are in, and prints their reports (their lines, or their JSON for scripts), as a
-    finished ingest does (it printed nothing of them)."""
+    finished ingest does (it printed nothing of them). SIGTERM (``timeout``, systemd)
+    stops it the same way, exit 143 (it died at once, saying nothing, its staging left)."""
     import os
     import signal
     import time
@@ -497,11 +504,16 @@ def test_ctrl_c_after_some_files_names_the_files_written(tmp_path: Path, as_json
         time.sleep(0.02)
     time.sleep(0.5)  # extracting the big file
     assert proc.poll() is None, proc.communicate()
-    os.killpg(proc.pid, signal.SIGINT)
+    if term:
+        os.kill(proc.pid, signal.SIGTERM)  # the main process only, as `timeout` sends it
+    else:
+        os.killpg(proc.pid, signal.SIGINT)
     out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130 and "Traceback" not in err, err
+    assert proc.returncode == (143 if term else 130) and "Traceback" not in err, err
     assert f"{tiny}: written before the interruption" in err and str(big) not in err
-    assert "interrupted: each file is written whole" in err
+    stopped = "terminated (SIGTERM)" if term else "interrupted"
+    assert f"{stopped}: each file is written whole" in err
+    assert not (db / ".staging").exists()
     if as_json:
         (report,) = json.loads(out)
         assert (report["path"], report["messages_added"]) == (str(tiny), 1), out

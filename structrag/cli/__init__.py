@@ -227,6 +227,31 @@ READ_ONLY_COMMANDS = frozenset(
 #: and the writes that stop their own workers (an ingest on Ray asks for the full
 #: teardown, :func:`need_full_teardown`).
 EXIT_NOW_COMMANDS = READ_ONLY_COMMANDS | {"ingest", "reindex"}
+#: Commands that write the index: SIGTERM (``timeout``, systemd, ``kill``) stops them as
+#: Ctrl-C does (what committed is kept and named, the rest rolls back, staging removed),
+#: and they exit 143. Without it, they died at once, saying nothing.
+TERM_AS_INTERRUPT_COMMANDS = frozenset({"ingest", "reindex", "remove", "memory", "knowledge"})
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the process is, as Ctrl-C's ``KeyboardInterrupt`` is."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated
+
+
+def _by_sigterm(exc: BaseException) -> bool:
+    seen: BaseException | None = exc
+    for _ in range(8):  # an IngestInterrupted raised from it, a DuckDB error ...
+        if seen is None:
+            return False
+        if isinstance(seen, Terminated):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 #: A command sets this in click's context ``meta`` when its process must run the
 #: interpreter's full teardown rather than end at once.
 FULL_TEARDOWN = "structrag.full_teardown"
@@ -278,6 +303,10 @@ def main(argv: list[str] | None = None) -> None:
         # a one-shot read-only command frees its objects by reference counting, and the
         # process ends right after it (_exit_now). A batch of questions keeps it.
         gc.disable()
+    if argv is None and command in TERM_AS_INTERRUPT_COMMANDS:
+        import signal
+
+        signal.signal(signal.SIGTERM, _terminate)
     interrupted = (
         "interrupted: each file is written whole or not at all, and the files finished "
         "before are kept; run the same command again to finish (written files are skipped)"
@@ -299,6 +328,9 @@ def main(argv: list[str] | None = None) -> None:
         committed = getattr(exc, "committed", None) or getattr(exc.__context__, "committed", None)
         if isinstance(committed, Committed):
             interrupted = _committed_before(committed, args) or interrupted
+        if _by_sigterm(exc):
+            click.echo(interrupted.replace("interrupted", "terminated (SIGTERM)", 1), err=True)
+            sys.exit(143)
         click.echo(interrupted, err=True)
         sys.exit(130)
     except click.ClickException as exc:
