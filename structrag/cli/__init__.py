@@ -307,6 +307,9 @@ def main(argv: list[str] | None = None) -> None:
         import signal
 
         signal.signal(signal.SIGTERM, _terminate)
+        # A forked child (an extraction worker) is killed by SIGTERM, as before: the
+        # kernel sends it when this process dies, and nothing else would end it.
+        os.register_at_fork(after_in_child=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL))
     interrupted = (
         "interrupted: each file is written whole or not at all, and the files finished "
         "before are kept; run the same command again to finish (written files are skipped)"

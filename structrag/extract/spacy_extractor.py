@@ -416,6 +416,9 @@ def _worker_init(config: tuple[str, bool, int], owner: int) -> None:
     # worker that died of it could hold the result queue's lock and hang the pool's
     # shutdown (and each printed a traceback).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # SIGTERM kills a worker (the CLI's handler, inherited by a fork, would make it an
+    # exception the pool's loop survives): the kernel sends it when the owner dies.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _exit_with(owner)
     model, ner, batch_size = config
     _WORKER = SpacyExtractor(model=model, ner=ner, workers=1, batch_size=batch_size)
