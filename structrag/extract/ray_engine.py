@@ -268,6 +268,24 @@ def _interrupt_deferred(ray: ModuleType) -> Iterator[None]:
                 raise KeyboardInterrupt
 
 
+@contextlib.contextmanager
+def _sigterm_kept() -> Iterator[None]:
+    """Keep this process's SIGTERM handler across ``ray.init`` (which installs its own,
+    ending the process with ``sys.exit``): the CLI's stops an ingest as Ctrl-C does."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    handler = signal.getsignal(signal.SIGTERM)
+    try:
+        yield
+    finally:
+        if handler is not None:
+            signal.signal(signal.SIGTERM, handler)
+
+
 def _join_error(address: str, exc: BaseException, said: str) -> StructragError:
     """What a failed ``ray.init(address=...)`` means, in one line and a hint."""
     text = f"{type(exc).__name__} {exc} {said}"
@@ -396,7 +414,7 @@ class RayExtractor:
             try:
                 # "local": a new Ray of this process's own, even when a cluster runs on
                 # this machine (or RAY_ADDRESS names one), which None would join.
-                with _interrupt_deferred(ray):
+                with _interrupt_deferred(ray), _sigterm_kept():
                     ray.init(
                         address="local", num_cpus=self.workers or os.cpu_count() or 1, **common
                     )
@@ -412,7 +430,8 @@ class RayExtractor:
         failure: BaseException | None = None
         with _stderr_captured() as said:
             try:
-                ray.init(address=self.address, **common)
+                with _sigterm_kept():
+                    ray.init(address=self.address, **common)
             except Exception as exc:
                 failure = exc
         if failure is not None:
