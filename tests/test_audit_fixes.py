@@ -460,7 +460,9 @@ def test_an_index_is_not_created_in_a_folder_of_other_files(
     assert sorted(p.name for p in (tmp_path / "chats").iterdir()) == before  # nothing added
 
 
-@pytest.mark.parametrize("present", [[], [".gitkeep", ".DS_Store"]], ids=["empty", "hidden"])
+@pytest.mark.parametrize(
+    "present", [[], [".gitkeep", ".DS_Store"], ["lost+found"]], ids=["empty", "hidden", "volume"]
+)
 def test_an_index_is_created_in_an_empty_folder_or_one_of_hidden_files(
     tmp_path: Path, present: list[str]
 ) -> None:
@@ -468,7 +470,10 @@ def test_an_index_is_created_in_an_empty_folder_or_one_of_hidden_files(
     folder = tmp_path / "index"
     folder.mkdir()
     for name in present:
-        (folder / name).write_text("", encoding="utf-8")
+        if name == "lost+found":  # the root of a volume mounted for the index
+            (folder / name).mkdir()
+        else:
+            (folder / name).write_text("", encoding="utf-8")
     done = run_cli("ingest", str(chat), "--db", str(folder), "-q")
     assert done.returncode == 0, done.stderr
     again = run_cli("ingest", str(chat), "--db", str(folder), "-q")  # an index now: reopened

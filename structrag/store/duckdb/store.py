@@ -36,8 +36,18 @@ CHECKPOINT_LOG_BYTES = 16 * 1024 * 1024
 
 
 #: What an index directory may hold before its store exists: the text index, the writer
-#: lock and the other dot-entries an index keeps, a DuckDB write-ahead log, Ray's shards.
-_INDEX_ENTRIES = frozenset({"whoosh", "ray-shards", "server.json", f"{DB_FILENAME}.wal"})
+#: lock and the other dot-entries an index keeps, DuckDB's log and spill folder, Ray's
+#: shards; and the ``lost+found`` at the root of a volume mounted for the index.
+_INDEX_ENTRIES = frozenset(
+    {
+        "whoosh",
+        "ray-shards",
+        "server.json",
+        f"{DB_FILENAME}.wal",
+        f"{DB_FILENAME}.tmp",
+        "lost+found",
+    }
+)
 
 
 def refuse_foreign_folder(directory: Path) -> None:
