@@ -175,3 +175,12 @@ def test_ranking_settings_refuse_impossible_values(
     with pytest.raises(ConfigError, match=re.escape(message)):
         RankingSettings(**overrides)  # type: ignore[arg-type]
     assert DEFAULT_SETTINGS.with_overrides(k1=2, b=1, question_depth=0).k1 == 2
+
+
+def test_ranking_settings_take_numpy_numbers_and_refuse_huge_ones() -> None:
+    import numpy as np
+
+    swept = DEFAULT_SETTINGS.with_overrides(k1=np.float32(1.5), spelling_max=np.int64(2))
+    assert (swept.k1, swept.spelling_max) == (1.5, 2)
+    with pytest.raises(ConfigError, match="spelling_max must be 0 or more"):
+        DEFAULT_SETTINGS.with_overrides(spelling_max=10**400)

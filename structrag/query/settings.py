@@ -9,6 +9,7 @@ them.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -35,12 +36,16 @@ def check_setting(name: str, value: Any, kind: Any) -> None:
         return
     if kind not in ("int", "float"):
         return
-    number = (kind == "float" and isinstance(value, int | float)) or isinstance(value, int)
-    if isinstance(value, bool) or not number:
+    number = isinstance(value, numbers.Real if kind == "float" else numbers.Integral)
+    if isinstance(value, bool) or not number:  # numpy's numbers are numbers too
         what = "a whole number" if kind == "int" else "a number"
         raise ConfigError(f"ranking setting {name} takes {what}, not {value!r}")
     low, high = _BOUNDS.get(name, (0.0, None))
-    if not math.isfinite(value) or value < low or (high is not None and value > high):
+    try:
+        finite = math.isfinite(value)
+    except OverflowError:  # an int too large for a float
+        finite = False
+    if not finite or value < low or (high is not None and value > high):
         bounds = f"from {low:g} to {high:g}" if high is not None else f"{low:g} or more"
         raise ConfigError(
             f"ranking setting {name} must be {bounds}, not {value!r}",
