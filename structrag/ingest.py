@@ -596,8 +596,9 @@ class Ingestor:
         folder, group.transaction, group.writer, group.folder = group.folder, None, None, None
         written.extend(group.paths)
         problem = _commit_text(writer, generation, folder)
-        if problem is not None and group.reports:
-            group.reports[-1].warnings.append(problem)
+        if problem is not None:
+            for report in group.reports:
+                report.warnings.append(problem)
 
     def _checkpoint(self) -> None:
         """Write what small inputs' commits left in the store's log into its file."""

@@ -45,8 +45,13 @@ def test_memory_add_on_a_full_disk_after_its_commit_succeeds_once(tmp_path: Path
         assert added in [hit.memory.id for hit in hits]
 
 
-def test_ingest_on_a_full_disk_after_the_commit_reports_the_files_written(tmp_path: Path) -> None:
-    chats = [conversation_file(tmp_path / f"c{n}.jsonl", f"full-{n}", 40 + n) for n in (1, 2)]
+@pytest.mark.parametrize("size", [40, 3], ids=["staged", "grouped"])
+def test_ingest_on_a_full_disk_after_the_commit_reports_the_files_written(
+    tmp_path: Path, size: int
+) -> None:
+    """Files of more than 25 messages are written one by one, smaller ones in a group:
+    either way each file is reported written, with the warning."""
+    chats = [conversation_file(tmp_path / f"c{n}.jsonl", f"full-{n}", size + n) for n in (1, 2)]
     db = tmp_path / "db"
     done = run_cli(
         "ingest", *map(str, chats), "--db", str(db), "--json",
@@ -54,12 +59,12 @@ def test_ingest_on_a_full_disk_after_the_commit_reports_the_files_written(tmp_pa
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     reports = json.loads(done.stdout)
-    assert [r["messages_added"] for r in reports] == [41, 42]
+    assert [r["messages_added"] for r in reports] == [size + 1, size + 2]
     assert all(any(WARNING in w for w in r["warnings"]) for r in reports), reports
     again = run_cli("ingest", *map(str, chats), "--db", str(db), "--json")
     assert [r["skipped"] is not None for r in json.loads(again.stdout)] == [True, True]
     stats = json.loads(run_cli("stats", "--db", str(db), "--json").stdout)
-    assert stats["messages"] == 83
+    assert stats["messages"] == 2 * size + 3
 
 
 @pytest.fixture

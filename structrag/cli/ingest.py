@@ -513,13 +513,33 @@ def _ingest_remote(
     finally:
         bar.finish()
     if job["state"] != "done":
+        from structrag.ingest import stopped
+
         error = job.get("error") or {"message": f"the job ended {job['state']}"}
-        raise ServerError(
+        failure = ServerError(
             f"ingest job {job['id']} {job['state']}: {error['message']}",
             hint=error.get("hint"),
             code=error.get("code", ""),
         )
+        written = _print_written(job, paths, as_json)
+        if written:  # named after the error, as a local ingest's are
+            stopped(failure, written, None)
+        raise failure
     return job["reports"]
+
+
+def _print_written(job: dict[str, Any], paths: tuple[str, ...], as_json: bool) -> list[str]:
+    """Print the reports of the files a stopped job wrote whole (and of those it found
+    already ingested), named as given; the files it wrote."""
+    whole = [r for r in job.get("reports") or [] if r.get("format") != "folder"]
+    if not whole:
+        return []
+    _paths_as_given(whole, paths)
+    if as_json:
+        emit_json(whole)
+    else:
+        _print_lines(whole)
+    return [str(r["path"]) for r in whole if not r.get("skipped")]
 
 
 def _cancel_remote(
@@ -537,15 +557,9 @@ def _cancel_remote(
     while job.get("finished_at") is None and time.monotonic() < deadline:
         time.sleep(0.1)
         job = server.get(f"/v1/jobs/{job_id}")
-    whole = [r for r in job.get("reports") or [] if r.get("format") != "folder"]
-    if not whole:
+    if not job.get("reports"):
         raise exc
-    _paths_as_given(whole, paths)
-    if as_json:
-        emit_json(whole)
-    else:
-        _print_lines(whole)
-    raise IngestInterrupted([str(r["path"]) for r in whole if not r.get("skipped")]) from exc
+    raise IngestInterrupted(_print_written(job, paths, as_json)) from exc
 
 
 def _paths_as_given(reports: list[dict[str, Any]], paths: tuple[str, ...]) -> None:

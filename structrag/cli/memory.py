@@ -64,10 +64,13 @@ def writable(db: str) -> bool:
     from pathlib import Path
 
     from structrag.store.duckdb import DB_FILENAME
+    from structrag.store.workspace import WRITER_LOCK
 
     folder = Path(db)
-    store = folder / DB_FILENAME
-    return os.access(folder, os.W_OK) and (not store.exists() or os.access(store, os.W_OK))
+    files = (folder / DB_FILENAME, folder / WRITER_LOCK)
+    return os.access(folder, os.W_OK) and all(
+        not path.exists() or os.access(path, os.W_OK) for path in files
+    )
 
 
 def on_memory(
