@@ -11,6 +11,7 @@ with a real DuckDB file and Whoosh index in ``tmp_path``:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler
@@ -160,7 +161,11 @@ def test_the_files_written_before_an_endpoint_error_are_named(
                 main(["ingest", first, second, "--db", db, "--extractor", "llm", "-q", *extra])
             assert info.value.code == 1
             out, err = capsys.readouterr()
-            assert out == ""
+            # the written file's report, as a finished ingest prints it (lines or JSON)
+            if extra:
+                assert [(r["path"], r["messages_added"]) for r in json.loads(out)] == [(first, 2)]
+            else:
+                assert out.startswith(f"{first} (jsonl): 2 new") and second not in out, out
             assert f"{first}: written before the error" in err
             assert f"{second}: not written (the ingest stopped on it)" in err
             assert "error: " in err and "401" in err
