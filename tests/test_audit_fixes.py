@@ -372,7 +372,8 @@ def test_ctrl_c_of_an_ingest_through_a_server_reports_the_files_written(
     import sys
 
     conversation_file(tmp_path / "tiny.jsonl", f"cancelled-tiny-{as_json}", 2)
-    big = conversation_file(tmp_path / "big.jsonl", f"cancelled-big-{as_json}", 3000)
+    # long enough to be under way at Ctrl-C on a fast idle machine (3,000 was not)
+    big = conversation_file(tmp_path / "big.jsonl", f"cancelled-big-{as_json}", 20000)
     args = ["ingest", "tiny.jsonl", "big.jsonl", "--db", str(served.directory), "-q"]
     proc = subprocess.Popen(
         [sys.executable, "-m", "structrag", *args, *(["--json"] if as_json else [])],
