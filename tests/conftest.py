@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +14,12 @@ import pytest
 from structrag import Index
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+# A test run started in the background by a non-interactive shell (`make test &`, a CI
+# runner's script) ignores SIGINT, and so does every process it starts: the Ctrl-C tests,
+# which send SIGINT as a terminal does, would see it ignored. Run as from a terminal.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def locomo_sample(
