@@ -251,3 +251,10 @@ class WriteInterrupted(KeyboardInterrupt):
     def __init__(self, committed: Committed) -> None:
         super().__init__(str(committed))
         self.committed = committed
+
+
+def first_line(exc: BaseException) -> str:
+    """An exception's message in one line (its first), or its type's name when it has
+    none: what an error names of the error it wraps."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

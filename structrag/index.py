@@ -33,6 +33,7 @@ from structrag.errors import (
     NotFoundError,
     StructragError,
     check_count,
+    first_line,
     shown_path,
 )
 from structrag.extract.base import Extractor, close_extractor
@@ -290,7 +291,7 @@ class Index:
                 # A read-only folder or file system, a full disk: read what there is.
                 self.notes.append(
                     f"the text index is behind the store (generation {found} vs {expected}) "
-                    f"and cannot be rebuilt here ({_first_line(exc)}): word matches may miss "
+                    f"and cannot be rebuilt here ({first_line(exc)}): word matches may miss "
                     "the latest writes until the index is opened where it can be written"
                 )
             self.store = DuckDBStore(self.directory, read_only=True)
@@ -1163,10 +1164,6 @@ def _cannot_write(directory: Path, exc: BaseException) -> bool:
         cause in text
         for cause in ("Permission denied", "Read-only file system", "No space left", "no space")
     ) or (isinstance(exc, OSError) and exc.errno in (errno.EACCES, errno.EROFS, errno.ENOSPC))
-
-
-def _first_line(exc: BaseException) -> str:
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
 def ingest_into(

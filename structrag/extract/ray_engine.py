@@ -49,7 +49,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from structrag.errors import ConfigError, StructragError
+from structrag.errors import ConfigError, StructragError, first_line
 from structrag.extract.base import Progress
 from structrag.extract.spacy_extractor import SpacyExtractor, pack_refs, unpack_refs
 from structrag.models import Message, SemanticRef
@@ -184,11 +184,6 @@ def batch_key(extractor: SpacyExtractor, batch: Sequence[Message]) -> str:
 # -- connecting ---------------------------------------------------------------------------
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
 def _probe(address: str) -> None:
     """Fail at once when nothing answers at ``HOST:PORT`` (Ray itself retries for
     minutes)."""
@@ -302,7 +297,7 @@ def _join_error(address: str, exc: BaseException, said: str) -> StructragError:
         )
     return ConfigError(
         f"could not join the Ray cluster at {os.environ.get('RAY_ADDRESS') or address}: "
-        f"{_first_line(exc)}",
+        f"{first_line(exc)}",
         hint="check the address (ray start --head prints it) and that the cluster runs "
         "(ray status); a stale cluster of this machine is ended by ray stop",
     )
@@ -420,7 +415,7 @@ class RayExtractor:
                     )
             except Exception as exc:
                 raise StructragError(
-                    f"could not start a local Ray: {_first_line(exc)}",
+                    f"could not start a local Ray: {first_line(exc)}",
                     hint="ray stop ends a Ray left over on this machine; or join a running "
                     "cluster with --address",
                 ) from exc
@@ -484,7 +479,7 @@ class RayExtractor:
                 cause = self._start_errors[-1] if self._start_errors else None
                 raise StructragError(
                     "no Ray actor could start"
-                    + (f": {_first_line(cause)}" if cause is not None else ""),
+                    + (f": {first_line(cause)}" if cause is not None else ""),
                     hint="each node needs structrag with spaCy and its model (pip install "
                     '"structrag[ray]"); the batches extracted so far are kept: run the '
                     "same command again",
@@ -521,7 +516,7 @@ class RayExtractor:
         )
         return StructragError(
             f"the Ray cluster was lost during the ingest ({type(exc).__name__}: "
-            f"{_first_line(exc)[:120]})",
+            f"{first_line(exc)[:120]})",
             hint=f"{kept}check the cluster (ray status; ray start), then run the same "
             "command again to go on",
         )
