@@ -288,10 +288,7 @@ def ingest(
             # says what stopped it, and exits 130 or 1.
             whole = [r.as_dict() for r in getattr(exc, "reports", None) or ()]
             if whole:
-                if as_json:
-                    emit_json(whole)
-                else:
-                    _print_lines(whole)
+                _show(whole, as_json)
             raise
         for text in notes:
             note(f"note: {text}")
@@ -407,10 +404,7 @@ def _print_reports(reports: list[dict[str, Any]], options: Any, db: str, as_json
     """Print the reports (or their JSON); then warn of failed LLM extractions, or, when
     every message sent to the LLM failed, fail the command (status 1) with the same hint:
     they are written with their metadata and failure rows, for ``--retry-failed``."""
-    if as_json:
-        emit_json(reports)
-    else:
-        _print_lines(reports)
+    _show(reports, as_json)
     failed = sum(r.get("messages_failed", 0) for r in reports)
     if not failed:
         return
@@ -432,6 +426,14 @@ def _print_reports(reports: list[dict[str, Any]], options: Any, db: str, as_json
             f"warning: extraction failed for {failed} messages (kept with their metadata); "
             f"redo them with `{retry}`"
         )
+
+
+def _show(reports: list[dict[str, Any]], as_json: bool) -> None:
+    """The reports as JSON (``--json``) or a line each."""
+    if as_json:
+        emit_json(reports)
+    else:
+        _print_lines(reports)
 
 
 def _print_lines(reports: list[dict[str, Any]]) -> None:
@@ -535,10 +537,7 @@ def _print_written(job: dict[str, Any], paths: tuple[str, ...], as_json: bool) -
     if not whole:
         return []
     _paths_as_given(whole, paths)
-    if as_json:
-        emit_json(whole)
-    else:
-        _print_lines(whole)
+    _show(whole, as_json)
     return [str(r["path"]) for r in whole if not r.get("skipped")]
 
 
