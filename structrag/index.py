@@ -45,7 +45,7 @@ from structrag.models import KNOWLEDGE_KINDS, Conversation, Message, SemanticRef
 from structrag.naming import DOCUMENT_ROOM
 from structrag.query.engine import Answer, QueryEngine, QueryResult
 from structrag.query.settings import DEFAULT_SETTINGS, RankingSettings
-from structrag.store.duckdb import DB_FILENAME, DuckDBStore, SchemaUpgradeNeeded
+from structrag.store.duckdb import DB_FILENAME, DuckDBStore, SchemaUpgradeNeeded, may_write
 from structrag.store.protocols import (
     MEMORY_TABLES,
     MemoryInfo,
@@ -1157,7 +1157,7 @@ def estimate_ingest(
 def _cannot_write(directory: Path, exc: BaseException) -> bool:
     """Whether ``exc`` (opening the index to write) says this process cannot write it: a
     folder it may not write, a read-only file system, a full disk."""
-    if not os.access(directory, os.W_OK):
+    if not may_write(directory):
         return True
     text = str(exc)
     return any(

@@ -57,20 +57,14 @@ def memory_of(
 
 
 def writable(db: str) -> bool:
-    """Whether this process may write the index at ``db`` (its folder and its store):
-    memory reads count what they read (for ranking by use) where they can, and read
-    without counting an index they may not write (a read-only folder or file system)."""
-    import os
+    """Whether this process may write the index at ``db``: memory reads count what they
+    read (for ranking by use) where they can, and read without counting an index they may
+    not write (a read-only folder or file system)."""
     from pathlib import Path
 
-    from structrag.store.duckdb import DB_FILENAME
-    from structrag.store.workspace import WRITER_LOCK
+    from structrag.store.duckdb import may_write
 
-    folder = Path(db)
-    files = (folder / DB_FILENAME, folder / WRITER_LOCK)
-    return os.access(folder, os.W_OK) and all(
-        not path.exists() or os.access(path, os.W_OK) for path in files
-    )
+    return may_write(Path(db))
 
 
 def on_memory(

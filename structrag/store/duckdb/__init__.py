@@ -5,6 +5,7 @@ from structrag.store.duckdb.store import (
     DuckDBAnswerTable,
     DuckDBStore,
     SchemaUpgradeNeeded,
+    may_write,
 )
 
-__all__ = ["DB_FILENAME", "DuckDBAnswerTable", "DuckDBStore", "SchemaUpgradeNeeded"]
+__all__ = ["DB_FILENAME", "DuckDBAnswerTable", "DuckDBStore", "SchemaUpgradeNeeded", "may_write"]

@@ -7,6 +7,7 @@ ingested source (:class:`~structrag.store.duckdb.writer.DuckDBTransaction`).
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
@@ -27,6 +28,7 @@ from structrag.store.duckdb.staging import (
 )
 from structrag.store.duckdb.writer import DuckDBTransaction, Owner, replace_digests, utc_now
 from structrag.store.protocols import ExtractionRecord, SourceRecord, StoredMessage
+from structrag.store.workspace import WRITER_LOCK
 
 DB_FILENAME = "structrag.duckdb"
 #: The log size from which a commit of small sources (:class:`SourcesTransaction`) is
@@ -48,6 +50,16 @@ _INDEX_ENTRIES = frozenset(
         "lost+found",
     }
 )
+
+
+def may_write(directory: Path) -> bool:
+    """Whether this process may write the index at ``directory``: its folder, and its
+    store and writer lock where they exist (a read-only folder or file system, files of
+    another user: no)."""
+    files = (directory / DB_FILENAME, directory / WRITER_LOCK)
+    return os.access(directory, os.W_OK) and all(
+        not path.exists() or os.access(path, os.W_OK) for path in files
+    )
 
 
 def refuse_foreign_folder(directory: Path) -> None:
