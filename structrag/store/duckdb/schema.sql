@@ -109,7 +109,7 @@ COMMENT ON COLUMN messages.world IS 'A group of rooms (conversations) the memory
 COMMENT ON COLUMN messages.created_at IS 'When it was stored (UTC); ts is when it was said.';
 COMMENT ON COLUMN messages.importance IS 'low, normal or high; pruning keeps what is important.';
 COMMENT ON COLUMN messages.is_unique IS 'Added as unique: an exact duplicate in its room and memory table is not stored again.';
-COMMENT ON COLUMN messages.status IS 'A goal''s status (open, done, dropped); NULL for other memories.';
+COMMENT ON COLUMN messages.status IS 'A goal''s status (open, in_progress, done, abandoned); NULL for other memories.';
 
 CREATE TABLE IF NOT EXISTS semantic_refs (
     ref_id BIGINT NOT NULL,
