@@ -121,6 +121,34 @@ def test_add_interrupted_during_its_compaction_says_the_memory_is_stored(
     assert _summaries(db) == 1
 
 
+def test_add_whose_compaction_fails_succeeds_once_with_a_warning(
+    busy_index: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An error (not Ctrl-C) in the compaction an add runs after its commit: the add
+    stored the memory, so it succeeds (an error would have its retry store it twice), and
+    a warning says the compaction runs again; the next add runs it."""
+    db = _copy(busy_index, tmp_path)
+    monkeypatch.setenv("STRUCTRAG_FAULT", "memory-compact:disk-full")
+    code = run_main([*ADD, "--db", str(db), "--json"])
+    out, _ = capsys.readouterr()
+    assert code == 0
+    added = json.loads(out)["id"]
+    assert added == _memory_id(db, "I moved to Lisbon.")
+    assert _texts(db, "I moved to Lisbon.") == 1 and _summaries(db) == 0
+    (warning,) = [r.getMessage() for r in caplog.records if "compaction" in r.getMessage()]
+    assert "the memory was added, but the compaction of room 'r' failed" in warning
+    assert "No space left on device" in warning and "runs again on the next add" in warning
+    monkeypatch.delenv("STRUCTRAG_FAULT")
+    assert (
+        run_main(["memory", "add", "Later.", "--agent", "bot", "--room", "r", "--db", str(db)]) == 0
+    )
+    assert _summaries(db) == 1
+
+
 def test_add_interrupted_with_json_prints_the_record_marked_interrupted(
     busy_index: Path,
     tmp_path: Path,

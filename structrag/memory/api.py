@@ -17,6 +17,7 @@ memories only, and knowledge shared with every agent.
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 import secrets
 import threading
@@ -37,6 +38,7 @@ from structrag.errors import (
     NotFoundError,
     WriteInterrupted,
     check_count,
+    first_line,
 )
 from structrag.extract.base import Extractor
 from structrag.ingest import Ingestor, Pending
@@ -86,6 +88,8 @@ from structrag.store.protocols import (
     StoreTransaction,
     consistent_reads,
 )
+
+log = logging.getLogger(__name__)
 
 _AGE = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -223,8 +227,10 @@ class Memory:
     (``done``: "added memory 3f2a... to ...", with the id to use rather than adding it
     again), what did not finish (``unfinished``) and the write's result as JSON
     (``data``: for ``add``, the record). Ctrl-C before the commit is raised as it came:
-    nothing of the write was stored. :attr:`last_committed` says what the last write
-    that returned committed (for an interrupt that comes after it, while closing).
+    nothing of the write was stored. An error other than Ctrl-C in an ``add``'s
+    compaction does not fail the add (it stored the memory): it is logged as a warning,
+    and the next add to the room compacts it. :attr:`last_committed` says what the last
+    write that returned committed (for an interrupt that comes after it, while closing).
     """
 
     #: What this object's last write that returned committed (None: none yet, or it
@@ -1442,14 +1448,24 @@ class Memory:
             landed = len(landing.done) if landing is not None else 0
             try:
                 self.compact(room)
-            except BaseException:
-                if landing is not None and len(landing.done) == landed:
-                    landing.unfinished.append(
-                        f"the compaction of room {room!r} did not finish (it writes in a "
-                        "transaction of its own: nothing of it was written); it runs again "
-                        "on the next add to the room"
-                    )
-                raise
+            except BaseException as exc:
+                if not isinstance(exc, Exception) or _interrupt(exc):
+                    if landing is not None and len(landing.done) == landed:
+                        landing.unfinished.append(
+                            f"the compaction of room {room!r} did not finish (it writes in a "
+                            "transaction of its own: nothing of it was written); it runs "
+                            "again on the next add to the room"
+                        )
+                    raise
+                # The add has committed: an error would say it failed, and its retry would
+                # store the memory twice. The room stays due, so the next add tries again.
+                log.warning(
+                    "the memory was added, but the compaction of room %r failed (%s); it runs "
+                    "again on the next add to the room",
+                    room,
+                    first_line(exc),
+                )
+                return
             rooms.unsummarised.pop(key, None)
 
     def compact(self, room: str, *, keep_recent: int | None = None) -> RoomSummary | None:
