@@ -7,6 +7,7 @@ import re
 import shutil
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -274,6 +275,40 @@ def test_truncated_json_names_line_and_says_truncated(tmp_path: Path) -> None:
     assert err.path == str(path)
     assert err.line is not None and err.line > 1
     assert "truncated" in str(err)
+
+
+@pytest.mark.parametrize("layout", ["locomo", "telegram", "messenger"])
+def test_json_cut_inside_a_string_says_truncated(tmp_path: Path, layout: str) -> None:
+    """The decoder names where an open string starts, not the end of the file: a file cut
+    inside a string is still called truncated (whole and streamed readers alike)."""
+    text = "a long message that the download cut off half way through"
+    if layout == "locomo":
+        data: Any = [locomo_sample()]
+        data[0]["conversation"]["session_1"][0]["text"] = text
+    elif layout == "telegram":
+        data = {
+            "name": "Ana",
+            "type": "personal_chat",
+            "id": 7,
+            "messages": [
+                {"id": 1, "type": "message", "date": "2023-03-12T14:01:05", "from": "Ana",
+                 "from_id": "user1", "text": text},
+            ],
+        }  # fmt: skip
+    else:
+        data = {
+            "participants": [{"name": "Ana"}, {"name": "Bob"}],
+            "messages": [{"sender_name": "Ana", "timestamp_ms": 1678629665000, "content": text}],
+            "title": "Ana",
+            "thread_path": "inbox/ana_1",
+        }
+    full = json.dumps(data, indent=1)
+    path = tmp_path / ("message_1.json" if layout == "messenger" else "cut.json")
+    path.write_text(full[: full.index(text) + 20], encoding="utf-8")
+    with pytest.raises(InputError) as info:
+        load_source(path)
+    assert "Unterminated string" in str(info.value)
+    assert "truncated" in str(info.value), str(info.value)
 
 
 def test_truncated_jsonl_names_the_last_line(jsonl_file: Path) -> None:

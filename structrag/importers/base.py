@@ -473,7 +473,8 @@ def parse_json(path: Path, text: str) -> Any:
     except RecursionError:
         raise too_deep(path) from None
     except json.JSONDecodeError as exc:
-        truncated = exc.pos >= len(text.rstrip())
+        # A string left open runs to the end of the text: the decoder names where it opens.
+        truncated = exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string")
         raise invalid_json(path, exc.msg, exc.lineno, exc.colno, truncated=truncated) from None
     check_surrogates(path, text, data)
     return data
