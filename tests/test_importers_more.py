@@ -76,6 +76,64 @@ def test_whatsapp_ios_image_omitted_with_a_caption_is_the_caption(tmp_path: Path
     assert messages[1][3]["media"] == "image omitted"
 
 
+def test_whatsapp_ios_media_in_another_language_keeps_its_caption(tmp_path: Path) -> None:
+    """A placeholder iOS wrote in German, with a caption below: the caption is the
+    sender's message (it was dropped, the sender with it); a marked line alone is still
+    WhatsApp's own."""
+    lrm = "\u200e"
+    chat = tmp_path / "_chat.txt"
+    chat.write_text(
+        f"{lrm}[12.03.23, 14:00:00] Strandtrip: {lrm}Grete hat Hans hinzugefügt\n"
+        "[12.03.23, 14:01:05] Grete: Hallo\n"
+        f"{lrm}[12.03.23, 14:02:05] Hans: {lrm}Bild weggelassen\n"
+        "Schau mal, der Strand in Lisbon\n"
+        "[13.03.23, 14:03:05] Grete: Ciao\n",
+        encoding="utf-8",
+    )
+    messages = _both(chat)
+    assert [(m[0], m[2]) for m in messages] == [
+        ("Grete", "Hallo"),
+        ("Hans", "Schau mal, der Strand in Lisbon"),
+        ("Grete", "Ciao"),
+    ]
+    assert messages[1][3]["media"] == "Bild weggelassen"
+    events = load_source(chat).conversations[0].metadata["events"]
+    assert [(e["kind"], e["text"]) for e in events] == [("system", "Grete hat Hans hinzugefügt")]
+
+
+@pytest.mark.parametrize(
+    ("media", "deleted", "mine"),
+    [
+        ("<Medien ausgeschlossen>", "Diese Nachricht wurde gelöscht.",
+         "Du hast diese Nachricht gelöscht."),
+        ("<Médias omis>", "Ce message a été supprimé", "Vous avez supprimé ce message"),
+        ("<Multimedia omitido>", "Se eliminó este mensaje.", "Eliminaste este mensaje."),
+    ],
+    ids=["de", "fr", "es"],
+)  # fmt: skip
+def test_whatsapp_android_placeholders_in_other_languages_are_events(
+    tmp_path: Path, media: str, deleted: str, mine: str
+) -> None:
+    chat = tmp_path / "chat.txt"
+    chat.write_text(
+        f"12/03/2023, 14:02 - Paul: {media}\n"
+        f"13/03/2023, 14:03 - Paul: {media}\nla plage\n"
+        f"13/03/2023, 14:04 - Paul: {deleted}\n"
+        f"13/03/2023, 14:05 - Marie: {mine}\n"
+        "13/03/2023, 14:06 - Marie: Salut\n",
+        encoding="utf-8",
+    )
+    messages = _both(chat)
+    assert [(m[0], m[2]) for m in messages] == [("Paul", "la plage"), ("Marie", "Salut")]
+    assert messages[0][3]["media"] == media
+    events = load_source(chat).conversations[0].metadata["events"]
+    assert [(e["kind"], e["speaker"]) for e in events] == [
+        ("media", "Paul"),
+        ("deleted", "Paul"),
+        ("deleted", "Marie"),
+    ]
+
+
 def test_whatsapp_korean_android_and_ios_layouts(tmp_path: Path) -> None:
     android = tmp_path / "android.txt"
     android.write_text(

@@ -16,8 +16,11 @@ encryption notice, "Ana added Bo", "changed the subject", group name lines on iO
 ``<Media omitted>`` / ``image omitted`` / ``<attached: ...>`` without a caption, deleted
 messages and missed calls. A shared file with a caption stays a message, the file name
 in ``metadata.attachment``; so does media left out with a caption below it (``<Media
-omitted>``, ``image omitted``), WhatsApp's placeholder in ``metadata.media``;
-``<This message was edited>`` becomes ``metadata.edited``.
+omitted>``, ``image omitted``, or on iOS any marked placeholder with lines below it,
+whatever its language), WhatsApp's placeholder in ``metadata.media``;
+``<This message was edited>`` becomes ``metadata.edited``. Android's placeholders for left
+out media and deleted messages are known in English, German, French, Spanish, Portuguese,
+Italian and Dutch.
 
 Day or month first is decided once per file from its dates: a first number above 12
 settles day-first, a second one above 12 month-first, dots are day-first. When no date
@@ -94,6 +97,10 @@ _SYSTEM_RE = re.compile(
 # typed sentence that ends so ("the appendix of the contract document omitted").
 _MEDIA_RE = re.compile(
     r"^(?:<Media omitted>|(?:image|video|audio|sticker|GIF|GIF image|Contact card) omitted"
+    # Android's placeholder on phones set to German, French, Spanish, Portuguese, Italian
+    # and Dutch.
+    r"|<(?:Medien ausgeschlossen|M[ée]dias omis|Multimedia omitido|M[íi]dia oculta"
+    r"|Media omessi|Media weggelaten)>"
     r"|<View once (?:voice message|photo|video|audio|message|media) omitted>"
     r"|<attached: (?P<file>[^>]+)>)$",
     re.IGNORECASE,
@@ -124,7 +131,14 @@ def _file_omitted(text: str) -> bool:
 _ANDROID_FILE_RE = re.compile(r"^(?P<file>\S.*?\.\w{2,5}) \(file attached\)$")
 _DELETED_RE = re.compile(
     r"^(?:This message was deleted(?: by admin \S.{0,80})?|You deleted this message"
-    r"|Waiting for this message(?:\. This may take a while)?)\.?$",
+    r"|Waiting for this message(?:\. This may take a while)?"
+    # The same on phones set to German, French, Spanish, Portuguese, Italian and Dutch.
+    r"|Diese Nachricht wurde gelöscht|Du hast diese Nachricht gelöscht"
+    r"|Ce message a été supprimé|Vous avez supprimé ce message"
+    r"|Se eliminó este mensaje|Eliminaste este mensaje|Este mensaje fue eliminado"
+    r"|Mensagem apagada|Você apagou esta mensagem|Esta mensagem foi apagada"
+    r"|Questo messaggio è stato eliminato|Hai eliminato questo messaggio"
+    r"|Dit bericht is verwijderd|Je hebt dit bericht verwijderd)\.?$",
     re.I,
 )
 # A call's line as WhatsApp writes it ("Missed voice call", "Voice call, 12 min", "Video
@@ -369,6 +383,11 @@ def _entry(entry: dict[str, Any], when: str) -> tuple[RawMessage | None, dict[st
     if _CALL_RE.match(bare) and not continuation.strip():
         return None, event("call", said, name)
     shared = _SHARED_RE.match(bare) if marked else None
+    if marked and entry["ios"] and not omitted and not shared and continuation.strip():
+        # iOS's own lines are one line each: a marked line with lines below it is media
+        # left out with its caption, whatever language the phone wrote the placeholder in
+        # ("<U+200E>Bild weggelassen", "<U+200E>image absente"): the caption is the message.
+        omitted = not _SYSTEM_RE.search(said)
     if marked and not omitted and not shared and (entry["ios"] or _SYSTEM_RE.search(said)):
         # iOS marks its own lines: "Trip to Porto: <U+200E>Ana added Bo" (the group's name
         # in the speaker's place), "Ana: <U+200E>Messages and calls are end-to-end ...".
