@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import glob
 import hashlib
+import itertools
 import json
 import logging
 import shlex
@@ -1170,7 +1171,11 @@ class Ingestor:
             max_ordinal[conv] = max(ordinal, max_ordinal.get(conv, -1))
         todo: list[Pending] = []
         numbered = True  # every id is the message's place (1, 2, ...): no ids of the file's
-        for message in source.iter_messages():
+        messages: Iterable[Message] = source.iter_messages()
+        shifts: dict[str, int] = {}
+        if existing and source.format in WINDOWED_FORMATS:
+            messages, shifts = _shifted(messages, existing)
+        for message in messages:
             found = existing.get((message.conversation, message.id))
             key = (message.conversation, message.id)
             left.pop(key, None)
@@ -1199,6 +1204,14 @@ class Ingestor:
         if todo:
             yield self._numbered(todo)
         left.update((k, v) for k, v in moved.items() if k[0] in held)
+        for conversation, shift in shifts.items():
+            for place in range(1, shift + 1):
+                left.pop((conversation, str(place)), None)
+            report.warnings.append(
+                f"{conversation}: this export starts at message {shift + 1} of the one "
+                f"ingested before (WhatsApp exports a chat's latest messages only): the "
+                f"{shift:,} message(s) before it were kept, and the rest lined up by content"
+            )
         if gone is not None and left:
             if numbered or source.format in WHOLE_FORMATS:
                 gone.extend(sorted(left.values()))
@@ -1623,6 +1636,76 @@ def _message_ids(read: Callable[[], Iterable[Message]]) -> Callable[[str], dict[
         return found.get(conversation, {})
 
     return ids
+
+
+#: Formats of exports that hold a chat's latest messages only: a newer export of a long
+#: chat may start later than the one ingested before (see :func:`_shifted`).
+WINDOWED_FORMATS = frozenset({"whatsapp"})
+#: How many of a file's first messages :func:`_shifted` lines up with an earlier version.
+ALIGN_MESSAGES = 5
+
+
+def _shifted(
+    messages: Iterable[Message], existing: dict[tuple[str, str], tuple[int, int, int]]
+) -> tuple[Iterator[Message], dict[str, int]]:
+    """``messages`` with ids that line up with an earlier version of their file, and the
+    shift of each conversation whose ids moved.
+
+    WhatsApp numbers messages by place (1, 2, ...), and exports a chat's latest 40,000
+    messages (10,000 with media): a newer export of a long chat starts later than the one
+    ingested before. Its message 1 is the earlier one's message ``k + 1``, and by place
+    every message would read as edited and the first ``k`` as gone. When a conversation's
+    messages are numbered by place and its message 1 is not the earlier version's message
+    1 but its message ``k + 1`` (the same speaker, time and text), they are renumbered from
+    ``k + 1``, ids and ordinals (of several such ``k``, the one at which most of its first
+    :data:`ALIGN_MESSAGES` messages are the earlier version's); the caller keeps the
+    earlier version's first ``k``."""
+    stream = iter(messages)
+    head = list(itertools.islice(stream, ALIGN_MESSAGES))
+    firsts: dict[str, list[Message]] = {}
+    for message in head:
+        firsts.setdefault(message.conversation, []).append(message)
+    shifts: dict[str, int] = {}
+    for conversation, found in firsts.items():
+        by_place = [m.content_hash() for m in found]
+        first = existing.get((conversation, "1"))
+        if (
+            [m.id for m in found] != [str(n) for n in range(1, len(found) + 1)]
+            or [m.ordinal for m in found] != list(range(len(found)))
+            or first is None
+            or first[1] == by_place[0]
+        ):
+            continue
+        starts = sorted(
+            int(mid) - 1
+            for (conv, mid), (_, digest, ordinal) in existing.items()
+            if conv == conversation and digest == by_place[0] and mid == str(ordinal + 1)
+        )
+        # The first message found again at a later place: the shift at which most of the
+        # first messages are the earlier version's (the rest are edited, or new ones past
+        # its last message).
+        matches = {
+            shift: sum(
+                (old := existing.get((conversation, str(n + shift)))) is not None
+                and old[1] == digest
+                for n, digest in enumerate(by_place, start=1)
+            )
+            for shift in starts
+            if shift > 0
+        }
+        if matches:
+            shifts[conversation] = max(matches, key=lambda k: (matches[k], -k))
+
+    def renumbered() -> Iterator[Message]:
+        for message in itertools.chain(head, stream):
+            shift = shifts.get(message.conversation)
+            if shift and message.id.isdigit():
+                message = message.model_copy(
+                    update={"id": str(int(message.id) + shift), "ordinal": message.ordinal + shift}
+                )
+            yield message
+
+    return renumbered(), shifts
 
 
 #: Formats whose files hold their conversations whole (a chat export, a transcript): a

@@ -227,6 +227,56 @@ def test_messages_no_longer_in_a_file_are_removed_and_nothing_else(
     assert [m.message.id for m in index.messages("log")] == ["1", "2", "o1"]
 
 
+def test_a_newer_whatsapp_export_that_starts_later_loses_nothing(
+    index: Index, tmp_path: Path
+) -> None:
+    """WhatsApp exports a chat's latest messages only: a newer export of a long chat
+    starts later. Its messages line up with the earlier export's by content (they were
+    read by place: every one 'updated', the first gone without a word), and the messages
+    before it are kept, with a warning."""
+    chat = tmp_path / "trip.txt"
+    lines = [
+        "13/03/2023, 10:00 - Ana: first message about the tent",
+        "14/03/2023, 10:00 - Bob: second about the stove",
+        "15/03/2023, 10:00 - Ana: third about Lisbon",
+        "16/03/2023, 10:00 - Bob: fourth about Porto",
+        "17/03/2023, 10:00 - Ana: fifth about Faro",
+    ]
+    chat.write_text("\n".join(lines[:3]) + "\n", encoding="utf-8")
+    index.ingest([chat])
+    chat.write_text("\n".join(lines[1:4]) + "\n", encoding="utf-8")
+    (report,) = index.ingest([chat])
+    assert (report.messages_added, report.messages_updated, report.messages_unchanged) == (1, 0, 2)
+    assert report.messages_removed == 0
+    assert any("starts at message 2 of the one ingested before" in w for w in report.warnings)
+
+    (conversation,) = report.conversations
+
+    def stored() -> list[tuple[str, int, str]]:
+        found = index.messages(conversation)
+        return [(m.message.id, m.message.ordinal, m.message.text) for m in found]
+
+    assert stored() == [
+        ("1", 0, "first message about the tent"),
+        ("2", 1, "second about the stove"),
+        ("3", 2, "third about Lisbon"),
+        ("4", 3, "fourth about Porto"),
+    ]
+    assert [m.id for m in index.query("tent").messages] == ["1"]
+    # later still, with a message of the overlap edited: lined up all the same
+    chat.write_text(lines[2] + "\n" + lines[3] + " (edited)\n" + lines[4] + "\n", encoding="utf-8")
+    (report,) = index.ingest([chat])
+    assert (report.messages_added, report.messages_updated, report.messages_removed) == (1, 1, 0)
+    assert [text for _, _, text in stored()] == [
+        "first message about the tent",
+        "second about the stove",
+        "third about Lisbon",
+        "fourth about Porto (edited)",
+        "fifth about Faro",
+    ]
+    assert [mid for mid, _, _ in stored()] == ["1", "2", "3", "4", "5"]
+
+
 def test_a_file_of_its_own_ids_may_be_part_of_a_history_and_loses_nothing(
     index: Index, tmp_path: Path
 ) -> None:
