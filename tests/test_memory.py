@@ -246,12 +246,23 @@ def test_a_message_of_several_statements_gives_way_to_what_replaced_one(index: I
 
 
 def test_a_fact_said_twice_is_one_fact(index: Index) -> None:
+    """One fact memory, grounded in each message that says it: a search or a count of
+    the facts table holds it once (it was stored again by each message)."""
     mem = index.memory("bot")
-    mem.add("I have a hamster named Pip", user="lena", room="dm")
+    first = mem.add("I have a hamster named Pip", user="lena", room="dm")
     again = mem.add("Yes, I have a hamster named Pip.", user="lena", room="dm")
     pip = [f for f in mem.facts("lena") if "Pip" in f.text]
-    assert len(pip) == 1 and mem.sources(pip[0].id)[0].source_id == again.id
-    assert len([f for f in mem.facts("lena", history=True) if "Pip" in f.text]) == 2
+    assert len(pip) == 1
+    assert [s.source_id for s in mem.sources(pip[0].id)] == [first.id, again.id]
+    assert len([f for f in mem.facts("lena", history=True) if "Pip" in f.text]) == 1
+    assert mem.count(room="dm", table="facts") == 1
+    hits = mem.search("hamster Pip", table="facts", mode="text")
+    assert [h.memory.id for h in hits] == [pip[0].id]
+    # said again once another statement superseded it: a fact of its own, as before
+    mem.add("I live in Porto.", user="lena", room="dm")
+    mem.add("I moved to Lisbon.", user="lena", room="dm")
+    mem.add("I live in Porto again.", user="lena", room="dm")
+    assert mem.count(room="dm", table="facts") == 4
 
 
 def test_a_line_cut_to_its_labels_is_left_out() -> None:

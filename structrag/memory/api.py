@@ -602,16 +602,22 @@ class Memory:
             memories = [(message, info), *memories[1:]]
         # A goal the user states again while it is still wanted is the same goal: its
         # memory is grounded in this message too (one goal, one status: marking it done
-        # finishes it), not made twice.
+        # finishes it), not made twice. So is a fact or relationship said again while it
+        # holds (one memory, grounded in each message that says it).
         again: dict[int, int] = {}
         speaker = memories[0][0].speaker
-        if speaker and any(_STATEMENT_TABLES[s.category] == "goals" for s in stated):
-            wanted = self._wanted_goals(speaker)
+        if speaker and stated:
+            tables = {_STATEMENT_TABLES[s.category] for s in stated}
+            held = {
+                **(self._held_facts(speaker) if tables - {"goals"} else {}),
+                **(self._wanted_goals(speaker) if "goals" in tables else {}),
+            }
             for position, statement in enumerate(stated):
-                key = (statement.predicate, statement.object.strip().lower(), statement.negated)
-                goal = _STATEMENT_TABLES[statement.category] == "goals"
-                if goal and key in wanted and _about(statement, speaker):
-                    again[position] = wanted[key]
+                table = _STATEMENT_TABLES[statement.category]
+                key = (table, statement.predicate, statement.object.strip().lower())
+                mkey = held.get((*key, statement.negated))
+                if mkey is not None and _about(statement, speaker):
+                    again[position] = mkey
         next_mkey, _ = parts.store.reserve_ids(len(memories) + len(stated) - len(again), 0)
         todo: list[Pending] = []
         for message, info in memories:
@@ -800,22 +806,35 @@ class Memory:
             if r[1] is not None or r[2] is not None
         }
 
-    def _wanted_goals(self, user: str) -> dict[tuple[str, str, bool], int]:
+    def _wanted_goals(self, user: str) -> dict[tuple[str, str, str, bool], int]:
         """The user's goals still wanted (open, in progress), by their statement
-        (predicate, object, negated): the newest goal memory's key."""
-        wanted: dict[tuple[str, str, bool], int] = {}
-        for goal in self.parts.memory.memories(
-            MemoryQuery(self.agent, tables=("goals",), user=user)
-        ):
-            meta = goal.metadata
+        (table, predicate, object, negated): the newest goal memory's key."""
+        return self._statements_of(user, ("goals",), lambda goal: goal.status not in _FINISHED)
+
+    def _held_facts(self, user: str) -> dict[tuple[str, str, str, bool], int]:
+        """The user's facts and relationships that hold (no later statement superseded
+        them), by their statement (table, predicate, object, negated): the newest
+        memory's key."""
+        replaced = self._supersession()
+        return self._statements_of(user, ("facts", "relationships"), replaced.holds)
+
+    def _statements_of(
+        self, user: str, tables: tuple[str, ...], keep: Callable[[MemoryRecord], bool]
+    ) -> dict[tuple[str, str, str, bool], int]:
+        """The memories of ``tables`` made of what ``user`` said of themselves that
+        ``keep`` keeps, by their statement (table, predicate, object, negated): the
+        newest memory's key."""
+        found: dict[tuple[str, str, str, bool], int] = {}
+        for record in self.parts.memory.memories(MemoryQuery(self.agent, tables=tables, user=user)):
+            meta = record.metadata
             subject = meta.get("subject")
-            if goal.status in _FINISHED or not isinstance(subject, str):
+            if not isinstance(subject, str) or not isinstance(meta.get("predicate"), str):
                 continue
-            if not same_subject(subject, user) or not isinstance(meta.get("predicate"), str):
+            if not same_subject(subject, user) or not keep(record):
                 continue
-            key = (meta["predicate"], str(meta.get("object", "")).strip().lower())
-            wanted.setdefault((*key, bool(meta.get("negated"))), goal.mkey)
-        return wanted
+            key = (record.table, meta["predicate"], str(meta.get("object", "")).strip().lower())
+            found.setdefault((*key, bool(meta.get("negated"))), record.mkey)
+        return found
 
     def _rooms_of(self, user: str) -> list[str]:
         """The rooms a user has spoken in, to this agent."""
