@@ -681,6 +681,7 @@ class Ingestor:
         plans = []
         failed: list[tuple[InputError, Path]] = []  # every input the check fails, said at once
         claimed: dict[str, _Claim] = {}  # conversation -> the first file of it here
+        channels: dict[str, tuple[str, Path]] = {}  # conversation -> its channel id, file
         for path in inputs.paths:
             try:
                 source = scan_source(path, format=format, options=options)
@@ -705,6 +706,7 @@ class Ingestor:
                 continue
             try:
                 self._check_names(path, source, claimed, format, options)
+                self._check_channels(path, source, channels)
             except InputError as exc:
                 failed.append((exc, path))
                 continue
@@ -820,6 +822,44 @@ class Ingestor:
             if claim is not None or elsewhere:
                 self._check_ids(path, conversation, mine(conversation), claim, elsewhere)
             claimed.setdefault(conversation, later)
+
+    def _check_channels(
+        self,
+        path: Path,
+        source: ParsedSource | StreamedSource,
+        channels: dict[str, tuple[str, Path]],
+    ) -> None:
+        """Refuse a chat channel (Slack's ``slack:general``) whose conversation is another
+        channel's of that name, in the index or earlier in this ingest: a channel of
+        another workspace (its own channel id), whose messages would be mixed into it."""
+        mine = {
+            c.id: str(c.metadata["channel_id"])
+            for c in source.conversations
+            if c.metadata.get("channel_id")
+        }
+        if not mine:
+            return
+        stored = {c.id: c for c in self.store.conversations() if c.id in mine}
+        for conversation, channel in mine.items():
+            found = stored.get(conversation)
+            theirs = (
+                (str(found.metadata.get("channel_id") or ""), found.metadata.get("source"))
+                if found is not None
+                else None
+            )
+            if conversation in channels:
+                theirs = (channels[conversation][0], str(channels[conversation][1]))
+            if theirs is not None and theirs[0] and theirs[0] != channel:
+                where = f" of {theirs[1]}" if theirs[1] else ""
+                raise InputError(
+                    path,
+                    f"its channel {channel} is not the channel of conversation "
+                    f"{conversation!r} ({theirs[0]}{where}): a channel of that name in "
+                    "another workspace, whose messages it would be mixed into",
+                    hint="ingest the export's channel folders one by one, this one with "
+                    f"--conversation NAME (say --conversation {conversation}-2)",
+                )
+            channels.setdefault(conversation, (channel, path))
 
     def _check_moved(
         self, path: Path, conversation: str, ours: dict[str, int], written: list[str]

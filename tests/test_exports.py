@@ -220,6 +220,37 @@ def test_slack_channels_with_only_housekeeping_are_left_out(tmp_path: Path) -> N
     assert any("left out: random" in w for w in source.warnings)
 
 
+def test_a_channel_of_another_workspace_is_not_mixed_into_one_of_its_name(
+    tmp_path: Path,
+) -> None:
+    """Two workspaces each have #general (other channel ids): the second export is
+    refused, in a later ingest or in the same one, before anything of it is written; one
+    channel folder with --conversation goes in as a conversation of its own."""
+    first, second = tmp_path / "acme", tmp_path / "globex"
+    shutil.copytree(EXPORTS / "slack_export", first)
+    shutil.copytree(EXPORTS / "slack_export", second)
+    listed = json.loads((second / "channels.json").read_text())
+    for channel in listed:
+        channel["id"] = "X" + channel["id"]
+    (second / "channels.json").write_text(json.dumps(listed))
+    with Index(tmp_path / "db") as index:
+        index.ingest([first])
+        before = index.stats()
+        for paths in ([second], [first, second]):
+            with pytest.raises((InputError, InputErrors)) as info:
+                index.ingest(paths)
+            said = str(info.value)
+            assert "its channel XC01GEN is not the channel of conversation 'slack:general'" in said
+            assert "C01GEN" in said and "--conversation slack:general-2" in said
+            assert index.stats() == before
+        (report,) = index.ingest([second / "general"], conversation="slack:general-2")
+        assert report.messages_added > 0
+        assert {c.id for c in index.store.conversations()} >= {"slack:general", "slack:general-2"}
+    fresh = tmp_path / "fresh"
+    with Index(fresh) as index, pytest.raises((InputError, InputErrors), match="XC01GEN"):
+        index.ingest([first, second])  # both in one ingest: the second is refused too
+
+
 def test_slack_errors_name_the_day_file_and_message(tmp_path: Path) -> None:
     export = tmp_path / "export"
     shutil.copytree(EXPORTS / "slack_export", export)
