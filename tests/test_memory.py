@@ -320,6 +320,7 @@ def test_compaction_summarises_and_keeps_messages_searchable(tmp_path: Path) -> 
         assert len(summaries) == 1
         summary = summaries[0]
         assert "garden" in summary.text or "tomatoes" in summary.text
+        assert "9 messages between bot, kim." in summary.text  # said to the agent
         assert len(summary.sources) == 13 - 4
         kinds = {o.kind for o in mem.observations("g")}
         assert {"decision", "open_question", "interest"} <= kinds

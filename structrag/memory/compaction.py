@@ -71,7 +71,11 @@ def digest(
         if first.timestamp and last.timestamp
         else f"messages {first.ordinal} to {last.ordinal}"
     )
-    people = sorted({_label(s) for s in messages})
+    # Who spoke and whom they spoke to: a room where only the user's messages were
+    # stored is still between them and the agent they were said to.
+    people = sorted(
+        {_label(s) for s in messages} | {p for s in messages for p in s.message.recipients}
+    )
     topics: Counter[str] = Counter()
     topic_sources: dict[str, list[int]] = {}
     entities: Counter[str] = Counter()
@@ -95,7 +99,8 @@ def digest(
     talked = [t for t, _ in topics.most_common(max_topics)] or [
         e for e, _ in entities.most_common(max_topics)
     ]
-    parts = [f"{period}: {len(messages)} messages between {', '.join(people)}."]
+    said = f"between {', '.join(people)}" if len(people) > 1 else f"from {people[0]}"
+    parts = [f"{period}: {len(messages)} messages {said}."]
     if talked:
         parts.append("Talked about " + ", ".join(talked) + ".")
     if actions:
