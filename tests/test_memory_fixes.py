@@ -181,6 +181,9 @@ def test_a_fact_the_agent_adds_is_read_and_supersedes(index: Index) -> None:
     added = mem.add("priya lives in Berlin", user="priya", table="facts")
     assert [f.id for f in mem.facts("priya")] == [added.id]
     assert [e.object for e in mem.profile("priya")] == ["Berlin"]
+    # said of priya as she is named, as the entries of her messages are ("priya lived
+    # in Paris"), not as the name the parse was given ("Priya lives in Berlin")
+    assert [e.text for e in mem.profile("priya")] == ["priya lives in Berlin"]
     assert mem.profile("priya")[0].sources == (added.id,)
     # Removing it brings Paris back.
     mem.remove(added.id)

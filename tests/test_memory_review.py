@@ -58,7 +58,7 @@ def test_remove_profile_n_leaves_another_users_fact_with_the_same_id(index: Inde
     (priya,) = mem.profile("priya")
     mem.remove(f"profile-{priya.entry_id}")
     assert mem.profile("priya") == []
-    assert [e.text for e in mem.profile("sam")] == ["Sam works at Acme"]
+    assert [e.text for e in mem.profile("sam")] == ["sam works at Acme"]
     assert [(f.room, f.text) for f in mem.facts()] == [("work", "sam works at Acme")]
 
 

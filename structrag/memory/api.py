@@ -55,7 +55,13 @@ from structrag.memory.records import (
     PruneReport,
     RoomSummary,
 )
-from structrag.memory.statements import PREDICATES, Statement, same_subject, supersedes
+from structrag.memory.statements import (
+    PREDICATES,
+    Statement,
+    describe,
+    same_subject,
+    supersedes,
+)
 from structrag.memory.store import (
     ID_SCOPE,
     AgentIds,
@@ -563,15 +569,30 @@ class Memory:
         reader = self.parts.statements
         if reader is None:
             return []
+        named: str | None = None  # the name as the parse was given it, when not as written
         if stated:
             text = message.text
             lead = text[: len(user)]
             if lead.lower() == user.lower() and lead != user[:1].upper() + user[1:]:
-                message = message.model_copy(
-                    update={"text": user[:1].upper() + user[1:] + text[len(user) :]}
-                )
+                named = user[:1].upper() + user[1:]
+                message = message.model_copy(update={"text": named + text[len(user) :]})
         (found,) = reader([message])
-        return found
+        if named is None:
+            return found
+        # Said of the user by the name as given ("priya lives in Berlin"), as a message's
+        # statements are, not by the capitalised name the parse was given.
+        return [
+            replace(
+                s,
+                subject=user,
+                text=describe(
+                    user, s.predicate, s.object, negated=s.negated, tense=s.tense, detail=s.detail
+                ),
+            )
+            if s.subject == named
+            else s
+            for s in found
+        ]
 
     def _write(
         self,
