@@ -56,6 +56,22 @@ def test_a_long_message_is_searched_by_its_start_and_says_so(index: Index) -> No
     assert window.as_dict()["notes"] == window.notes
 
 
+def test_a_search_query_too_long_is_refused_as_a_search(index: Index) -> None:
+    """Memory and knowledge search say what they were given (a search query), not what
+    `ask` says of a question ("write a query expression for `structrag query`")."""
+    mem = index.memory("bot")
+    mem.add("I walked the dog.", user="kim", room="r")
+    index.knowledge.add("Employees get 25 vacation days a year.", shared=True)
+    long = "dog " * 600
+    for search in (lambda: mem.search(long), lambda: index.knowledge.search(long)):
+        with pytest.raises(MemoryInputError) as info:
+            search()
+        said = str(info.value)
+        assert "the search query has 2,400 characters; the limit is 2,000" in said
+        assert "structrag query" not in said
+    assert [h.memory.text for h in mem.search("dog " * 500)] == ["I walked the dog."]
+
+
 # -- 2. the statement said later holds -----------------------------------------------------
 
 

@@ -73,6 +73,7 @@ from structrag.models import Conversation, Message
 from structrag.naming import document_conversation
 from structrag.query.context import TokenCounter
 from structrag.query.engine import QueryEngine
+from structrag.query.limits import check_search
 from structrag.query.modes import SEARCH_MODES, rank
 from structrag.store.protocols import KnowledgeStore, MemoryInfo, Scope, StoreTransaction
 
@@ -596,10 +597,7 @@ class KnowledgeBase:
             raise MemoryInputError(
                 f"unknown search mode {mode!r}", hint=f"choose one of: {', '.join(SEARCH_MODES)}"
             )
-        if not query.strip():
-            raise MemoryInputError(
-                "the search query is empty", hint='search for something, e.g. "how do I install it"'
-            )
+        check_search(query, MemoryInputError, "how do I install it")
         check_count("count", count, MemoryInputError)
         with self.store.reading():
             scope = Scope(tables=("knowledge",), agent=agent, shared=True)

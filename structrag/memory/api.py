@@ -84,7 +84,7 @@ from structrag.models import Conversation, Message
 from structrag.naming import DOCUMENT_ROOM
 from structrag.query.context import TokenCounter, budget_problem
 from structrag.query.engine import QueryEngine
-from structrag.query.limits import MAX_QUESTION_CHARS
+from structrag.query.limits import MAX_QUESTION_CHARS, check_search
 from structrag.query.modes import SEARCH_MODES, Hits, rank
 from structrag.store.interrupted import duckdb_interrupted
 from structrag.store.protocols import (
@@ -1062,10 +1062,7 @@ class Memory:
             raise MemoryInputError(
                 f"rooms must be a list of room names, not {rooms!r:.40}", hint='e.g. ["dm-priya"]'
             )
-        if not query.strip():
-            raise MemoryInputError(
-                "the search query is empty", hint='search for something, e.g. "where does Sam live"'
-            )
+        check_search(query, MemoryInputError, "where does Sam live")
         check_count("count", count, MemoryInputError)
         # memories' times are naive UTC: a time with a zone is read as that instant
         start, end = (

@@ -4,7 +4,7 @@ before it sends it to a server, so the error reads the same with a server or wit
 
 from __future__ import annotations
 
-from structrag.errors import QueryError
+from structrag.errors import QueryError, StructragError
 
 #: Questions longer than this are refused (the parser's cost grows with length).
 MAX_QUESTION_CHARS = 2_000
@@ -27,4 +27,18 @@ def check_question(question: str) -> None:
         raise QueryError(
             f"the question has {len(question):,} characters; the limit is {MAX_QUESTION_CHARS:,}",
             hint="ask a shorter question, or write a query expression for `structrag query`",
+        )
+
+
+def check_search(query: str, error: type[StructragError], example: str) -> None:
+    """Raise ``error`` for a search query (memory or knowledge search) that cannot be
+    searched: empty, or longer than :data:`MAX_QUESTION_CHARS` (``example``: a query the
+    hint suggests)."""
+    if not query.strip():
+        raise error("the search query is empty", hint=f'search for something, e.g. "{example}"')
+    if len(query) > MAX_QUESTION_CHARS:
+        raise error(
+            f"the search query has {len(query):,} characters; the limit is {MAX_QUESTION_CHARS:,}",
+            hint="search for the words that matter (a context window takes a message of "
+            "any length and searches its start)",
         )
