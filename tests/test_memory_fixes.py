@@ -56,6 +56,18 @@ def test_a_long_message_is_searched_by_its_start_and_says_so(index: Index) -> No
     assert window.as_dict()["notes"] == window.notes
 
 
+def test_a_window_of_a_room_without_messages_says_so(index: Index) -> None:
+    """A mistyped room, or none given (the room 'default'), is an empty room: the window
+    says so rather than come back empty without a word."""
+    mem = index.memory("bot")
+    mem.add("I walked the dog.", user="kim", room="dm-kim")
+    assert mem.context("hi", room="dm-kim", budget=200).notes == []
+    (note,) = mem.context("hi", room="dm-kin", budget=200).notes
+    assert "room 'dm-kin' holds no messages of agent 'bot'" in note
+    (note,) = mem.context("hi", budget=200).notes
+    assert "room 'default' (no room was given) holds no messages" in note
+
+
 def test_a_search_query_too_long_is_refused_as_a_search(index: Index) -> None:
     """Memory and knowledge search say what they were given (a search query), not what
     `ask` says of a question ("write a query expression for `structrag query`")."""

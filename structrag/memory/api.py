@@ -1598,6 +1598,7 @@ class Memory:
         problem = budget_problem(budget)
         if problem:
             raise MemoryInputError(problem)
+        given = room
         room = _room(room)
         settings = self.parts.settings
         history = self._history(room)
@@ -1616,6 +1617,12 @@ class Memory:
         # profile); one with no words retrieves nothing, and a long one is searched by
         # its start.
         query, notes = _searchable(message)
+        if not history[1]:  # a room name mistyped, or none given, reads as an empty room
+            which = f"room {room!r}" + (" (no room was given)" if given is None else "")
+            notes.append(
+                f"{which} holds no messages of agent {self.agent!r}: the window has no "
+                "history; pass the room the conversation is in"
+            )
         # What history shows within its own share is not retrieved again; the older
         # messages of the room are (history holds its newest ones only).
         seen = held_by_share("history", history[0], budget, shares, counter)
