@@ -90,8 +90,10 @@ def test_recent_count_and_tables(mem: Memory) -> None:
 def test_unique_memories_are_not_stored_twice(index: Index) -> None:
     mem = index.memory("bot")
     first = mem.add("Remember the door code 4711", room="r", unique=True)
-    again = mem.add("Remember the door code 4711", room="r", unique=True)
+    again = mem.add("Remember the door code 4711", room="r", unique=True, importance="high")
     assert again.id == first.id and mem.count("r") == 1
+    assert (first.duplicate, again.duplicate) == (False, True)  # said, not left to guess
+    assert again.importance == "normal"  # as stored: what it was given was not applied
     mem.add("Remember the door code 4711", room="r")  # not unique: stored
     assert mem.count("r") == 2
 

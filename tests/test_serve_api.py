@@ -624,6 +624,13 @@ def test_an_agent_whose_name_holds_a_slash_is_reached(service: Service, client: 
     assert client.get(f"{base}/memories/count").json()["count"] >= 1
     added = client.post(f"{base}/memories", json={"text": "I live in Oslo."})
     assert added.status_code == 201 and added.json()["agent"] == "team/bot"
+    assert added.json()["duplicate"] is False
+    # unique: an exact duplicate is a 200 that says so, not a 201 that drops its fields
+    once = {"text": "Door code 4711.", "room": "codes", "unique": True}
+    assert client.post(f"{base}/memories", json=once).status_code == 201
+    again = client.post(f"{base}/memories", json={**once, "importance": "high"})
+    assert again.status_code == 200 and again.json()["duplicate"] is True
+    assert again.json()["importance"] == "normal"
     assert client.get("/v1/agents/team/memories").json() == []  # another agent, "team"
     split = client.get("/v1/agents/team/bot/memories")  # unencoded: not found, and why
     assert split.status_code == 404 and "%2F" in split.json()["error"]["hint"]

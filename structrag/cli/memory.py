@@ -190,6 +190,8 @@ def add(
     via: Via,
 ) -> None:
     """Store a memory; it is extracted and searchable on return."""
+    from structrag.shapes import added_json
+
     fields: dict[str, Any] = {
         "user": user,
         "room": room,
@@ -205,7 +207,7 @@ def add(
         agent,
         via,
         remote=lambda r, path: r.post(f"{path}/memories", {"text": text, **fields}),
-        local=lambda mem: mem.add(text, **fields).as_dict(),
+        local=lambda mem: added_json(mem.add(text, **fields)),
         write=True,
         create=True,
     )
@@ -213,6 +215,11 @@ def add(
         emit_json(record)
     else:
         click.echo(f"{record['id']}  {record['table']}/{record['room']}")
+        if record.get("duplicate"):
+            click.echo(
+                f"stored already (--unique): {record['id']} says exactly this; nothing was added",
+                err=True,
+            )
 
 
 @memory.command("get")

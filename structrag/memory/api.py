@@ -374,9 +374,10 @@ class Memory:
         """Store a memory; it is extracted and searchable when this returns.
 
         ``unique``: an exact duplicate already in the room and table is returned instead
-        of stored again. ``source`` (facts and relationships): the id of the memory (a
-        message or a document fragment) the fact comes from; the fact is checked against
-        its text (``grounded``)."""
+        of stored again (its ``duplicate`` is true; the other arguments are not applied).
+        ``source`` (facts and relationships): the id of the memory (a message or a
+        document fragment) the fact comes from; the fact is checked against its text
+        (``grounded``)."""
         _expect("text", text, str, optional=False)
         for name, value in (("user", user), ("room", room), ("world", world), ("id", id)):
             _expect(name, value, str)
@@ -429,7 +430,7 @@ class Memory:
         if unique:
             found = self.parts.memory.duplicate(self.agent, room, table, text)
             if found is not None:
-                return found
+                return replace(found, duplicate=True)
         now = utc_now()
         source_row = self._source(source, text) if source is not None else None
         message = Message(

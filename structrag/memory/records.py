@@ -50,6 +50,9 @@ class MemoryRecord:
     last_access: datetime | None
     #: The store's key of the memory (internal; stable while the memory exists).
     mkey: int = field(repr=False, compare=False, default=-1)
+    #: An ``add(..., unique=True)`` found this exact memory stored already and stored
+    #: nothing (the fields it was given were not applied).
+    duplicate: bool = field(repr=False, compare=False, default=False)
 
     def as_dict(self) -> dict[str, Any]:
         return {

@@ -504,12 +504,23 @@ def _routes(app: FastAPI, service: Service) -> None:
 
     memory = "/v1/agents/{agent}"
 
-    @app.post(f"{memory}/memories", response_model=s.MemoryOut, status_code=201, tags=["memory"])
-    def add_memory(agent: Agent, body: s.MemoryIn) -> dict[str, Any]:
-        """Store a memory; it is extracted and searchable when this returns."""
+    @app.post(
+        f"{memory}/memories",
+        response_model=s.AddedOut,
+        status_code=201,
+        tags=["memory"],
+        responses={200: {"model": s.AddedOut, "description": "With `unique`: stored already"}},
+    )
+    def add_memory(agent: Agent, body: s.MemoryIn, response: Response) -> dict[str, Any]:
+        """Store a memory; it is extracted and searchable when this returns. With
+        ``unique``, an exact duplicate already stored is returned instead (200, with
+        ``duplicate`` true: nothing was stored, the other fields were not applied)."""
         fields = body.model_dump(exclude={"text"})
         fields["timestamp"] = naive_utc(body.timestamp)
-        return service.add_memory(agent, body.text, **fields)
+        added = service.add_memory(agent, body.text, **fields)
+        if added["duplicate"]:
+            response.status_code = 200
+        return added
 
     @app.get(f"{memory}/memories", response_model=list[s.MemoryOut], tags=["memory"])
     def recent(

@@ -350,6 +350,13 @@ class MemoryOut(Response):
     last_access: str | None
 
 
+class AddedOut(MemoryOut):
+    duplicate: bool = Field(
+        description="With `unique`: this exact memory was stored already, and nothing was "
+        "stored (the other fields given were not applied)."
+    )
+
+
 class HitOut(MemoryOut):
     score: float
     mode: str
