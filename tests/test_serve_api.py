@@ -73,6 +73,10 @@ def test_health_and_the_openapi_document(client: TestClient) -> None:
     assert ask["responses"]["400"]["content"]["application/json"]["schema"]["$ref"].endswith(
         "ErrorOut"
     )
+    # every status the server answers with is in the document (the README's error table)
+    assert {"400", "401", "403", "404", "409", "413", "421", "422", "500", "502", "503"} <= set(
+        ask["responses"]
+    )
 
 
 @pytest.mark.parametrize(

@@ -109,8 +109,13 @@ ERRORS: dict[int | str, dict[str, Any]] = {
         (401, "No valid token"),
         (403, "Outside the token's scope"),
         (404, "Not found"),
+        (409, "The index's state forbids it now (opened read-only, a job cancelled)"),
         (413, "Body too large"),
+        (421, "A Host header other than the server's own (loopback protection)"),
         (422, "A body that is not valid JSON or does not fit its schema"),
+        (500, "An internal error (logged with the request id)"),
+        (502, "The LLM endpoint failed"),
+        (503, "The server is closing"),
     )
 }
 
