@@ -294,6 +294,27 @@ def test_slack_text_only_in_blocks_and_members_as_recipients(tmp_path: Path) -> 
     assert messages[1].recipients == ("Bob",)  # the one mentioned
 
 
+def test_a_slack_user_missing_from_users_json_is_named_by_their_profile_throughout(
+    tmp_path: Path,
+) -> None:
+    """A user not in users.json is named by a user_profile on any of their messages, for
+    their messages without one too (one message had no speaker, the next "ext")."""
+    export = tmp_path / "export"
+    _slack_export(export)
+    day = [
+        {"type": "message", "ts": "1678626125.000100", "user": "U9", "text": "first, bare"},
+        {"type": "message", "ts": "1678626130.000100", "user": "U9", "text": "then named",
+         "user_profile": {"display_name": "ext"}},
+    ]  # fmt: skip
+    (export / "general" / "2023-03-12.json").write_text(json.dumps(day))
+    source = load_source(export)
+    assert [(m.speaker, m.metadata["user"]) for m in source.messages] == [
+        ("ext", "U9"),
+        ("ext", "U9"),
+    ]
+    assert not any("not in users.json" in w for w in source.warnings)
+
+
 def test_whatsapp_french_layout_a_header_line_and_csv_files_say_what_they_are(
     tmp_path: Path,
 ) -> None:

@@ -387,6 +387,15 @@ def _load_channel(
     unresolved: dict[str, tuple[Path, str]] = {}
     authors: dict[str, str] = {}  # ts -> speaker, for replies addressed to the starter
     raws: list[RawMessage] = []
+    # A user users.json does not list is named by any of their messages' user_profile
+    # (the first), for their messages without one too.
+    learned: dict[str, str] = {}
+    for *_, msg in found:
+        sender = msg.get("user")
+        if isinstance(sender, str) and sender not in export.users and sender not in learned:
+            profiled = _profile_name(msg)
+            if profiled is not None:
+                learned[sender] = profiled
     for _, _, day, where, msg in found:
         subtype = msg.get("subtype")
         subtype = None if subtype is None else str(subtype)
@@ -399,7 +408,7 @@ def _load_channel(
                 unknown_subtypes[key] = unknown_subtypes.get(key, 0) + 1
             continue
         location = f"{folder.name}/{day.name}{where}"
-        raw = _message(day, where, location, msg, export, unresolved)
+        raw = _message(day, where, location, msg, export, unresolved, learned)
         if raw.speaker:
             authors[str(msg["ts"])] = raw.speaker
         raws.append(raw)
@@ -475,7 +484,18 @@ def _channel_title(name: str, info: dict[str, Any], export: _Export) -> str:
     return f"#{name}"
 
 
-def _speaker(msg: dict[str, Any], export: _Export) -> tuple[str | None, str | None]:
+def _profile_name(msg: dict[str, Any]) -> str | None:
+    """The name a message's own ``user_profile`` gives its sender, if any."""
+    profile = as_dict(msg.get("user_profile"))
+    for value in (profile.get("display_name"), profile.get("real_name"), profile.get("name")):
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return None
+
+
+def _speaker(
+    msg: dict[str, Any], export: _Export, learned: dict[str, str]
+) -> tuple[str | None, str | None]:
     """The speaker's name and the user id it stands for."""
     uid = msg.get("user") if isinstance(msg.get("user"), str) else None
     if msg.get("subtype") == "bot_message" or (uid is None and msg.get("bot_id")):
@@ -486,11 +506,7 @@ def _speaker(msg: dict[str, Any], export: _Export) -> tuple[str | None, str | No
         return None, uid or msg.get("bot_id")
     if uid and uid in export.users:
         return export.users[uid], uid
-    profile = as_dict(msg.get("user_profile"))
-    for value in (profile.get("display_name"), profile.get("real_name"), profile.get("name")):
-        if isinstance(value, str) and value.strip():
-            return value.strip(), uid
-    return None, uid
+    return _profile_name(msg) or (learned.get(uid) if uid else None), uid
 
 
 def _message(
@@ -500,9 +516,10 @@ def _message(
     msg: dict[str, Any],
     export: _Export,
     unresolved: dict[str, tuple[Path, str]],
+    learned: dict[str, str],
 ) -> RawMessage:
     ts = str(msg["ts"])
-    speaker, uid = _speaker(msg, export)
+    speaker, uid = _speaker(msg, export, learned)
     metadata: dict[str, Any] = {}
     if uid:
         metadata["user"] = uid
