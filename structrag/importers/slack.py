@@ -2,7 +2,8 @@
 per channel of ``YYYY-MM-DD.json`` day files (each a JSON array of messages).
 
 * **Speaker**: the user's display name, else their real name, else their handle, from
-  ``users.json``; a message's own ``user_profile`` when the user is not listed there; a bot
+  ``users.json``; when the user is not listed there, a message's own ``user_profile``
+  (or one on another of their messages in the channel); a bot
   message's ``username`` or ``bot_profile.name`` (bot messages are kept, with
   ``metadata.bot``, since bots post deploys, alerts and reminders people ask about; a bot
   is not addressable: it gets no default recipients and is nobody's).
