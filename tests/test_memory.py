@@ -267,6 +267,26 @@ def test_a_fact_said_twice_is_one_fact(index: Index) -> None:
     assert mem.count(room="dm", table="facts") == 4
 
 
+def test_a_fact_said_again_elsewhere_or_added_by_the_agent_stays_its_own(index: Index) -> None:
+    """A room's facts are its own (clearing one room leaves the fact another room's
+    message states), and a fact the agent added is not taken by removing a message
+    that says it too; nor is a goal the agent added."""
+    mem = index.memory("bot")
+    mem.add("I have a hamster named Pip", user="lena", room="dm")
+    mem.add("I have a hamster named Pip.", user="lena", room="work")
+    assert mem.count(room="work", table="facts") == 1
+    mem.remove_all(room="dm")
+    assert [f.room for f in mem.facts("lena")] == ["work"]
+    own = mem.add("priya lives in Berlin", user="priya", table="facts")
+    said = mem.add("I live in Berlin.", user="priya", room="dm")
+    goal = mem.add("priya wants to run a marathon", user="priya", table="goals")
+    wanted = mem.add("I want to run a marathon.", user="priya", room="dm")
+    mem.remove(said.id)
+    mem.remove(wanted.id)
+    assert mem.get(own.id).text == "priya lives in Berlin"
+    assert mem.get(goal.id).text == "priya wants to run a marathon"
+
+
 def test_a_line_cut_to_its_labels_is_left_out() -> None:
     from structrag.query.context import cut_line
 

@@ -624,14 +624,18 @@ class Memory:
             memories = [(message, info), *memories[1:]]
         # A goal the user states again while it is still wanted is the same goal: its
         # memory is grounded in this message too (one goal, one status: marking it done
-        # finishes it), not made twice. So is a fact or relationship said again while it
-        # holds (one memory, grounded in each message that says it).
+        # finishes it), not made twice. So is a fact or relationship said again in its
+        # room while it holds (one memory, grounded in each message that says it).
         again: dict[int, int] = {}
         speaker = memories[0][0].speaker
         if speaker and stated:
             tables = {_STATEMENT_TABLES[s.category] for s in stated}
             held = {
-                **(self._held_facts(speaker) if tables - {"goals"} else {}),
+                **(
+                    self._held_facts(speaker, memories[0][0].conversation)
+                    if tables - {"goals"}
+                    else {}
+                ),
                 **(self._wanted_goals(speaker) if "goals" in tables else {}),
             }
             for position, statement in enumerate(stated):
@@ -829,16 +833,27 @@ class Memory:
         }
 
     def _wanted_goals(self, user: str) -> dict[tuple[str, str, str, bool], int]:
-        """The user's goals still wanted (open, in progress), by their statement
-        (table, predicate, object, negated): the newest goal memory's key."""
-        return self._statements_of(user, ("goals",), lambda goal: goal.status not in _FINISHED)
+        """The user's goals still wanted (open, in progress) made of their messages (not
+        those the agent added itself: removing a message must not take those), by their
+        statement (table, predicate, object, negated): the newest goal memory's key."""
 
-    def _held_facts(self, user: str) -> dict[tuple[str, str, str, bool], int]:
-        """The user's facts and relationships that hold (no later statement superseded
-        them), by their statement (table, predicate, object, negated): the newest
-        memory's key."""
+        def wanted(goal: MemoryRecord) -> bool:
+            return goal.status not in _FINISHED and "from" in goal.metadata
+
+        return self._statements_of(user, ("goals",), wanted)
+
+    def _held_facts(self, user: str, room: str) -> dict[tuple[str, str, str, bool], int]:
+        """The user's facts and relationships made of their messages in ``room`` that hold
+        (no later statement superseded them), by their statement (table, predicate,
+        object, negated): the newest memory's key. Not those of other rooms (a room's
+        facts are its own: clearing a room leaves another room's), nor those the agent
+        added itself (removing a message must not take those)."""
         replaced = self._supersession()
-        return self._statements_of(user, ("facts", "relationships"), replaced.holds)
+
+        def held(record: MemoryRecord) -> bool:
+            return record.room == room and "from" in record.metadata and replaced.holds(record)
+
+        return self._statements_of(user, ("facts", "relationships"), held)
 
     def _statements_of(
         self, user: str, tables: tuple[str, ...], keep: Callable[[MemoryRecord], bool]
