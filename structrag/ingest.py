@@ -1695,11 +1695,12 @@ def _shifted(
     messages (10,000 with media): a newer export of a long chat starts later than the one
     ingested before. Its message 1 is the earlier one's message ``k + 1``, and by place
     every message would read as edited and the first ``k`` as gone. When a conversation's
-    messages are numbered by place and its message 1 is not the earlier version's message
-    1 but its message ``k + 1`` (the same speaker, time and text), they are renumbered from
-    ``k + 1``, ids and ordinals (of several such ``k``, the one at which most of its first
-    :data:`ALIGN_MESSAGES` messages are the earlier version's); the caller keeps the
-    earlier version's first ``k``."""
+    messages are numbered by place, its message 1 is not the earlier version's message 1,
+    and one of its first :data:`ALIGN_MESSAGES` messages, message ``n``, is the earlier
+    version's message ``k + n`` (the same speaker, time and text), they are renumbered
+    from ``k + 1``, ids and ordinals (of several such ``k``, the one at which most of its
+    first messages are the earlier version's); the caller keeps the earlier version's
+    first ``k``."""
     stream = iter(messages)
     head = list(itertools.islice(stream, ALIGN_MESSAGES))
     firsts: dict[str, list[Message]] = {}
@@ -1716,14 +1717,18 @@ def _shifted(
             or first[1] == by_place[0]
         ):
             continue
+        # Where the earlier version holds any of the first messages (the first may have
+        # been edited since, or exported with its media once and without once): the
+        # shift at which most of them are the earlier version's (the rest are edited, or
+        # new ones past its last message).
+        places = {digest: n for n, digest in reversed(list(enumerate(by_place, start=1)))}
         starts = sorted(
-            int(mid) - 1
-            for (conv, mid), (_, digest, ordinal) in existing.items()
-            if conv == conversation and digest == by_place[0] and mid == str(ordinal + 1)
+            {
+                int(mid) - places[digest]
+                for (conv, mid), (_, digest, ordinal) in existing.items()
+                if conv == conversation and digest in places and mid == str(ordinal + 1)
+            }
         )
-        # The first message found again at a later place: the shift at which most of the
-        # first messages are the earlier version's (the rest are edited, or new ones past
-        # its last message).
         matches = {
             shift: sum(
                 (old := existing.get((conversation, str(n + shift)))) is not None

@@ -275,6 +275,18 @@ def test_a_newer_whatsapp_export_that_starts_later_loses_nothing(
         "fifth about Faro",
     ]
     assert [mid for mid, _, _ in stored()] == ["1", "2", "3", "4", "5"]
+    # later still, starting with a message edited since (the first is no anchor then)
+    more = [f"{d}/03/2023, 10:00 - Bob: message {d}" for d in range(18, 21)]
+    chat.write_text(lines[3] + " (typo fixed)\n" + lines[4] + "\n" + "\n".join(more) + "\n")
+    (report,) = index.ingest([chat])
+    assert (report.messages_added, report.messages_updated, report.messages_removed) == (3, 1, 0)
+    assert [text for _, _, text in stored()][:5] == [
+        "first message about the tent",
+        "second about the stove",
+        "third about Lisbon",
+        "fourth about Porto (typo fixed)",
+        "fifth about Faro",
+    ]
 
 
 def test_a_file_of_its_own_ids_may_be_part_of_a_history_and_loses_nothing(
