@@ -239,11 +239,6 @@ def records_json(records: Sequence[MemoryRecord]) -> list[dict[str, Any]]:
     return [r.as_dict() for r in records]
 
 
-def added_json(record: MemoryRecord) -> dict[str, Any]:
-    """What ``add`` returns: the memory, and whether it was stored already (``unique``)."""
-    return {**record.as_dict(), "duplicate": record.duplicate}
-
-
 def count_json(agent: str, room: str | None, table: str | None, count: int) -> dict[str, Any]:
     return {"agent": agent, "room": room, "table": table, "count": count}
 

@@ -161,7 +161,7 @@ def test_add_interrupted_with_json_prints_the_record_marked_interrupted(
     out, err = capsys.readouterr()
     assert code == 130
     data = json.loads(out)
-    assert data["interrupted"] is True
+    assert data["interrupted"] is True and data["duplicate"] is False  # as add prints it
     assert data["id"] == _memory_id(db, "I moved to Lisbon.")
     assert (data["room"], data["table"], data["text"]) == ("r", "messages", "I moved to Lisbon.")
     assert data["committed"] == [

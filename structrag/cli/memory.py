@@ -190,8 +190,6 @@ def add(
     via: Via,
 ) -> None:
     """Store a memory; it is extracted and searchable on return."""
-    from structrag.shapes import added_json
-
     fields: dict[str, Any] = {
         "user": user,
         "room": room,
@@ -207,7 +205,7 @@ def add(
         agent,
         via,
         remote=lambda r, path: r.post(f"{path}/memories", {"text": text, **fields}),
-        local=lambda mem: added_json(mem.add(text, **fields)),
+        local=lambda mem: mem.add(text, **fields).as_added(),
         write=True,
         create=True,
     )

@@ -486,7 +486,7 @@ class Memory:
             last_access=None,
         )
         where = f"agent {self.agent!r}, room {room!r}, table {table}"
-        with self._committing(lambda: f"added memory {record.id} ({where})", record.as_dict):
+        with self._committing(lambda: f"added memory {record.id} ({where})", record.as_added):
             mkey = self._write([(message, info)], derived, source_row, now, own=table != "messages")
         rooms = self.parts.rooms
         rooms.check(self.parts.store.generation() - 1)

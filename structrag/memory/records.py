@@ -73,6 +73,10 @@ class MemoryRecord:
             "last_access": self.last_access.isoformat() if self.last_access else None,
         }
 
+    def as_added(self) -> dict[str, Any]:
+        """What ``add`` returns as JSON: the memory, and whether it was stored already."""
+        return {**self.as_dict(), "duplicate": self.duplicate}
+
 
 @dataclass(frozen=True)
 class MemoryHit:

@@ -456,7 +456,7 @@ class Service:
 
     def add_memory(self, agent: str, text: str, **fields: Any) -> dict[str, Any]:
         """``fields``: those of :meth:`Memory.add`."""
-        return self.memory_write(agent, lambda mem: shapes.added_json(mem.add(text, **fields)))
+        return self.memory_write(agent, lambda mem: mem.add(text, **fields).as_added())
 
     def get_memory(self, agent: str, memory_id: str, room: str | None = None) -> dict[str, Any]:
         record = self.memory_read(agent, lambda mem: mem.get(memory_id, room))
