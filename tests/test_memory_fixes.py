@@ -63,7 +63,7 @@ def test_a_window_of_a_room_without_messages_says_so(index: Index) -> None:
     mem.add("I walked the dog.", user="kim", room="dm-kim")
     assert mem.context("hi", room="dm-kim", budget=200).notes == []
     (note,) = mem.context("hi", room="dm-kin", budget=200).notes
-    assert "room 'dm-kin' holds no messages of agent 'bot'" in note
+    assert "room 'dm-kin' holds no messages of agent 'bot' yet" in note
     (note,) = mem.context("hi", budget=200).notes
     assert "room 'default' (no room was given) holds no messages" in note
 

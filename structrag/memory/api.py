@@ -1633,11 +1633,11 @@ class Memory:
         # profile); one with no words retrieves nothing, and a long one is searched by
         # its start.
         query, notes = _searchable(message)
-        if not history[1]:  # a room name mistyped, or none given, reads as an empty room
+        if not history[1]:  # a new conversation; or a room name mistyped, or none given
             which = f"room {room!r}" + (" (no room was given)" if given is None else "")
             notes.append(
-                f"{which} holds no messages of agent {self.agent!r}: the window has no "
-                "history; pass the room the conversation is in"
+                f"{which} holds no messages of agent {self.agent!r} yet: the window has no "
+                "history (a new conversation, or not the room the conversation is in)"
             )
         # What history shows within its own share is not retrieved again; the older
         # messages of the room are (history holds its newest ones only).
