@@ -681,7 +681,7 @@ class Ingestor:
         plans = []
         failed: list[tuple[InputError, Path]] = []  # every input the check fails, said at once
         claimed: dict[str, _Claim] = {}  # conversation -> the first file of it here
-        channels: dict[str, tuple[str, Path]] = {}  # conversation -> its channel id, file
+        channels: dict[str, tuple[str, str | None]] = {}  # conversation -> channel id, file
         for path in inputs.paths:
             try:
                 source = scan_source(path, format=format, options=options)
@@ -706,7 +706,8 @@ class Ingestor:
                 continue
             try:
                 self._check_names(path, source, claimed, format, options)
-                self._check_channels(path, source, channels)
+                if not options.conversation:  # a name given merges on purpose
+                    self._check_channels(path, source, channels)
             except InputError as exc:
                 failed.append((exc, path))
                 continue
@@ -827,11 +828,14 @@ class Ingestor:
         self,
         path: Path,
         source: ParsedSource | StreamedSource,
-        channels: dict[str, tuple[str, Path]],
+        channels: dict[str, tuple[str, str | None]],
     ) -> None:
         """Refuse a chat channel (Slack's ``slack:general``) whose conversation is another
-        channel's of that name, in the index or earlier in this ingest: a channel of
-        another workspace (its own channel id), whose messages would be mixed into it."""
+        channel's of that name by its channel id, in the index or earlier in this ingest:
+        a channel of another workspace, whose messages would be mixed into it. Where either
+        has no id (no ``channels.json``), nothing is known, and nothing is refused.
+        ``channels``: the channel id of each conversation this ingest has checked, and
+        where it comes from."""
         mine = {
             c.id: str(c.metadata["channel_id"])
             for c in source.conversations
@@ -839,27 +843,27 @@ class Ingestor:
         }
         if not mine:
             return
-        stored = {c.id: c for c in self.store.conversations() if c.id in mine}
+        stored = {c.id: c.metadata for c in self.store.conversations() if c.id in mine}
         for conversation, channel in mine.items():
-            found = stored.get(conversation)
-            theirs = (
-                (str(found.metadata.get("channel_id") or ""), found.metadata.get("source"))
-                if found is not None
-                else None
-            )
-            if conversation in channels:
-                theirs = (channels[conversation][0], str(channels[conversation][1]))
-            if theirs is not None and theirs[0] and theirs[0] != channel:
-                where = f" of {theirs[1]}" if theirs[1] else ""
+            known = channels.get(conversation)
+            if known is None and conversation in stored:
+                meta = stored[conversation]
+                if meta.get("channel_id"):
+                    source_path = meta.get("source")
+                    known = (str(meta["channel_id"]), str(source_path) if source_path else None)
+            if known is not None and known[0] != channel:
+                where = f" of {known[1]}" if known[1] else ""
                 raise InputError(
                     path,
                     f"its channel {channel} is not the channel of conversation "
-                    f"{conversation!r} ({theirs[0]}{where}): a channel of that name in "
-                    "another workspace, whose messages it would be mixed into",
+                    f"{conversation!r} ({known[0]}{where}): a channel of that name in another "
+                    "workspace (or one made again under that name), whose messages it would "
+                    "be mixed into",
                     hint="ingest the export's channel folders one by one, this one with "
-                    f"--conversation NAME (say --conversation {conversation}-2)",
+                    f"--conversation NAME (say --conversation {conversation}-2; the "
+                    "conversation's own name merges them)",
                 )
-            channels.setdefault(conversation, (channel, path))
+            channels.setdefault(conversation, (channel, str(path)))
 
     def _check_moved(
         self, path: Path, conversation: str, ours: dict[str, int], written: list[str]

@@ -246,6 +246,9 @@ def test_a_channel_of_another_workspace_is_not_mixed_into_one_of_its_name(
         (report,) = index.ingest([second / "general"], conversation="slack:general-2")
         assert report.messages_added > 0
         assert {c.id for c in index.store.conversations()} >= {"slack:general", "slack:general-2"}
+        # the conversation's own name given: merged on purpose
+        (again,) = index.ingest([second / "general"], conversation="slack:general", force=True)
+        assert again.conversations == ["slack:general"]
     fresh = tmp_path / "fresh"
     with Index(fresh) as index, pytest.raises((InputError, InputErrors), match="XC01GEN"):
         index.ingest([first, second])  # both in one ingest: the second is refused too
