@@ -473,8 +473,7 @@ def parse_json(path: Path, text: str) -> Any:
     except RecursionError:
         raise too_deep(path) from None
     except json.JSONDecodeError as exc:
-        # A string left open runs to the end of the text: the decoder names where it opens.
-        truncated = exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string")
+        truncated = exc.pos >= len(text.rstrip())
         raise invalid_json(path, exc.msg, exc.lineno, exc.colno, truncated=truncated) from None
     check_surrogates(path, text, data)
     return data
@@ -483,7 +482,10 @@ def parse_json(path: Path, text: str) -> Any:
 def invalid_json(
     path: Path, message: str, line: int, column: int, *, truncated: bool
 ) -> InputError:
-    """The error for bad JSON at a line and column; ``truncated``: the file ends there."""
+    """The error for bad JSON at a line and column; ``truncated``: the file ends there.
+    A string left open is truncated too: a decoder given the whole text names where the
+    string opens, not the end of the file it ran into."""
+    truncated = truncated or message.startswith("Unterminated string")
     hint = (
         "the file ends before the JSON value is complete: it looks truncated; "
         "re-export or re-download it"

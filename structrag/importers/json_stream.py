@@ -184,10 +184,7 @@ class JsonStream:
 
     def _fail(self, message: str, at: int) -> None:
         line, column = self._where(at)
-        # A string left open at the end of the file is named where it opens.
-        truncated = self._eof and (
-            at >= len(self._buf.rstrip()) or message.startswith("Unterminated string")
-        )
+        truncated = self._eof and at >= len(self._buf.rstrip())
         raise invalid_json(self.path, message, line, column, truncated=truncated)
 
     def _value(self) -> Any:
