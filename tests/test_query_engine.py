@@ -387,6 +387,10 @@ def test_relational_filters_on_metadata(
         ("between June 1 and June 9", datetime(2024, 6, 1), datetime(2024, 6, 10)),
         ("from January to March 2023", datetime(2023, 1, 1), datetime(2023, 4, 1)),
         ("from December to January 2024", datetime(2023, 12, 1), datetime(2024, 2, 1)),
+        # no year, and the end's day of the year after the anchor's: the range still ends
+        # after it starts (each end alone would be the latest such day before the anchor)
+        ("between June 1 and August 15", datetime(2024, 6, 1), datetime(2024, 8, 16)),
+        ("from July to September", datetime(2024, 7, 1), datetime(2024, 10, 1)),
         ("on July 4", datetime(2024, 7, 4), datetime(2024, 7, 5)),
         ("25 July", datetime(2023, 7, 25), datetime(2023, 7, 26)),  # after the anchor
         ("in the last two weeks", datetime(2024, 7, 7), datetime(2024, 7, 21)),
@@ -405,6 +409,13 @@ def test_absolute_dates_need_no_anchor() -> None:
     after = resolve("after March 2024", None)
     assert after is not None and (after.start, after.end) == (datetime(2024, 4, 1), None)
     assert resolve("between June 9 and June 1 2024", None) is None  # ends before it starts
+    assert resolve("between June 9 and June 1", datetime(2024, 7, 20)) is None
+
+
+def test_a_range_past_the_last_message_keeps_its_messages(ix: Index) -> None:
+    # the chat ends on 20 July 2024: "August 15" alone would be 15 August 2023
+    july = set(ids(ix, 'when:"between July 1 and August 15"'))
+    assert july and july == set(ids(ix, "when:2024-07-01..2024-08-15"))
 
 
 def test_derived_forms_come_from_the_index(ix: Index) -> None:

@@ -167,6 +167,14 @@ _BETWEEN = re.compile(
 _YEAR = re.compile(r"\b(\d{4})$")
 
 
+def _next_year(value: datetime) -> datetime:
+    """The same day a year later (28 February for 29 February)."""
+    try:
+        return value.replace(year=value.year + 1)
+    except ValueError:
+        return value.replace(year=value.year + 1, day=28)
+
+
 def _point(text: str, anchor: datetime | None) -> TimeRange | None:
     """One end of a directed phrase or a range: a date, month or year, a relative phrase,
     or a month on its own (``since April``: the latest April on or before the anchor)."""
@@ -199,6 +207,22 @@ def _directed(phrase: str, anchor: datetime | None) -> TimeRange | None:
             # "from December to January 2024": the December before
             left = f"{left[: -len(year.group(1))]}{int(year.group(1)) - 1}"
             start = _point(left, anchor)
+        if (
+            not year
+            and not _YEAR.search(left)
+            and start is not None
+            and end is not None
+            and start.start
+            and end.start
+            and end.end
+            and end.end <= start.start
+            and end.start.month != start.start.month  # "June 9 and June 1": the wrong way
+            and re.search(rf"\b(?:{_MONTH_RE})\b", right)
+        ):
+            # "between June 1 and August 15" with no year: each end alone is the latest
+            # such day on or before the anchor, so an end after the anchor's day of the
+            # year lands a year early; the range ends at the first such day after it starts
+            end = TimeRange(_next_year(end.start), _next_year(end.end))
         if start is None or end is None or (start.start and end.end and end.end <= start.start):
             return None
         return TimeRange(start.start, end.end)
