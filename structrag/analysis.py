@@ -115,7 +115,8 @@ def query_stopwords() -> frozenset[str]:
     for the word)."""
     from spacy.lang.en.stop_words import STOP_WORDS
 
-    return frozenset(STOP_WORDS) | INDEX_STOPWORDS | {"n't", "'s", "nt", "said", "says", "saying"}
+    contracted = {"n't", "'s", "nt", "ll", "ve"}  # "I'll", "we've": what a word finder leaves
+    return frozenset(STOP_WORDS) | INDEX_STOPWORDS | contracted | {"said", "says", "saying"}
 
 
 #: Words that carry no content on their own: acknowledgements, fillers and stage

@@ -184,6 +184,22 @@ def test_the_forms_of_say_are_no_words_to_search_for(ix: Index) -> None:
     assert said.query == say.query and said.message_ids == say.message_ids
 
 
+def test_contractions_leave_no_word_fragments_to_search_for(tmp_path: Path) -> None:
+    """ "Who won't come?" does not search for "won" (a message about winning), nor
+    "I'll" for "ll"."""
+    chat = tmp_path / "party.jsonl"
+    chat.write_text(
+        '{"id": "1", "speaker": "Ana", "text": "I won the office raffle today!"}\n'
+        '{"id": "2", "speaker": "Bob", "text": "I can\'t come to the party on Friday."}\n'
+    )
+    with Index(tmp_path / "ix") as index:
+        index.ingest([chat])
+        for question in ("Who won't come to the party?", "Who isn’t coming? I'll ask."):
+            words = index.ask(question, budget=100).query.split()
+            assert not {"won", "isn", "ll"} & set(words), question
+        assert "won" in index.ask("Who won the raffle?", budget=100).query.split()
+
+
 def test_leftover_budget_is_filled_from_vectors(ix: Index) -> None:
     answer = ix.ask("What is the capital of Mongolia?", budget=300)
     assert answer.context.messages
