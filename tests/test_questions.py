@@ -259,3 +259,54 @@ def test_a_person_named_narrows_a_question_to_the_conversations_they_are_in(tmp_
         alone = index.ask("What books has Ana read?", conversation="others", budget=400)
         assert not any("come first" in note for note in alone.notes)
         assert {m.conversation for m in alone.context.messages} == {"others"}
+
+
+def _chats(folder: Path, chats: dict[str, list[tuple[str, str, str]]]) -> list[Path]:
+    """JSON Lines chats, one per name, of (month of 2023, speaker, text) turns."""
+    paths = []
+    for name, turns in chats.items():
+        path = folder / f"{name}.jsonl"
+        path.write_text(
+            "".join(
+                json.dumps(
+                    {"id": f"t{i}", "speaker": who, "text": text, "timestamp": f"2023-0{month}-10"}
+                )
+                + "\n"
+                for i, (month, who, text) in enumerate(turns)
+            ),
+            encoding="utf-8",
+        )
+        paths.append(path)
+    return paths
+
+
+def test_a_question_about_a_person_widens_in_their_conversation_not_elsewhere(
+    tmp_path: Path,
+) -> None:
+    """Another pair's matches do not answer a question that names Melanie, even when none
+    of Melanie's messages says its words in its month: her own chat is widened, then its
+    nearest messages fill the context; nor does the fill reach other conversations."""
+    paths = _chats(
+        tmp_path,
+        {
+            "mel": [
+                ("3", "Melanie", "I painted a sunset over the lake with my kids last weekend."),
+                ("3", "Caroline", "That sounds so peaceful, I love your paintings."),
+                ("5", "Melanie", "We went camping in the mountains, the kids loved it."),
+            ],
+            "others": [
+                ("8", "John", "I painted the fence of the garden yesterday, took hours."),
+                ("8", "Maria", "We painted the kitchen blue this month."),
+                ("8", "John", "Painting is tiring but the garden looks great now."),
+            ],
+        },
+    )
+    with Index(tmp_path / "ix") as index:
+        index.ingest(paths)
+        answer = index.ask("What did Melanie paint in August 2023?", budget=400)
+        assert answer.context.messages
+        assert {m.conversation for m in answer.context.messages} == {"mel"}, answer.notes
+        assert "t0" in answer.message_ids  # widened in her chat: the painting, in March
+        elsewhere = index.ask("What did Melanie say about the garden fence?", budget=400)
+        assert {m.conversation for m in elsewhere.context.messages} == {"mel"}
+        assert any("none of the" in n for n in elsewhere.notes), elsewhere.notes

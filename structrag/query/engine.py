@@ -318,9 +318,13 @@ class QueryEngine:
             people.extend(p for p in view.people_named(person) if p not in people)
         node = self._question_query(translation, question, view, people, notes)
         plan, match, run = self._run(node, view)
+        # Over several conversations, a question naming people is answered from theirs:
+        # the query is widened until it matches enough there, not elsewhere.
+        theirs = _people_conversations(view, people) if view.conversation is None else None
         dropped: tuple[str, np.ndarray] | None = None
         for step, what in ((1, "verbs"), (2, "scopes")):
-            if int(match.mask.sum()) >= self.settings.min_matches:
+            found = match.mask if theirs is None else match.mask & theirs[1]
+            if int(found.sum()) >= self.settings.min_matches:
                 break
             wider = widen(node, step)
             if wider is None:
@@ -342,8 +346,8 @@ class QueryEngine:
             which = "messages" if count <= keep else "matching messages"
             notes.append(f"the {which} of {scopes} ({count} in all) come first")
         among = None
-        if view.conversation is None and people:
-            ranked, among = _people_first(ranked, view, people, notes)
+        if theirs is not None:
+            ranked, among = _people_first(ranked, view, people, theirs, notes)
         return RankedQuestion(
             node=node,
             kind=translation.kind,
@@ -750,33 +754,58 @@ def _scope_first(
     return Ranking(new, values.astype(float), view, tiers)
 
 
-def _people_first(
-    ranking: Ranking, view: ConversationView, people: list[str], notes: list[str]
-) -> tuple[Ranking, frozenset[str] | None]:
-    """A ranking over several conversations narrowed to those where the people a question
-    names speak, or are named ("What books has Melanie read?" over five chats: Melanie's
-    chat, not another pair's talk of books), with the conversations it keeps; as it is
-    when none of its matches is in them, or all are."""
+def _people_conversations(
+    view: ConversationView, people: list[str]
+) -> tuple[frozenset[str], np.ndarray] | None:
+    """The conversations where the people a question names speak, or are named, and which
+    messages of the view are in them (or in documents, which have no speakers: a question
+    that names someone may still ask of them); None when none of the people speaks here,
+    or every message is theirs."""
     speaking = [p for p in people if p in view.speakers]
-    if not speaking or not len(ranking):
-        return ranking, None
+    if not speaking:
+        return None
     theirs = view.conversations_of(speaking)
-    conversations = view.scope.frame.conversations[ranking._order]
-    # documents have no speakers: a question that names someone may still ask of them
+    conversations = view.scope.frame.conversations
     inside = np.isin(conversations, list(theirs)) | np.char.startswith(
         conversations.astype(str), DOCUMENT_ROOM
     )
-    if inside.all() or not inside.any():
-        return ranking, None
-    shown = sorted(theirs)
+    if inside.all():
+        return None
+    return theirs, inside
+
+
+def _people_first(
+    ranking: Ranking,
+    view: ConversationView,
+    people: list[str],
+    theirs: tuple[frozenset[str], np.ndarray],
+    notes: list[str],
+) -> tuple[Ranking, frozenset[str]]:
+    """A ranking over several conversations narrowed to those where the people a question
+    names speak, or are named ("What books has Melanie read?" over five chats: Melanie's
+    chat, not another pair's talk of books), with the conversations it keeps (what the
+    vector fill may add from, too). When none of its matches is in them, none is kept:
+    another pair's messages do not answer a question about these people."""
+    conversations, members = theirs
+    inside = members[ranking._order]
+    if inside.all():
+        return ranking, conversations
+    speaking = [p for p in people if p in view.speakers]
+    shown = sorted(conversations)
     where = ", ".join(shown[:5]) + (f" and {len(shown) - 5} more" if len(shown) > 5 else "")
     verbs = "speak or are named" if len(speaking) > 1 else "speaks or is named"
+    if inside.any():
+        left_out = f"{int((~inside).sum())} matches in other conversations left out"
+    else:
+        left_out = (
+            f"none of the {len(inside)} matches is there: the messages nearest to the "
+            "question there fill the context"
+        )
     notes.append(
-        f"{' and '.join(speaking)} {verbs} in {where}: the answer is looked for there "
-        f"({int((~inside).sum())} matches in other conversations left out)"
+        f"{' and '.join(speaking)} {verbs} in {where}: the answer is looked for there ({left_out})"
     )
     kept = Ranking(ranking._order[inside], ranking.scores[inside], view, ranking.tiers[inside])
-    return kept, theirs
+    return kept, conversations
 
 
 def _stopwords_only(node: ast.Node) -> list[str]:
