@@ -212,11 +212,16 @@ class ConversationView:
 
     def related_terms(self, stem: str) -> list[tuple[str, float]]:
         """Aliases gathered at extraction, synonyms, derived and irregular forms, and fuzzy
-        neighbours of a stem."""
+        neighbours of a stem; for a stem written without accents that no message in scope
+        has, the index terms that are it with accents ("zurich": zürich), at full weight."""
         if stem in self._related:
             return self._related[stem]
         s = self.settings
         found: dict[str, float] = {}
+        if stem.isascii() and stem.isalpha() and len(stem) > 2 and not self.holds(stem):
+            for accented in stem_words(sorted(_accented(stem))):
+                if accented != stem and self.holds(accented):
+                    found[accented] = 1.0
         for related, weight in self._alias_table().get(stem, []):
             found[related] = max(found.get(related, 0.0), weight * s.alias_weight)
         for synonym in self._synonyms().get(stem, ()):
