@@ -197,3 +197,24 @@ def test_the_client_retries_and_counts() -> None:
             assert info.value.stats.calls == 3 and info.value.stats.retries == 2
         finally:
             llm.close()
+
+
+def test_the_client_loads_httpx_whole_before_its_first_request() -> None:
+    """openai reads ``sys.modules["httpx"]`` on each response; spaCy's first import on
+    another thread (an ingest's main thread, while requests are in flight) would leave it
+    half-initialised there, and answered requests failed with AttributeError. The client
+    imports it before any request."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("httpx")
+    script = (
+        "import sys\n"
+        "from structrag.llm.client import InstructorLLM\n"
+        "from structrag.llm.config import LLMConfig\n"
+        "assert 'httpx' not in sys.modules, 'loaded already: the check proves nothing'\n"
+        "InstructorLLM(LLMConfig(base_url='http://127.0.0.1:9/v1', model='m'))\n"
+        "assert sys.modules['httpx'].Response\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

@@ -30,6 +30,7 @@ This module is an adapter: it is the only one importing ``openai`` and ``instruc
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import random
@@ -173,6 +174,17 @@ def _describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"
 
 
+def _load_httpx() -> None:
+    """Import the legacy ``httpx`` package now, if it is installed. openai reads
+    ``sys.modules["httpx"]`` as each response comes back (to learn whether that package
+    is loaded too); when the first import of spaCy (whose ``weasel`` imports httpx) runs
+    on another thread while requests are in flight, a request thread finds the module
+    half-initialised and fails with ``AttributeError`` after the endpoint has answered
+    (and been paid). Loaded whole before the first request, it is never seen so."""
+    with contextlib.suppress(ImportError):
+        import httpx  # noqa: F401
+
+
 class InstructorLLM:
     """A :class:`~structrag.llm.base.StructuredLLM` on an OpenAI-compatible endpoint."""
 
@@ -188,6 +200,7 @@ class InstructorLLM:
                 "no LLM endpoint configured",
                 hint="set --llm-base-url or STRUCTRAG_LLM_BASE_URL",
             )
+        _load_httpx()
         self.config = config
         self._counter = counter
         self._sleep = sleep
