@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +25,7 @@ from structrag.extract.llm_schema import extraction_json_schema
 from structrag.index import estimate_ingest
 from structrag.llm import LLMEndpointError
 from tests.llm_helpers import CHAT, EMPTY, config, write_chat
-from tests.openai_server import FakeOpenAIServer, Reply, serve
+from tests.openai_server import FakeOpenAIServer, Reply, grounded_knowledge, serve
 from tests.sinks import Interrupt
 
 
@@ -215,6 +216,37 @@ def test_429_waits_for_retry_after_then_succeeds(
         assert any(k.get("name") == "Tokyo" for k in index.show("m1")["knowledge"])
     first, second = server.calls_for("Tokyo")
     assert second.at - first.at >= 0.9  # the backoff alone would be ~0.01 s
+
+
+def test_a_rate_limited_endpoint_slows_the_ingest_and_loses_no_message(tmp_path: Path) -> None:
+    """An endpoint that takes 3 requests in each 0.4 s and answers the rest with a 429
+    (Retry-After 0.2 s): with 6 requests in flight and 2 retries each, requests retrying
+    on their own ran into the limit again and messages failed; they back off together
+    and retry a rate limit longer, so every message is extracted."""
+    lock = threading.Lock()
+    sent: list[float] = []
+
+    def limited(prompt: str) -> Reply:
+        with lock:
+            now = time.monotonic()
+            recent = [t for t in sent if now - t < 0.4]
+            if len(recent) >= 3:
+                return Reply(status=429, headers={"retry-after-ms": "200"}, error="rate limited")
+            sent.append(now)
+        return Reply(knowledge=grounded_knowledge(prompt))
+
+    rows = [("Kim", f"Note {i} about the trip to Lisbon.") for i in range(18)]
+    chat = write_chat(tmp_path / "c.jsonl", rows)
+    with (
+        serve(default=limited) as server,
+        Index(tmp_path / "ix") as index,
+    ):
+        (report,) = index.ingest(
+            [chat], extractor="llm", llm=config(server, concurrency=6, max_retries=2)
+        )
+        assert report.messages_failed == 0, _failures(index)
+        assert any(r.status == 429 for r in server.requests)  # the limit was met
+    assert len(sent) == len(rows)
 
 
 def test_500s_are_recorded_and_retry_failed_picks_them_up(

@@ -67,6 +67,10 @@ _REASKABLE = (ValidationError, json.JSONDecodeError, ResponseParsingError)
 #: Requests in a row (with no answer between them) whose connection failed after their
 #: retries, after which the endpoint is taken to be gone and the work stops.
 UNREACHABLE_STREAK = 3
+#: Tries of a request the endpoint rate-limits (a 429 that is not an exhausted quota)
+#: before it fails: a rate limit clears, so it gets more than other errors' retries; and
+#: every request of the client waits out the delay the last 429 asked for.
+RATE_LIMIT_RETRIES = 10
 
 _MODES = {
     "tools": instructor.Mode.TOOLS,
@@ -208,6 +212,7 @@ class InstructorLLM:
         self._health = threading.Lock()
         self._ever_answered = False  # some request got an HTTP response
         self._unreachable_streak = 0  # requests in a row that failed to connect
+        self._resume_at = 0.0  # time.monotonic() before which no request is sent (a 429)
         self._openai = openai.OpenAI(
             base_url=config.base_url,
             api_key=config.api_key,
@@ -254,7 +259,7 @@ class InstructorLLM:
     ) -> Completion[T]:
         stats = CallStats()
         limit = min(max_tokens or self.config.max_tokens, self.config.max_tokens)
-        transport_retries = 0
+        transport_retries = rate_limited = 0
 
         def cancelled() -> bool:
             return cancel is not None and cancel.is_set()
@@ -273,6 +278,7 @@ class InstructorLLM:
                 reraise=True,
             )
             try:
+                self._wait_out_rate_limit(cancel, stats)
                 with self._slots:
                     value = self._client.chat.completions.create(
                         model=self.config.model,
@@ -314,7 +320,19 @@ class InstructorLLM:
                 )
                 if not unreachable and not isinstance(cause, openai.APITimeoutError):
                     self._answered()  # an HTTP status or a reply: the endpoint is there
-                if _is_transient(cause) and transport_retries < self.config.max_retries:
+                limited = _status(cause) == 429  # not a quota: that is fatal, above
+                if limited and rate_limited < max(self.config.max_retries, RATE_LIMIT_RETRIES):
+                    rate_limited += 1
+                    headers = getattr(getattr(cause, "response", None), "headers", None)
+                    delay = self.backoff(rate_limited, retry_after_seconds(headers))
+                    with self._health:
+                        self._resume_at = max(self._resume_at, time.monotonic() + delay)
+                    continue
+                if (
+                    not limited
+                    and _is_transient(cause)
+                    and transport_retries < self.config.max_retries
+                ):
                     transport_retries += 1
                     headers = getattr(getattr(cause, "response", None), "headers", None)
                     delay = self.backoff(transport_retries, retry_after_seconds(headers))
@@ -336,6 +354,19 @@ class InstructorLLM:
             self._answered()
             stats.retries = stats.calls - 1
             return Completion(value=value, stats=stats)
+
+    def _wait_out_rate_limit(self, cancel: threading.Event | None, stats: CallStats) -> None:
+        """Wait until the delay the endpoint's last 429 asked for has passed (whichever
+        request got it): requests in flight back off together rather than each retrying
+        into the limit on its own."""
+        with self._health:
+            delay = self._resume_at - time.monotonic()
+        if delay <= 0:
+            return
+        if cancel is None:
+            self._sleep(delay)
+        elif cancel.wait(delay):
+            raise self._cancelled(stats)
 
     def _cancelled(self, stats: CallStats) -> LLMCallFailed:
         stats.retries = max(0, stats.calls - 1)
