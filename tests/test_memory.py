@@ -877,3 +877,41 @@ def test_a_replacement_raised_before_what_it_replaced_takes_its_score() -> None:
     moved = Memory._replacements_raised(ranked, Moves.none(), {1: "a", 4: "b", 5: "c"})
     assert moved.mkeys.tolist() == [0, 5, 4, 1, 2, 3, 6]
     assert moved.scores.tolist() == [0.9, 0.8, 0.8, 0.8, 0.7, 0.6, 0.3]
+
+
+def test_the_context_window_holds_the_knowledge_fragment_that_answers(tmp_path: Path) -> None:
+    """Thirty documents alike but for the unit and manager each names: the window's
+    knowledge is ranked as a structured search ranks it (the fragment that names the unit
+    first), not by fused ranks that let the embedding's near neighbours push it out."""
+    import random
+
+    rng = random.Random(5)
+    words = [
+        "river",
+        "mountain",
+        "forest",
+        "harbor",
+        "bridge",
+        "tower",
+        "market",
+        "garden",
+        "castle",
+        "valley",
+    ]
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(30):
+        body = "\n\n".join(" ".join(rng.choice(words) for _ in range(40)) + "." for _ in range(2))
+        (docs / f"doc{i:03d}.md").write_text(
+            f"# Document {i}\n\nDocument {i} records that unit {i} reports to manager M{i}.\n\n"
+            f"{body}\n"
+        )
+    with Index(tmp_path / "ix") as index:
+        index.knowledge.add([docs], shared=True)
+        mem = index.memory(agent="bot")
+        missed = [
+            unit
+            for unit in range(0, 30, 3)
+            if f"manager M{unit}." not in mem.context(f"Who manages unit {unit}?", room="r").text
+        ]
+        assert missed == []

@@ -1698,9 +1698,16 @@ class Memory:
         if self.parts.memory.count_memories(
             MemoryQuery(self.agent, tables=("knowledge",), include_shared=True)
         ):
-            for hit in self.search(
-                message, table="knowledge", count=settings.retrieve_knowledge, mode="hybrid"
-            ):
+            # Ranked as a structured search ranks them (the fragment that names what the
+            # message asks about first); fused ranks, whose embedding side ranks alike
+            # fragments close together, only add what that leaves room for.
+            count = settings.retrieve_knowledge
+            hits = self.search(message, table="knowledge", count=count)
+            if len(hits) < count:
+                shown = {h.memory.id for h in hits}
+                more = self.search(message, table="knowledge", count=count, mode="hybrid")
+                hits += [h for h in more if h.memory.id not in shown][: count - len(hits)]
+            for hit in hits:
                 lines.append((_knowledge_line(hit.memory), hit.memory.id))
         return lines
 
