@@ -116,7 +116,9 @@ def test_an_exhausted_quota_is_one_clear_line_in_the_cli(
 def test_an_ingest_whose_every_llm_message_failed_exits_non_zero(
     tmp_path: Path, env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    chat = str(write_chat(tmp_path / "chat.jsonl"))
+    # four messages: five failed in a row, before any answer, would stop the ingest
+    rows = CHAT[:4]
+    chat = str(write_chat(tmp_path / "chat.jsonl", rows))
     db = str(tmp_path / "db")
     with serve(default=lambda prompt: Reply(status=500)) as srv:
         env.setenv("STRUCTRAG_LLM_BASE_URL", srv.url)
@@ -126,11 +128,11 @@ def test_an_ingest_whose_every_llm_message_failed_exits_non_zero(
             main(["ingest", chat, "--db", db, "--extractor", "llm", "--json"])
         assert info.value.code == 1
         out, err = capsys.readouterr()
-        assert '"messages_failed": 6' in out  # the reports still come
-        assert f"failed for all {len(CHAT)} messages" in err
+        assert '"messages_failed": 4' in out  # the reports still come
+        assert f"failed for all {len(rows)} messages" in err
         assert f"structrag ingest --retry-failed --extractor llm --db {db}" in err
         with Index(db) as index:  # failures are kept, for --retry-failed
-            assert index.stats()["extractors"]["llm"]["failed"] == len(CHAT)
+            assert index.stats()["extractors"]["llm"]["failed"] == len(rows)
         # the retry that fails again fails the command again
         with pytest.raises(SystemExit) as info:
             main(["ingest", "--retry-failed", "--db", db, "--extractor", "llm"])
@@ -138,6 +140,29 @@ def test_an_ingest_whose_every_llm_message_failed_exits_non_zero(
         srv.default = lambda prompt: Reply(knowledge={"entities": [], "topics": ["x"]})
         main(["ingest", "--retry-failed", "--db", db, "--extractor", "llm"])  # succeeds
     assert "(retry-failed)" in capsys.readouterr().out
+
+
+def test_an_endpoint_that_fails_every_request_alike_stops_the_ingest(tmp_path: Path) -> None:
+    """A 400 for every request (a model that does not take a parameter sent): the first
+    five requests fail alike and none succeeds, so the ingest stops there, writing
+    nothing, instead of paying for every message of the input to fail."""
+    rows = [("Kim", f"Note {i} about the trip.") for i in range(30)]
+    chat = write_chat(tmp_path / "chat.jsonl", rows)
+    refused = Reply(status=400, error="Unsupported parameter: 'max_tokens'")
+    with serve(default=lambda prompt: refused) as srv, Index(tmp_path / "ix") as index:
+        with pytest.raises(
+            LLMEndpointError, match="failed its first 5 requests, answering none"
+        ) as info:
+            index.ingest([chat], extractor="llm", llm=config(srv, concurrency=1))
+        assert "max_tokens" in str(info.value) and "--llm-model" in str(info.value.hint)
+        assert srv.calls < len(rows) and index.stats()["messages"] == 0
+    # once one request has succeeded, a failure is that message's alone
+    rows[0] = ("Kim", "I booked the flights to Tokyo.")
+    write_chat(tmp_path / "chat.jsonl", rows)
+    with serve(default=lambda prompt: refused) as srv, Index(tmp_path / "ix") as index:
+        srv.on("Tokyo", Reply(knowledge={"entities": [{"name": "Tokyo"}]}))
+        (report,) = index.ingest([chat], extractor="llm", llm=config(srv, concurrency=1))
+        assert report.messages_failed == len(rows) - 1
 
 
 # -- files written before an error ---------------------------------------------------------

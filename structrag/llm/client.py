@@ -71,6 +71,11 @@ UNREACHABLE_STREAK = 3
 #: before it fails: a rate limit clears, so it gets more than other errors' retries; and
 #: every request of the client waits out the delay the last 429 asked for.
 RATE_LIMIT_RETRIES = 10
+#: Requests in a row that failed after their retries before any succeeded, after which
+#: the endpoint is taken to refuse them all alike (a parameter the model does not take,
+#: a model that never answers in the schema, a server that always errs) and the work
+#: stops, rather than paying for every message of the input to fail the same way.
+FAILING_STREAK = 5
 
 _MODES = {
     "tools": instructor.Mode.TOOLS,
@@ -213,6 +218,8 @@ class InstructorLLM:
         self._ever_answered = False  # some request got an HTTP response
         self._unreachable_streak = 0  # requests in a row that failed to connect
         self._resume_at = 0.0  # time.monotonic() before which no request is sent (a 429)
+        self._ever_succeeded = False  # some request got a valid answer
+        self._failing_streak = 0  # requests in a row that failed, before any succeeded
         self._openai = openai.OpenAI(
             base_url=config.base_url,
             api_key=config.api_key,
@@ -256,6 +263,43 @@ class InstructorLLM:
         *,
         max_tokens: int | None = None,
         cancel: threading.Event | None = None,
+    ) -> Completion[T]:
+        try:
+            completion = self._complete(
+                messages, response_model, max_tokens=max_tokens, cancel=cancel
+            )
+        except LLMCallFailed as exc:
+            if cancel is None or not cancel.is_set():
+                self._failed(exc)
+            raise
+        with self._health:
+            self._ever_succeeded = True
+        return completion
+
+    def _failed(self, error: LLMCallFailed) -> None:
+        """A request failed after its retries: when :data:`FAILING_STREAK` have in a row
+        and none ever succeeded, the endpoint refuses them all (raises)."""
+        with self._health:
+            if self._ever_succeeded:
+                return
+            self._failing_streak += 1
+            if self._failing_streak < FAILING_STREAK:
+                return
+        raise LLMEndpointError(
+            f"the LLM endpoint {self.config.base_url} failed its first {FAILING_STREAK} "
+            f"requests, answering none (the last: {error})",
+            hint="check --llm-model and --llm-mode (the model may not take a parameter "
+            "sent, or may not answer in the schema) and that the server works, then run "
+            "the same command again",
+        ) from error
+
+    def _complete(
+        self,
+        messages: list[dict[str, str]],
+        response_model: type[T],
+        *,
+        max_tokens: int | None,
+        cancel: threading.Event | None,
     ) -> Completion[T]:
         stats = CallStats()
         limit = min(max_tokens or self.config.max_tokens, self.config.max_tokens)
