@@ -347,11 +347,13 @@ def test_utf16_without_and_with_a_byte_order_mark(tmp_path: Path, name: str, tex
     with pytest.raises(InputError, match="--encoding utf-16le"):  # read as a stream
         scan_source(path, options=LoadOptions(encoding="utf-16"))
     assert scan_source(path, options=LoadOptions(encoding="utf-16le")).count == 1
-    path.write_bytes(text.encode("utf-16"))  # with one
-    with pytest.raises(InputError) as info:
-        load_source(path)
-    assert "pass --encoding utf-16" in str(info.value)
+    path.write_bytes(text.encode("utf-16"))  # with one: it names the encoding
+    assert load_source(path).count == 1
+    assert scan_source(path).count == 1
+    assert load_source(path, options=LoadOptions(encoding="latin-1")).count == 1
     assert load_source(path, options=LoadOptions(encoding="utf-16")).count == 1
+    path.write_bytes(text.encode("utf-32"))
+    assert scan_source(path).count == 1
 
 
 @pytest.mark.parametrize(

@@ -547,6 +547,24 @@ def test_a_text_file_in_another_encoding_is_read_with_the_one_its_hint_names(
     assert "café on Rua Augusta" in json.loads(found.output)[0]["text"]
 
 
+def test_a_byte_order_mark_names_the_encoding_beside_another_given(tmp_path: Path) -> None:
+    """A folder of a Latin-1 file and a UTF-16 file (with its byte order mark) is added
+    in one command: ``--encoding latin-1`` reads the first, the mark the second."""
+    db = str(tmp_path / "ix")
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "latin.txt").write_bytes("The café on Rua Augusta opens at seven.".encode("latin-1"))
+    (docs / "wide.txt").write_bytes("The bakery in Zürich closes at noon.".encode("utf-16"))
+    runner = CliRunner()
+    added = runner.invoke(
+        cli, ["knowledge", "add", str(docs), "--db", db, "--encoding", "latin-1", "--json"]
+    )
+    assert added.exit_code == 0, added.output
+    assert json.loads(added.output)["documents_added"] == 2
+    found = runner.invoke(cli, ["knowledge", "search", "bakery", "--db", db, "--json"])
+    assert "bakery in Zürich" in json.loads(found.output)[0]["text"]
+
+
 def test_ask_sources_as_a_string_or_none(index: Index, tmp_path: Path) -> None:
     """``sources="knowledge"`` is that source (not its letters); none at all says so."""
     from structrag import ConfigError

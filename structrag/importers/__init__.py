@@ -35,6 +35,7 @@ from structrag.importers.base import (
     read_bytes,
     sha256_hex,
     sniff_document,
+    with_file_encoding,
 )
 from structrag.importers.chatgpt import load_chatgpt, looks_like_chatgpt, stream_chatgpt
 from structrag.importers.discord import load_discord, looks_like_discord, stream_discord
@@ -311,6 +312,7 @@ def load_source(
         if fmt == "email":
             return load_email_folder(path, options)
         _detect_folder(path)  # raises: a folder of another format is not one input
+    options = with_file_encoding(path, options)
     data = read_bytes(path)
     digest = sha256_hex(data)
     if fmt == "email" or (fmt is None and path.suffix.lower() in (".eml", ".mbox")):
@@ -355,6 +357,7 @@ def scan_source(
         if fmt == "email" or (fmt is None and _detect_folder(path) == "email"):
             return stream_email(path, options) or load_source(path, format=format, options=options)
         return load_source(path, format=format, options=options)
+    options = with_file_encoding(path, options)
     if fmt is None:
         fmt = _streamed_kind(path, options)
     elif fmt == "transcript" and _captions_file(path, options):

@@ -15,7 +15,7 @@ import io
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -239,6 +239,36 @@ def read_bytes(path: Path) -> bytes:
         raise InputError(path, f"cannot read file: {exc.strerror}") from exc
 
 
+#: Byte order marks that name their encoding (UTF-32's first: it starts as UTF-16's does).
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+
+
+def bom_encoding(head: bytes) -> str | None:
+    """The encoding a UTF-16 or UTF-32 byte order mark at the start of ``head`` names
+    (the codec reads the mark and drops it); None without one (UTF-8's mark is dropped
+    by :func:`codec_of`'s codec)."""
+    return next((name for bom, name in _BOMS if head.startswith(bom)), None)
+
+
+def with_file_encoding(path: Path, options: LoadOptions) -> LoadOptions:
+    """``options`` for reading the file at ``path``: a byte order mark names its encoding
+    beyond doubt, whatever ``--encoding`` says (a folder may mix a Latin-1 file given by
+    ``--encoding`` with one saved as UTF-16)."""
+    try:
+        with path.open("rb") as handle:
+            found = bom_encoding(handle.read(4))
+    except OSError:
+        return options  # reading it says what is wrong
+    if found is None or options.encoding.lower().replace("_", "-") == found:
+        return options
+    return replace(options, encoding=found)
+
+
 def codec_of(encoding: str) -> str:
     """The codec that reads a file in ``encoding``: UTF-8 drops a byte order mark."""
     return "utf-8-sig" if encoding.lower().replace("_", "-") in ("utf-8", "utf8") else encoding
@@ -292,8 +322,9 @@ def read_text(path: Path, encoding: str = "utf-8") -> str:
 
 
 def decode_text(path: Path, data: bytes, encoding: str = "utf-8") -> str:
-    """Decode bytes read from ``path``, naming the line and column of the first bad byte."""
-    codec = codec_of(encoding)
+    """Decode bytes read from ``path``, naming the line and column of the first bad byte
+    (a UTF-16 or UTF-32 byte order mark names the encoding, whatever ``encoding`` says)."""
+    codec = bom_encoding(data[:4]) or codec_of(encoding)
     try:
         text = data.decode(codec)
     except UnicodeDecodeError as exc:
@@ -307,7 +338,8 @@ def decode_text(path: Path, data: bytes, encoding: str = "utf-8") -> str:
             column=column,
             hint=binary_document_hint(path, data)
             or (
-                "the file starts with a UTF-16 byte order mark: pass --encoding utf-16"
+                "the file starts with a UTF-16 byte order mark but is not valid UTF-16 after "
+                "it: it may be damaged; re-save it as UTF-8"
                 if utf16
                 else "re-save the file as UTF-8, or pass --encoding with the file's real "
                 "encoding (for example --encoding cp1252 or --encoding latin-1)"
