@@ -338,3 +338,23 @@ def test_a_dry_run_counts_the_messages_to_extract_again(tmp_path: Path) -> None:
         assert estimate["llm"]["calls"] == len(CHAT)
         (source,) = estimate["sources"]
         assert source["messages_reextracted"] == len(CHAT)
+
+
+def test_errors_show_the_endpoint_without_the_credentials_in_its_url(tmp_path: Path) -> None:
+    """``http://user:pw@host/v1`` works as a base URL, but errors (and the notes of
+    ``ask``, which repeat them) name the host alone."""
+    from structrag.llm.config import LLMConfig
+
+    chat = write_chat(tmp_path / "chat.jsonl")
+    llm = LLMConfig.resolve(
+        base_url="http://annuser:hunter2@127.0.0.1:9/v1?key=sk-secret",
+        model="m",
+        backoff=0.01,
+        max_retries=0,
+        env={},
+    )
+    with Index(tmp_path / "ix") as index, pytest.raises(LLMEndpointError) as info:
+        index.ingest([chat], extractor="llm", llm=llm)
+    shown = str(info.value)
+    assert "http://127.0.0.1:9/v1" in shown
+    assert "hunter2" not in shown and "sk-secret" not in shown and "annuser" not in shown

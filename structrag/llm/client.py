@@ -286,7 +286,7 @@ class InstructorLLM:
             if self._failing_streak < FAILING_STREAK:
                 return
         raise LLMEndpointError(
-            f"the LLM endpoint {self.config.base_url} failed its first {FAILING_STREAK} "
+            f"the LLM endpoint {self.config.shown_url} failed its first {FAILING_STREAK} "
             f"requests, answering none (the last: {error})",
             hint="check --llm-model and --llm-mode (the model may not take a parameter "
             "sent, or may not answer in the schema) and that the server works, then run "
@@ -347,7 +347,7 @@ class InstructorLLM:
                     ) from cause
                 if _quota_exhausted(cause):
                     raise LLMEndpointError(
-                        f"the LLM endpoint {self.config.base_url} refused model "
+                        f"the LLM endpoint {self.config.shown_url} refused model "
                         f"{self.config.model}: quota exhausted / billing ({_describe(cause)})",
                         hint="the API key's account is out of credit or over its usage limit: "
                         "add credit or raise the limit in its plan and billing settings (or "
@@ -355,7 +355,7 @@ class InstructorLLM:
                     ) from cause
                 if _is_fatal(cause):
                     raise LLMEndpointError(
-                        f"the LLM endpoint {self.config.base_url} refused the request "
+                        f"the LLM endpoint {self.config.shown_url} refused the request "
                         f"({_describe(cause)})",
                         hint="check --llm-base-url, --llm-model and --llm-api-key",
                     ) from cause
@@ -388,7 +388,7 @@ class InstructorLLM:
                 stats.retries = max(0, stats.calls - 1)
                 if unreachable and self._endpoint_down():
                     raise LLMEndpointError(
-                        f"cannot reach the LLM endpoint {self.config.base_url} after "
+                        f"cannot reach the LLM endpoint {self.config.shown_url} after "
                         f"{stats.calls} attempts ({_describe(cause)})",
                         hint="is the server running? check --llm-base-url",
                     ) from cause

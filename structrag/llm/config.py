@@ -191,6 +191,19 @@ class LLMConfig:
             return None
         return cls.resolve(**settings, env=env)
 
+    @property
+    def shown_url(self) -> str:
+        """The base URL as errors and notes show it: without a user and password written
+        into it (``http://user:pw@host/v1``) or its query (which may hold a key)."""
+        from urllib.parse import urlsplit, urlunsplit
+
+        try:
+            parts = urlsplit(self.base_url)
+            host = parts.netloc.rpartition("@")[2]
+        except ValueError:
+            return "(the configured URL)"
+        return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
     def public_settings(self) -> dict[str, object]:
         """The settings that change what is extracted; safe to log (no key, no URL)."""
         return {"model": self.model, "mode": self.mode, "temperature": self.temperature}
