@@ -20,7 +20,6 @@ its scopes).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
@@ -28,10 +27,6 @@ from typing import Protocol
 
 from structrag.analysis import cjk_words, query_stopwords, stem_words, stems, words
 from structrag.query import ast
-
-#: A negative contraction ("won't", "isn't", "didn’t"): a word alone is a function word,
-#: but its letters before the apostrophe ("won", "isn", "didn") would be searched.
-_NOT_CONTRACTION = re.compile(r"\b[^\W\d_]+n['’]t\b", re.IGNORECASE)
 
 
 @dataclass
@@ -172,7 +167,7 @@ def content_terms(
     phrases (which count as they are). Words in ``unknown`` (typos) become fuzzy terms.
     Chinese and Japanese, written without spaces, give their bigrams (a character alone
     between other text gives itself): a message ranks by how many the question shares."""
-    found = words(_NOT_CONTRACTION.sub(" ", question), query_stopwords(), unigrams=False)
+    found = words(question, query_stopwords(), unigrams=False)
     counts: dict[str, int] = {}
     first: dict[str, str] = {}
     for word, stem in zip(found, stem_words(found), strict=True):
