@@ -286,6 +286,17 @@ def test_a_file_that_is_not_a_docx(tmp_path: Path) -> None:
     assert caught.value.hint is not None and ".doc" in caught.value.hint
 
 
+def test_a_docx_cut_short_is_called_damaged(tmp_path: Path) -> None:
+    """A .docx is a zip: one cut short (an interrupted download) is damaged, and the hint
+    says to save or download it again, not to save it as .docx."""
+    whole = fixture("coop_handbook.docx").read_bytes()
+    path = tmp_path / "handbook.docx"
+    path.write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(InputError, match="damaged: the Word document cannot be read") as caught:
+        load_document(path)
+    assert caught.value.hint is not None and "re-download" in caught.value.hint
+
+
 # -- HTML ---------------------------------------------------------------------------------
 
 

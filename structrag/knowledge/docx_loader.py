@@ -99,6 +99,8 @@ def _read(path: Path, data: bytes) -> DocxText:
         document = docx.Document(io.BytesIO(data))
     except (PackageNotFoundError, zipfile.BadZipFile, KeyError, ValueError, SyntaxError) as exc:
         # (lxml's XMLSyntaxError, for a damaged part inside the zip, is a SyntaxError)
+        if data.startswith(b"PK\x03\x04"):  # a zip, as .docx is: cut short or damaged
+            raise damaged(path, "the Word document cannot be read", exc, _DAMAGED_HINT) from exc
         raise InputError(
             path,
             f"not a readable Word document ({type(exc).__name__}: {exc})",
