@@ -745,3 +745,23 @@ def test_an_agent_lists_and_counts_the_shared_knowledge_it_searches(
     assert {h.memory.id for h in found} <= listed
     assert bot.count(table="knowledge") == len(listed) > 0
     assert bot.count(table="messages") == 0 and bot.recent() == []
+
+
+def test_an_add_stopped_half_way_names_the_documents_it_committed(tmp_path: Path) -> None:
+    """Ctrl-C during an agent's documents, after the shared ones (written first) were
+    committed: the interruption names them, and the index holds them whole."""
+    from tests.sinks import Interrupt
+
+    root = tmp_path / "knowledge"
+    for owner in ("shared", "zed-bot"):
+        (root / owner).mkdir(parents=True)
+        for name in ("a", "b"):
+            (root / owner / f"{name}.md").write_text(f"# {owner} {name}\n\nThe {name} notes.\n")
+    with Index(tmp_path / "ix") as index:
+        with pytest.raises(KeyboardInterrupt) as info:
+            index.knowledge.add([root], progress=Interrupt(3))
+        written = getattr(info.value, "written", None)
+        assert written is not None
+        assert sorted(written) == [str(root / "shared" / "a.md"), str(root / "shared" / "b.md")]
+        stored = index.knowledge.documents(every=True)
+        assert sorted((d.path, d.shared) for d in stored) == [("a.md", True), ("b.md", True)]

@@ -34,6 +34,7 @@ and in the vectors. So questions draw on documents and conversations in one budg
 from __future__ import annotations
 
 import codecs
+import contextlib
 import hashlib
 import itertools
 import os
@@ -254,11 +255,26 @@ class KnowledgeBase:
             len(p.fragments) for p in planned if p.status == "unchanged"
         )
         if not dry_run:
+            written: list[str] = []  # the documents of the owners committed, for an error
             with self.parts.writing("knowledge add"):
-                for owner in sorted({p.item.owner for p in planned}, key=Owner.key):
-                    todo = [p for p in planned if p.item.owner == owner and p.status != "unchanged"]
-                    if todo:
-                        self._write(owner, todo, metadata, report, progress)
+                # the shared documents first, then each agent's (as the README says)
+                owners = sorted({p.item.owner for p in planned}, key=lambda o: (o.agent or "",))
+                try:
+                    for owner in owners:
+                        todo = [
+                            p for p in planned if p.item.owner == owner and p.status != "unchanged"
+                        ]
+                        if todo:
+                            self._write(owner, todo, metadata, report, progress)
+                            written.extend(
+                                p.item.label if p.item.file is None else str(p.item.file)
+                                for p in todo
+                            )
+                except BaseException as exc:
+                    # Ctrl-C, SIGTERM or an error: the CLI names what is committed
+                    with contextlib.suppress(AttributeError, TypeError):
+                        exc.written = written  # type: ignore[attr-defined]
+                    raise
                 # A moved file's document under its old path went in its owner's
                 # transaction (with the new one); its conversation goes now, with any
                 # that an earlier write killed halfway left.
