@@ -114,6 +114,23 @@ def test_to_translation_keeps_speakers_and_drops_unknown_times() -> None:
     assert any("not understood" in n for n in found.notes)
 
 
+def test_to_translation_drops_a_speaker_the_question_does_not_name() -> None:
+    """ "Who got a beagle?" names no one: a speaker the model adds is its guess, and
+    would narrow the search to that person's messages."""
+    query = QuestionQuery(
+        question_type="who",
+        people=["Sam"],
+        speaker="Sam",
+        actions=[{"subject": "Sam", "verb": "get", "object": "beagle"}],
+    )
+    found = to_translation(query, "Who got a beagle?", ["Sam", "Priya", "Zoë"])
+    assert "Sam" not in found.query.to_query() and found.people == []
+    assert any("Sam" in n for n in found.notes)
+    named = QuestionQuery(question_type="what", people=["Zoë"], speaker="Zoë")
+    kept = to_translation(named, "What did Zoe say?", ["Sam", "Priya", "Zoë"])
+    assert kept.people == ["Zoë"] and "speaker:Zoë" in kept.query.to_query()
+
+
 def test_cli_answer_flag(example_index: Path) -> None:
     written = {"answered": True, "answer": "On 21 May 2024 [m11].", "citations": ["m11"]}
     with serve([("Excerpts:", [Reply(knowledge=written)])]) as server:

@@ -10,12 +10,13 @@ answers instead, and the answer says so in its notes.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from structrag.analysis import stems
+from structrag.analysis import fold_accents, stems
 from structrag.errors import LLMError
 from structrag.llm.base import StructuredLLM
 from structrag.query import ast
@@ -141,11 +142,15 @@ class LLMTranslator:
 
 
 def _grounded(text: str | None, question: str, speakers: Sequence[str]) -> bool:
-    """Whether a name or phrase comes from the question (by stems) or is a speaker."""
+    """Whether a name or phrase comes from the question (by stems), or is a speaker the
+    question names (by a word of the name, or the start of one: "Mel" for Melanie): a
+    speaker it does not name is the model's guess, which would narrow the search."""
     if not text or text.strip() in ("", "*"):
         return True
+    said = {fold_accents(w) for w in re.findall(r"\w{3,}", question.lower())}
     if any(
-        text.strip().lower() == s.lower() or text.strip().lower() == s.split()[0].lower()
+        (text.strip().lower() == s.lower() or text.strip().lower() == s.split()[0].lower())
+        and any(fold_accents(part).startswith(word) for part in s.lower().split() for word in said)
         for s in speakers
     ):
         return True
