@@ -298,6 +298,8 @@ def test_a_question_about_a_person_widens_in_their_conversation_not_elsewhere(
                 ("8", "John", "I painted the fence of the garden yesterday, took hours."),
                 ("8", "Maria", "We painted the kitchen blue this month."),
                 ("8", "John", "Painting is tiring but the garden looks great now."),
+                # enough of them that the nearest messages of the whole index are theirs
+                *(("9", "Maria", f"The garden fence needs coat number {i}.") for i in range(300)),
             ],
         },
     )
@@ -308,5 +310,8 @@ def test_a_question_about_a_person_widens_in_their_conversation_not_elsewhere(
         assert {m.conversation for m in answer.context.messages} == {"mel"}, answer.notes
         assert "t0" in answer.message_ids  # widened in her chat: the painting, in March
         elsewhere = index.ask("What did Melanie say about the garden fence?", budget=400)
+        # her chat's nearest messages fill the context: all three fit
+        assert elsewhere.message_ids and set(elsewhere.message_ids) == {"t0", "t1", "t2"}
         assert {m.conversation for m in elsewhere.context.messages} == {"mel"}
         assert any("none of the" in n for n in elsewhere.notes), elsewhere.notes
+        assert not any("no message matches" in n for n in elsewhere.notes), elsewhere.notes

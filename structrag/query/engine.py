@@ -180,6 +180,10 @@ class RankedQuestion:
     #: The conversations whose messages come first (those of the people it names), when
     #: the scope holds others too.
     among: frozenset[str] | None = None
+    #: Which messages of the view are in ``among`` (or in documents), when it is set.
+    within: np.ndarray | None = None
+    #: How many of the query's matches ``among`` left out (in other conversations).
+    left_out: int = 0
 
 
 def fragment_citations(
@@ -345,9 +349,12 @@ class QueryEngine:
             count = int(members.sum())
             which = "messages" if count <= keep else "matching messages"
             notes.append(f"the {which} of {scopes} ({count} in all) come first")
-        among = None
+        among = within = None
+        left_out = 0
         if theirs is not None:
-            ranked, among = _people_first(ranked, view, people, theirs, notes)
+            kept = _people_first(ranked, view, people, theirs, notes)
+            left_out = len(ranked) - len(kept)
+            ranked, among, within = kept, theirs[0], theirs[1]
         return RankedQuestion(
             node=node,
             kind=translation.kind,
@@ -357,6 +364,8 @@ class QueryEngine:
             notes=notes,
             view=view,
             among=among,
+            within=within,
+            left_out=left_out,
         )
 
     def _scope_members(self, node: ast.Or, view: ConversationView) -> tuple[str, np.ndarray] | None:
@@ -391,14 +400,10 @@ class QueryEngine:
         packed = ranked
         if self.settings.question_penalty > 0:
             packed = self._demote_questions(ranked, found.view, counter)
-        fill = self.nearest(question, conversation, set(ranked.mkeys.tolist()), budget, scope)
-        if found.among is not None:
-            among = found.among
-            fill = [
-                m
-                for m in fill
-                if m.conversation in among or m.conversation.startswith(DOCUMENT_ROOM)
-            ]
+        # over several conversations, the nearest of those the question's people are in
+        fill = self.nearest(
+            question, conversation, set(ranked.mkeys.tolist()), budget, scope, found.within
+        )
         # What packing usually reads (in batches of PACK_BATCH): the first two batches of
         # the ranking and one of the fill, looking for messages that still fit once the
         # budget is nearly spent. Read in one query rather than one per batch.
@@ -431,11 +436,12 @@ class QueryEngine:
             if older:
                 notes = [*notes, older]
         if not len(packed) and context.messages:
-            notes = [
-                *notes,
-                "no message matches the question's words (questions are read as English): "
-                "the context holds the messages nearest to it by embedding",
-            ]
+            if not found.left_out:  # (else the note of the people's conversations says so)
+                notes = [
+                    *notes,
+                    "no message matches the question's words (questions are read as English): "
+                    "the context holds the messages nearest to it by embedding",
+                ]
         elif len(packed):
             best = packed[0]
             best_id = shown_id(best.id)
@@ -563,17 +569,23 @@ class QueryEngine:
         exclude: set[int],
         budget: int,
         scope: Scope | None = None,
+        within: np.ndarray | None = None,
     ) -> list[RankedMessage]:
         """The messages nearest to ``text`` by embedding, best first, leaving out
         ``exclude`` (mkeys): what fills the budget an answer context has left (classic
-        vector RAG); enough of them to fill ``budget`` tokens. Empty without vectors."""
+        vector RAG); enough of them to fill ``budget`` tokens. Empty without vectors.
+        ``within`` (a mask over the view's messages) keeps to those it marks."""
         view = self.view(conversation, scope)
         vector = view.vector_scores(text)
         if vector is None:
             return []
         s, frame = self.settings, view.scope.frame
         chosen = exclude
-        reach = min(len(vector), budget // s.fill_tokens_per_message + s.fill_extra + len(chosen))
+        candidates = len(vector)
+        if within is not None and len(within) == len(vector):
+            vector = np.where(within, vector, -np.inf)
+            candidates = int(np.count_nonzero(within))
+        reach = min(candidates, budget // s.fill_tokens_per_message + s.fill_extra + len(chosen))
         order = np.argsort(-vector, kind="stable")[:reach]
         return [
             RankedMessage(
@@ -780,16 +792,16 @@ def _people_first(
     people: list[str],
     theirs: tuple[frozenset[str], np.ndarray],
     notes: list[str],
-) -> tuple[Ranking, frozenset[str]]:
+) -> Ranking:
     """A ranking over several conversations narrowed to those where the people a question
     names speak, or are named ("What books has Melanie read?" over five chats: Melanie's
-    chat, not another pair's talk of books), with the conversations it keeps (what the
-    vector fill may add from, too). When none of its matches is in them, none is kept:
-    another pair's messages do not answer a question about these people."""
+    chat, not another pair's talk of books; the vector fill keeps to them too). When none
+    of its matches is in them, none is kept: another pair's messages do not answer a
+    question about these people."""
     conversations, members = theirs
     inside = members[ranking._order]
     if inside.all():
-        return ranking, conversations
+        return ranking
     speaking = [p for p in people if p in view.speakers]
     shown = sorted(conversations)
     where = ", ".join(shown[:5]) + (f" and {len(shown) - 5} more" if len(shown) > 5 else "")
@@ -804,8 +816,7 @@ def _people_first(
     notes.append(
         f"{' and '.join(speaking)} {verbs} in {where}: the answer is looked for there ({left_out})"
     )
-    kept = Ranking(ranking._order[inside], ranking.scores[inside], view, ranking.tiers[inside])
-    return kept, conversations
+    return Ranking(ranking._order[inside], ranking.scores[inside], view, ranking.tiers[inside])
 
 
 def _stopwords_only(node: ast.Node) -> list[str]:
