@@ -156,6 +156,11 @@ def test_an_endpoint_that_fails_every_request_alike_stops_the_ingest(tmp_path: P
             index.ingest([chat], extractor="llm", llm=config(srv, concurrency=1))
         assert "max_tokens" in str(info.value) and "--llm-model" in str(info.value.hint)
         assert srv.calls < len(rows) and index.stats()["messages"] == 0
+    # output that does not validate is the model's answer, not a refusal: not counted
+    with serve(default=lambda prompt: Reply(raw="[1, 2")) as srv, Index(tmp_path / "iy") as index:
+        srv.on("Note 7 about", Reply(knowledge={"entities": [], "topics": ["trip"]}))
+        (report,) = index.ingest([chat], extractor="llm", llm=config(srv, concurrency=1))
+        assert report.messages_failed == len(rows) - 1
     # once one request has succeeded, a failure is that message's alone
     rows[0] = ("Kim", "I booked the flights to Tokyo.")
     write_chat(tmp_path / "chat.jsonl", rows)

@@ -67,14 +67,15 @@ _REASKABLE = (ValidationError, json.JSONDecodeError, ResponseParsingError)
 #: Requests in a row (with no answer between them) whose connection failed after their
 #: retries, after which the endpoint is taken to be gone and the work stops.
 UNREACHABLE_STREAK = 3
-#: Tries of a request the endpoint rate-limits (a 429 that is not an exhausted quota)
-#: before it fails: a rate limit clears, so it gets more than other errors' retries; and
-#: every request of the client waits out the delay the last 429 asked for.
-RATE_LIMIT_RETRIES = 10
-#: Requests in a row that failed after their retries before any succeeded, after which
-#: the endpoint is taken to refuse them all alike (a parameter the model does not take,
-#: a model that never answers in the schema, a server that always errs) and the work
-#: stops, rather than paying for every message of the input to fail the same way.
+#: Seconds a request the endpoint rate-limits (a 429 that is not an exhausted quota) is
+#: retried for before it fails: a rate limit clears, so it is not held to the retries of
+#: other errors; and every request of the client waits out the delay the last 429 asked
+#: for, so requests in flight take turns under the limit rather than each using its tries.
+RATE_LIMIT_PATIENCE = 120.0
+#: Requests in a row that failed with an HTTP error after their retries before any
+#: succeeded, after which the endpoint is taken to refuse them all (a parameter the model
+#: does not take, a server that always errs) and the work stops, rather than sending every
+#: message of the input to fail the same way.
 FAILING_STREAK = 5
 
 _MODES = {
@@ -269,7 +270,11 @@ class InstructorLLM:
                 messages, response_model, max_tokens=max_tokens, cancel=cancel
             )
         except LLMCallFailed as exc:
-            if cancel is None or not cancel.is_set():
+            # Only an HTTP error counts: output that does not validate, or is cut off at
+            # the limit, is the model's answer (the endpoint works; one message may be
+            # hard), and a cancelled request failed for no reason of the endpoint's.
+            refused = exc.__cause__ is not None and _status(exc.__cause__) is not None
+            if refused and (cancel is None or not cancel.is_set()):
                 self._failed(exc)
             raise
         with self._health:
@@ -304,6 +309,7 @@ class InstructorLLM:
         stats = CallStats()
         limit = min(max_tokens or self.config.max_tokens, self.config.max_tokens)
         transport_retries = rate_limited = 0
+        limited_since: float | None = None  # time.monotonic() of this request's first 429
 
         def cancelled() -> bool:
             return cancel is not None and cancel.is_set()
@@ -322,8 +328,9 @@ class InstructorLLM:
                 reraise=True,
             )
             try:
-                self._wait_out_rate_limit(cancel, stats)
                 with self._slots:
+                    # in the slot: a request that waited for one sees the latest 429
+                    self._wait_out_rate_limit(cancel, stats)
                     value = self._client.chat.completions.create(
                         model=self.config.model,
                         messages=list(messages),  # type: ignore[arg-type]
@@ -365,18 +372,17 @@ class InstructorLLM:
                 if not unreachable and not isinstance(cause, openai.APITimeoutError):
                     self._answered()  # an HTTP status or a reply: the endpoint is there
                 limited = _status(cause) == 429  # not a quota: that is fatal, above
-                if limited and rate_limited < max(self.config.max_retries, RATE_LIMIT_RETRIES):
-                    rate_limited += 1
-                    headers = getattr(getattr(cause, "response", None), "headers", None)
-                    delay = self.backoff(rate_limited, retry_after_seconds(headers))
-                    with self._health:
-                        self._resume_at = max(self._resume_at, time.monotonic() + delay)
-                    continue
-                if (
-                    not limited
-                    and _is_transient(cause)
-                    and transport_retries < self.config.max_retries
-                ):
+                if limited:
+                    if limited_since is None:
+                        limited_since = time.monotonic()
+                    if time.monotonic() - limited_since < RATE_LIMIT_PATIENCE:
+                        rate_limited += 1
+                        headers = getattr(getattr(cause, "response", None), "headers", None)
+                        delay = self.backoff(rate_limited, retry_after_seconds(headers))
+                        with self._health:
+                            self._resume_at = max(self._resume_at, time.monotonic() + delay)
+                        continue
+                elif _is_transient(cause) and transport_retries < self.config.max_retries:
                     transport_retries += 1
                     headers = getattr(getattr(cause, "response", None), "headers", None)
                     delay = self.backoff(transport_retries, retry_after_seconds(headers))
@@ -407,6 +413,9 @@ class InstructorLLM:
             delay = self._resume_at - time.monotonic()
         if delay <= 0:
             return
+        # spread over up to a second, so the waiting requests do not meet the limit again
+        # all at once
+        delay += random.random() * min(1.0, delay)
         if cancel is None:
             self._sleep(delay)
         elif cancel.wait(delay):
