@@ -391,6 +391,9 @@ def test_relational_filters_on_metadata(
         # after it starts (each end alone would be the latest such day before the anchor)
         ("between June 1 and August 15", datetime(2024, 6, 1), datetime(2024, 8, 16)),
         ("from July to September", datetime(2024, 7, 1), datetime(2024, 10, 1)),
+        # both ends before the anchor this year, the start after the end: the latest such
+        # range, from last year's May
+        ("from May to February", datetime(2023, 5, 1), datetime(2024, 3, 1)),
         ("on July 4", datetime(2024, 7, 4), datetime(2024, 7, 5)),
         ("25 July", datetime(2023, 7, 25), datetime(2023, 7, 26)),  # after the anchor
         ("in the last two weeks", datetime(2024, 7, 7), datetime(2024, 7, 21)),

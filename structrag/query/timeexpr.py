@@ -175,6 +175,14 @@ def _next_year(value: datetime) -> datetime:
         return value.replace(year=value.year + 1, day=28)
 
 
+def _last_year(value: datetime) -> datetime:
+    """The same day a year earlier (28 February for 29 February)."""
+    try:
+        return value.replace(year=value.year - 1)
+    except ValueError:
+        return value.replace(year=value.year - 1, day=28)
+
+
 def _point(text: str, anchor: datetime | None) -> TimeRange | None:
     """One end of a directed phrase or a range: a date, month or year, a relative phrase,
     or a month on its own (``since April``: the latest April on or before the anchor)."""
@@ -219,10 +227,15 @@ def _directed(phrase: str, anchor: datetime | None) -> TimeRange | None:
             and end.start.month != start.start.month  # "June 9 and June 1": the wrong way
             and re.search(rf"\b(?:{_MONTH_RE})\b", right)
         ):
-            # "between June 1 and August 15" with no year: each end alone is the latest
-            # such day on or before the anchor, so an end after the anchor's day of the
-            # year lands a year early; the range ends at the first such day after it starts
-            end = TimeRange(_next_year(end.start), _next_year(end.end))
+            # With no year, each end alone is the latest such day on or before the anchor.
+            # "between June 1 and August 15" (anchor 20 July): the end, after the anchor's
+            # day of the year, landed a year early: the range is this summer's. "from
+            # September to July" (anchor 20 October): the start is a year early: the
+            # latest such range, September to July before the anchor.
+            if anchor is not None and _next_year(end.start).year == anchor.year:
+                end = TimeRange(_next_year(end.start), _next_year(end.end))
+            else:
+                start = TimeRange(_last_year(start.start), _last_year(start.end or start.start))
         if start is None or end is None or (start.start and end.end and end.end <= start.start):
             return None
         return TimeRange(start.start, end.end)
