@@ -295,6 +295,13 @@ def test_a_docx_cut_short_is_called_damaged(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="damaged: the Word document cannot be read") as caught:
         load_document(path)
     assert caught.value.hint is not None and "re-download" in caught.value.hint
+    # a whole zip of another kind (an .odt renamed) is no Word document, not a damaged one
+    import zipfile
+
+    with zipfile.ZipFile(path, "w") as other:
+        other.writestr("content.xml", "<office:document-content/>")
+    with pytest.raises(InputError, match="not a readable Word document"):
+        load_document(path)
 
 
 # -- HTML ---------------------------------------------------------------------------------

@@ -267,7 +267,9 @@ class KnowledgeBase:
                         if todo:
                             self._write(owner, todo, metadata, report, progress)
                             written.extend(
-                                p.item.label if p.item.file is None else str(p.item.file)
+                                p.item.label
+                                if p.item.file is None
+                                else shown_path(str(p.item.file))
                                 for p in todo
                             )
                 except BaseException as exc:

@@ -99,7 +99,9 @@ def _read(path: Path, data: bytes) -> DocxText:
         document = docx.Document(io.BytesIO(data))
     except (PackageNotFoundError, zipfile.BadZipFile, KeyError, ValueError, SyntaxError) as exc:
         # (lxml's XMLSyntaxError, for a damaged part inside the zip, is a SyntaxError)
-        if data.startswith(b"PK\x03\x04"):  # a zip, as .docx is: cut short or damaged
+        if isinstance(exc, zipfile.BadZipFile) and data.startswith(b"PK\x03\x04"):
+            # a zip, as .docx is, that does not open: cut short or damaged (a whole zip
+            # of another kind, an .odt renamed, is not a Word document: below)
             raise damaged(path, "the Word document cannot be read", exc, _DAMAGED_HINT) from exc
         raise InputError(
             path,
