@@ -218,8 +218,11 @@ class ConversationView:
             return self._related[stem]
         s = self.settings
         found: dict[str, float] = {}
-        if stem.isascii() and stem.isalpha() and len(stem) > 2 and not self.holds(stem):
-            for accented in stem_words(sorted(_accented(stem))):
+        # (a long word has too many spellings to try: thousands past 15 letters)
+        if stem.isascii() and stem.isalpha() and 2 < len(stem) <= 15 and not self.holds(stem):
+            # the stemmer drops a final e, which may have been é ("resume": résumé)
+            forms = _accented(stem) | (_accented(stem + "e") if stem[-1] != "e" else set())
+            for accented in stem_words(sorted(forms)):
                 if accented != stem and self.holds(accented):
                     found[accented] = 1.0
         for related, weight in self._alias_table().get(stem, []):
