@@ -439,6 +439,27 @@ def test_a_dry_run_reports_and_writes_nothing(index: Index, tmp_path: Path) -> N
     assert _counts(index) == before
 
 
+def test_a_dry_run_counts_the_fragments_the_add_writes(index: Index, tmp_path: Path) -> None:
+    """A dry run's fragment counts (added, updated, unchanged, removed) are those the
+    add then reports, for new documents and for an edited one."""
+
+    def counts(report: object) -> tuple[int, ...]:
+        names = ("added", "updated", "unchanged", "removed")
+        return tuple(getattr(report, f"fragments_{n}") for n in names)
+
+    folder = _folder(tmp_path)
+    planned = index.knowledge.add(folder, shared=True, dry_run=True)
+    done = index.knowledge.add(folder, shared=True)
+    assert counts(planned) == counts(done) and done.fragments_added > len(DOCUMENTS)
+    guide = folder / "quillmark_guide.md"
+    text = guide.read_text()
+    guide.write_text(text.replace("Quillmark", "Quillmark (QM)", 1)[: len(text) // 2])
+    planned = index.knowledge.add(folder, shared=True, dry_run=True)
+    done = index.knowledge.add(folder, shared=True)
+    assert counts(planned) == counts(done)
+    assert done.fragments_updated + done.fragments_removed > 0 and done.fragments_unchanged > 0
+
+
 def test_inline_text_is_knowledge_too(index: Index) -> None:
     text = "The studio's wifi network is Lantern and its password is teapot-42."
     first = index.knowledge.add(text, agent="bot")

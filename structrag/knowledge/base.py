@@ -254,7 +254,9 @@ class KnowledgeBase:
         report.fragments_unchanged = sum(
             len(p.fragments) for p in planned if p.status == "unchanged"
         )
-        if not dry_run:
+        if dry_run:
+            self._count_fragments(planned, report)
+        else:
             written: list[str] = []  # the documents of the owners committed, for an error
             with self.parts.writing("knowledge add"):
                 # the shared documents first, then each agent's (as the README says)
@@ -283,6 +285,29 @@ class KnowledgeBase:
                 self._sweep()
         report.seconds = time.perf_counter() - started
         return report
+
+    def _count_fragments(self, planned: list[_Planned], report: AddReport) -> None:
+        """A dry run's fragment counts: what writing ``planned`` would add, update, keep
+        and remove (its ``_write`` counts them as it writes)."""
+        changed = [p for p in planned if p.status != "unchanged"]
+        conversations = {document_conversation(p.item.document_id) for p in changed}
+        stored = self.parts.store.message_hashes(sorted(conversations))
+        for p in changed:
+            fragments = _fragment_messages(p)
+            for message in fragments:
+                found = stored.get((message.conversation, message.id))
+                if found is None:
+                    report.fragments_added += 1
+                elif found[1] != message.content_hash():
+                    report.fragments_updated += 1
+                else:
+                    report.fragments_unchanged += 1
+            kept = {m.id for m in fragments}
+            report.fragments_removed += sum(fid not in kept for fid in p.stored)
+        moved = sorted({p.moved_from.document_id for p in planned if p.moved_from is not None})
+        if moved:
+            old = self.parts.rows.stored_fragments(moved)
+            report.fragments_removed += sum(len(fragments) for fragments in old.values())
 
     def _items(
         self,
@@ -499,28 +524,9 @@ class KnowledgeBase:
             document_id = p.item.document_id
             conversation = document_conversation(document_id)
             conversations.append(Conversation(id=conversation, name=p.item.label))
-            ids = []
-            for fragment in p.fragments:
-                fragment_id = _fragment_id(document_id, fragment)
-                ids.append(fragment_id)
-                messages.append(
-                    Message(
-                        conversation=conversation,
-                        id=fragment_id,
-                        ordinal=fragment.index,
-                        text=fragment.text,
-                        metadata={
-                            "label": fragment_label(
-                                p.item.label,
-                                fragment.page,
-                                fragment.section,
-                                last_page=fragment.last_page,
-                            ),
-                            "document": document_id,
-                        },
-                    )
-                )
-            kept = set(ids)
+            fragments = _fragment_messages(p)
+            messages.extend(fragments)
+            kept = {m.id for m in fragments}
             vanished = [mkey for fid, mkey in p.stored.items() if fid not in kept]
             gone.extend(vanished)
             report.fragments_removed += len(vanished)
@@ -828,6 +834,27 @@ def _moved(item: _Item, sha256: str, orphans: list[DocumentInfo]) -> DocumentInf
         )
     )
     return same[0] if same else None
+
+
+def _fragment_messages(p: _Planned) -> list[Message]:
+    """A planned document's fragments as the messages of its conversation."""
+    document_id = p.item.document_id
+    conversation = document_conversation(document_id)
+    return [
+        Message(
+            conversation=conversation,
+            id=_fragment_id(document_id, fragment),
+            ordinal=fragment.index,
+            text=fragment.text,
+            metadata={
+                "label": fragment_label(
+                    p.item.label, fragment.page, fragment.section, last_page=fragment.last_page
+                ),
+                "document": document_id,
+            },
+        )
+        for fragment in p.fragments
+    ]
 
 
 def _fragment_id(document_id: str, fragment: Fragment) -> str:
