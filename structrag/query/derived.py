@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -31,6 +32,7 @@ from structrag.embeddings import Embedder
 from structrag.errors import NotFoundError
 from structrag.lexicon import Lexicon, default_lexicon
 from structrag.lexicon.irregular import irregular_forms
+from structrag.naming import DOCUMENT_ROOM
 from structrag.query.context import Line, TokenCounter, count_within, render_message
 from structrag.query.digest import ConversationDigest, vocabulary_words
 from structrag.query.graph import EntityGraph
@@ -106,6 +108,7 @@ class ConversationView:
         self._graph: EntityGraph | None = None
         self._vectors: np.ndarray | bool | None = False
         self._speaker_conversations: dict[str, frozenset[str]] = {}
+        self._runs: list[tuple[str, int, int]] | None = None  # see in_conversations
         #: Knowledge texts read so far (None: the ref has none, or is not the view's).
         self._texts: dict[int, tuple[str, str, list[str]] | None] = {}
 
@@ -315,6 +318,25 @@ class ConversationView:
                 named = self.scope.holding(words[:1], self.owner.text)
                 out.update(frame.conversations[named].tolist())
         return frozenset(out)
+
+    def in_conversations(self, names: AbstractSet[str]) -> np.ndarray:
+        """Which messages of the view are in one of the conversations ``names``, or in a
+        document's. Read from the runs of one conversation in the frame (made once a
+        view: a question over a million messages compares no strings per message)."""
+        frame = self.scope.frame
+        if self._runs is None:
+            conversations = frame.conversations
+            n = len(conversations)
+            cuts = (np.flatnonzero(conversations[1:] != conversations[:-1]) + 1).tolist()
+            starts, ends = [0, *cuts], [*cuts, n]
+            self._runs = [
+                (str(conversations[a]), a, b) for a, b in zip(starts, ends, strict=True) if b > a
+            ]
+        mask = np.zeros(len(frame), dtype=bool)
+        for name, start, end in self._runs:
+            if name in names or name.startswith(DOCUMENT_ROOM):
+                mask[start:end] = True
+        return mask
 
     def has_conversation(self, conversation: str) -> bool:
         return bool((self.scope.frame.conversations == conversation).any())

@@ -777,10 +777,7 @@ def _people_conversations(
     if not speaking:
         return None
     theirs = view.conversations_of(speaking)
-    conversations = view.scope.frame.conversations
-    inside = np.isin(conversations, list(theirs)) | np.char.startswith(
-        conversations.astype(str), DOCUMENT_ROOM
-    )
+    inside = view.in_conversations(theirs)
     if inside.all():
         return None
     return theirs, inside
