@@ -194,6 +194,14 @@ def test_contractions_leave_no_word_fragments_to_search_for(ix: Index) -> None:
     assert "didn" in ix.ask("What didn't Marco buy?", budget=100).query.split()
 
 
+def test_what_a_person_said_ranks_their_messages_above_those_naming_them(ix: Index) -> None:
+    """ "What did Sam say?": Sam's messages, not Priya's "Thanks for telling me, Sam"
+    (which names Sam and has him as its recipient) first."""
+    answer = ix.ask("What did Sam say?", budget=300)
+    first = answer.context.messages[0]
+    assert first.id != "m22" and "] Sam: " in first.text, first.text
+
+
 def test_leftover_budget_is_filled_from_vectors(ix: Index) -> None:
     answer = ix.ask("What is the capital of Mongolia?", budget=300)
     assert answer.context.messages

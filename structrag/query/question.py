@@ -149,6 +149,18 @@ def question_query(
             seen.add(name.lower())
             items.append(ast.Term(name, phrase=" " in name, weight=round(weight, 3)))
     if prefer != 1:
+        named = {key for p in people for key in (p.lower(), p.split()[0].lower())}
+        if items and all(
+            isinstance(i, ast.EntityPattern)
+            and not i.types
+            and not i.facets
+            and (i.name or "").lower() in named
+            for i in items
+        ):
+            # "What did Sam say?": the people alone are the signal, and a message that
+            # names Sam (Priya's "thanks, Sam", naming him twice with its recipient) would
+            # outrank Sam's own; what they said is what is asked for
+            prefer *= 2
         items.extend(ast.Boost(ast.PeopleScope("speaker", p), prefer) for p in people)
     items.extend(scopes)
     if not items:
