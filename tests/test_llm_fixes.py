@@ -363,3 +363,17 @@ def test_errors_show_the_endpoint_without_the_credentials_in_its_url(tmp_path: P
     shown = str(info.value)
     assert "http://127.0.0.1:9/v1" in shown
     assert "hunter2" not in shown and "sk-secret" not in shown and "annuser" not in shown
+
+
+def test_retry_failed_with_nothing_to_retry_is_no_error(
+    tmp_path: Path, example_index: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A scheduled ``ingest --retry-failed`` on an index with no failed extraction has
+    nothing to do: it says so and exits 0 (``--json``: no reports); with no index at
+    ``--db`` it is a usage error."""
+    main(["ingest", "--retry-failed", "--db", str(example_index), "--json"])
+    out, err = capsys.readouterr()
+    assert json.loads(out) == [] and "nothing to retry" in err
+    with pytest.raises(SystemExit) as info:
+        main(["ingest", "--retry-failed", "--db", str(tmp_path / "none")])
+    assert info.value.code == 2 and "no index at" in capsys.readouterr().err

@@ -264,7 +264,13 @@ def ingest(
         if via.no_server:
             refuse_if_served(db, no_server=True)  # at its start, not after its work
         if recorded:
-            options = replace(options, extractor=_failed_with(db))
+            made_by = _failed_with(db)
+            if made_by is None:  # a routine retry (a scheduled job) with nothing to do
+                note(f"nothing to retry: the index at {db} records no failed extractions")
+                if as_json:
+                    click.echo("[]")
+                return
+            options = replace(options, extractor=made_by)
         if options.extractor in ("llm", "hybrid"):
             options = replace(options, llm=llm_config(llm_settings, require_endpoint=not dry_run))
         if dry_run:
@@ -295,10 +301,10 @@ def ingest(
         _print_reports([r.as_dict() for r in reports], options, db, as_json)
 
 
-def _failed_with(db: str) -> str:
+def _failed_with(db: str) -> str | None:
     """The extractor that made the failed extractions recorded in the index at ``db``, for
-    ``--retry-failed`` without ``--extractor`` (an error when there are none, or when
-    several extractors made them)."""
+    ``--retry-failed`` without ``--extractor``; None when the index records none (an error
+    when there is no index there, or when several extractors made them)."""
     from pathlib import Path
 
     from structrag.index import Index
@@ -316,9 +322,11 @@ def _failed_with(db: str) -> str:
             if rest > 0:
                 made["llm"] = made.get("llm", 0) + rest
     if not made:
+        if (Path(db) / DB_FILENAME).is_file():
+            return None
         raise click.UsageError(
-            f"--retry-failed redoes failed LLM extractions, and the index at {db} records none: "
-            "nothing to retry (to ingest with the LLM, pass --extractor llm)"
+            f"--retry-failed redoes the failed LLM extractions of an index, and there is no "
+            f"index at {db}: check --db (to ingest with the LLM, pass --extractor llm)"
         )
     if len(made) > 1:
         each = ", ".join(f"{n} with --extractor {name}" for name, n in sorted(made.items()))
