@@ -11,6 +11,7 @@ import pytest
 
 from structrag import Index, NotFoundError, QueryError
 from structrag.query.timeexpr import TimeRange, relative_range, resolve
+from structrag.translate.offline import SpacyTranslator
 
 
 @pytest.fixture(scope="module")
@@ -413,6 +414,45 @@ def test_absolute_dates_need_no_anchor() -> None:
     assert after is not None and (after.start, after.end) == (datetime(2024, 4, 1), None)
     assert resolve("between June 9 and June 1 2024", None) is None  # ends before it starts
     assert resolve("between June 9 and June 1", datetime(2024, 7, 20)) is None
+
+
+@pytest.mark.parametrize(
+    ("phrase", "start", "end"),
+    [
+        ("20/05/2023", datetime(2023, 5, 20), datetime(2023, 5, 21)),
+        ("on 5/20/2023", datetime(2023, 5, 20), datetime(2023, 5, 21)),
+        ("20.05.2023", datetime(2023, 5, 20), datetime(2023, 5, 21)),
+        ("between 01/06/2024 and 30/06/2024", datetime(2024, 6, 1), datetime(2024, 7, 1)),
+        ("spring 2023", datetime(2023, 3, 1), datetime(2023, 6, 1)),
+        ("in the winter of 2023", datetime(2023, 12, 1), datetime(2024, 3, 1)),
+        # relative to 20 July 2024, in the summer: "last summer" is the one before
+        ("last summer", datetime(2023, 6, 1), datetime(2023, 9, 1)),
+        ("this summer", datetime(2024, 6, 1), datetime(2024, 9, 1)),
+        ("in the spring", datetime(2024, 3, 1), datetime(2024, 6, 1)),
+        ("last winter", datetime(2023, 12, 1), datetime(2024, 3, 1)),
+    ],
+)
+def test_numeric_dates_and_seasons(phrase: str, start: datetime, end: datetime) -> None:
+    found = resolve(phrase, datetime(2024, 7, 20, 12))
+    assert found is not None and (found.start, found.end) == (start, end)
+
+
+def test_a_numeric_date_of_no_clear_order_is_not_read() -> None:
+    """05/06/2023 is 5 June or 6 May by the writer's habit, which a question hides."""
+    assert resolve("05/06/2023", datetime(2024, 7, 20)) is None
+    assert resolve("between 01/06/2024 and 02/06/2024", datetime(2024, 7, 20)) is None
+
+
+def test_questions_find_numeric_dates_and_seasons() -> None:
+    translator = SpacyTranslator()
+    for question, phrase in [
+        ("What did Kevin say on 20/05/2023?", "on 20/05/2023"),
+        ("What did Marco do in spring 2024?", "in spring 2024"),
+        ("Where did Priya go last summer?", "last summer"),
+    ]:
+        assert translator.translate(question, ["Kevin", "Marco", "Priya"]).time_phrases == [phrase]
+    # "the fall" of a person is no season without a year
+    assert translator.translate("Did Sam get hurt in the fall?", ["Sam"]).time_phrases == []
 
 
 def test_a_range_past_the_last_message_keeps_its_messages(ix: Index) -> None:

@@ -82,6 +82,44 @@ def _month_range(year: int, month: int) -> TimeRange:
     return TimeRange(start, end)
 
 
+#: The seasons by the months they start in (the northern hemisphere's, by the calendar's
+#: months: spring is March to May); winter runs into the next year.
+SEASONS = {"spring": 3, "summer": 6, "autumn": 9, "fall": 9, "winter": 12}
+_SEASON_RE = "|".join(SEASONS)
+
+
+def _season_range(year: int, season: str) -> TimeRange:
+    """The season of ``year`` (winter: its December to the end of February after)."""
+    start = SEASONS[season]
+    end = _month_range(year + 1, 2).end if start == 12 else _month_range(year, start + 2).end
+    return TimeRange(datetime(year, start, 1), end)
+
+
+_NUMERIC = re.compile(r"(?:on\s+)?(\d{1,2})[/.](\d{1,2})[/.](\d{4})")
+
+
+def _numeric_order(m: re.Match[str]) -> str | None:
+    """ "dmy" for 20/05/2023, "mdy" for 5/20/2023; None for 05/06/2023, whose order is the
+    writer's habit, which a question does not show."""
+    first, second = int(m.group(1)), int(m.group(2))
+    if first > 12 >= second:
+        return "dmy"
+    if second > 12 >= first:
+        return "mdy"
+    return None
+
+
+def _numeric_date(m: re.Match[str], order: str | None) -> TimeRange | None:
+    if order is None:
+        return None
+    first, second, year = int(m.group(1)), int(m.group(2)), int(m.group(3))
+    day, month = (first, second) if order == "dmy" else (second, first)
+    try:
+        return _day_range(datetime(year, month, day))
+    except ValueError:
+        return None
+
+
 def _day_range(day: datetime) -> TimeRange:
     start = datetime(day.year, day.month, day.day)
     return TimeRange(start, _plus(start, timedelta(days=1)))
@@ -127,6 +165,12 @@ def _one_date(text: str) -> TimeRange | None:
             return None
     if m := re.fullmatch(rf"(?:in\s+)?({_MONTH_RE})\.?,?\s+(?:of\s+)?(\d{{4}})", text):
         return _month_range(int(m.group(2)), MONTHS[m.group(1)])
+    if m := re.fullmatch(
+        rf"(?:in\s+|during\s+)?(?:the\s+)?({_SEASON_RE})\s+(?:of\s+)?(\d{{4}})", text
+    ):
+        return _season_range(int(m.group(2)), m.group(1))
+    if m := _NUMERIC.fullmatch(text):
+        return _numeric_date(m, _numeric_order(m))
     day_month = re.fullmatch(
         rf"(?:on\s+)?(?:the\s+)?(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_MONTH_RE})\.?,?\s+(\d{{4}})",
         text,
@@ -202,6 +246,11 @@ def _directed(phrase: str, anchor: datetime | None) -> TimeRange | None:
         if year and not _YEAR.search(left) and not re.search(r"\d{4}-", left):
             left = f"{left} {year.group(1)}"
         start, end = _point(left, anchor), _point(right, anchor)
+        # "between 01/06/2024 and 30/06/2024": the clear end says the order of the other
+        numeric = (_NUMERIC.fullmatch(left), _NUMERIC.fullmatch(right))
+        if numeric[0] and numeric[1]:
+            order = _numeric_order(numeric[0]) or _numeric_order(numeric[1])
+            start, end = _numeric_date(numeric[0], order), _numeric_date(numeric[1], order)
         if (
             year
             and start is not None
@@ -282,6 +331,18 @@ def _relative_range(text: str, anchor: datetime, *, directed: bool = True) -> Ti
         return TimeRange(datetime(today.year - 1, 1, 1), datetime(today.year, 1, 1))
     if phrase in ("recently", "lately"):
         return TimeRange(today - timedelta(days=30), _day_range(today).end)
+    if m := re.fullmatch(
+        rf"(?:(last|this past)|this|in|during)\s+(?:the\s+)?({_SEASON_RE})", phrase
+    ):
+        # "in the summer", "this summer": the latest that started on or before the anchor;
+        # "last summer": the latest that ended before it
+        found = _season_range(today.year, m.group(2))
+        if found.start is not None and found.start > today:
+            found = _season_range(today.year - 1, m.group(2))
+        if m.group(1) and found.end is not None and found.end > today:
+            assert found.start is not None
+            found = _season_range(found.start.year - 1, m.group(2))
+        return found
     if m := re.fullmatch(rf"(?:last|in|this past|this|during)\s+({_MONTH_RE})", phrase):
         # the latest such month on or before the anchor ("last May" in a transcript dated
         # in May is that May: the anchor is the conversation's last day, not today)

@@ -22,13 +22,18 @@ from structrag.nlp.names import is_name_token
 from structrag.nlp.pipeline import DEFAULT_MODEL, parse
 from structrag.query import ast
 from structrag.query.question import Translation, question_kind
-from structrag.query.timeexpr import MONTHS, understood
+from structrag.query.timeexpr import MONTHS, SEASONS, understood
 
 if TYPE_CHECKING:
     from spacy.tokens import Token
 
 _MONTHS = "|".join(sorted(MONTHS, key=len, reverse=True))
 _NUMBER = r"(?:\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|a few|a couple of)"
+_SEASONS = "|".join(SEASONS)
+#: Seasons read without a year: not "fall" ("hurt in the fall", "this fall apart").
+_BARE_SEASONS = "|".join(s for s in SEASONS if s != "fall")
+#: 20/05/2023, 5.20.2023 (read when one of the first two numbers is above 12).
+_NUMERIC_DATE = r"\d{1,2}[/.]\d{1,2}[/.]\d{4}"
 #: One end of a directed phrase or a range ("after March 2024", "between May 1 and May 9").
 _POINT = "|".join(
     [
@@ -36,6 +41,8 @@ _POINT = "|".join(
         rf"(?:{_MONTHS})\.?\s+\d{{1,2}}(?:st|nd|rd|th)?(?:,?\s+\d{{4}})?",
         rf"(?:{_MONTHS})\.?,?\s+(?:of\s+)?\d{{4}}",
         r"\d{4}-\d{1,2}(?:-\d{1,2})?",
+        _NUMERIC_DATE,
+        rf"(?:{_SEASONS})\s+(?:of\s+)?\d{{4}}",
         rf"(?:last|this)\s+(?:week|month|year|{_MONTHS})",
         r"today|yesterday",
         r"\d{4}",
@@ -50,6 +57,10 @@ _TIME_PATTERNS = [
     rf"\b(?:in|during|on)?\s*(?:{_MONTHS})\.?\s+\d{{1,2}}(?:st|nd|rd|th)?,?\s+\d{{4}}\b",
     rf"\b(?:in|during)?\s*(?:{_MONTHS})\.?,?\s+(?:of\s+)?\d{{4}}\b",
     rf"\b(?:last|this|in|during)\s+(?:{_MONTHS})\b",
+    rf"\b(?:in|during)?\s*(?:the\s+)?(?:{_SEASONS})\s+(?:of\s+)?\d{{4}}\b",
+    rf"\b(?:last|this past|this|in|during)\s+(?:the\s+)?(?:{_BARE_SEASONS})\b",
+    r"\blast\s+fall\b",
+    rf"\b(?:on\s+)?{_NUMERIC_DATE}\b",
     r"\b(?:last|this)\s+(?:week|month|year)\b",
     r"\bthe\s+(?:previous|week before|day before yesterday)\b",
     rf"\b{_NUMBER}\s+(?:days?|weeks?|months?|years?)\s+ago\b",
