@@ -177,12 +177,11 @@ class RankedQuestion:
     refs: dict[int, float]
     notes: list[str]
     view: ConversationView
-    #: The conversations whose messages come first (those of the people it names), when
-    #: the scope holds others too.
-    among: frozenset[str] | None = None
-    #: Which messages of the view are in ``among`` (or in documents), when it is set.
+    #: Over several conversations, which messages of the view are in those of the people
+    #: the question names (or in documents): the ranking keeps to them, and so does the
+    #: vector fill. None when the question names no one there, or all is theirs.
     within: np.ndarray | None = None
-    #: How many of the query's matches ``among`` left out (in other conversations).
+    #: How many of the query's matches that left out (in other conversations).
     left_out: int = 0
 
 
@@ -349,12 +348,12 @@ class QueryEngine:
             count = int(members.sum())
             which = "messages" if count <= keep else "matching messages"
             notes.append(f"the {which} of {scopes} ({count} in all) come first")
-        among = within = None
+        within = None
         left_out = 0
         if theirs is not None:
             kept = _people_first(ranked, view, people, theirs, notes)
             left_out = len(ranked) - len(kept)
-            ranked, among, within = kept, theirs[0], theirs[1]
+            ranked, within = kept, theirs[1]
         return RankedQuestion(
             node=node,
             kind=translation.kind,
@@ -363,7 +362,6 @@ class QueryEngine:
             refs=_refs_in(match, run),
             notes=notes,
             view=view,
-            among=among,
             within=within,
             left_out=left_out,
         )
