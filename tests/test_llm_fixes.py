@@ -24,7 +24,7 @@ from structrag import Index
 from structrag.cli import main
 from structrag.errors import ConfigError
 from structrag.llm import LLMEndpointError
-from tests.llm_helpers import CHAT, clear_llm_env, config, write_chat
+from tests.llm_helpers import CHAT, EMPTY, clear_llm_env, config, write_chat
 from tests.openai_server import FakeOpenAIServer, Reply, serve
 
 #: ``Reply.error`` that the quota server answers as OpenAI does for an exhausted quota.
@@ -156,6 +156,16 @@ def test_an_endpoint_that_fails_every_request_alike_stops_the_ingest(tmp_path: P
             index.ingest([chat], extractor="llm", llm=config(srv, concurrency=1))
         assert "max_tokens" in str(info.value) and "--llm-model" in str(info.value.hint)
         assert srv.calls < len(rows) and index.stats()["messages"] == 0
+    # an endpoint that takes the requests and never answers stops it too
+    never = Reply(knowledge=EMPTY, delay=0.6)
+    with (
+        serve(default=lambda prompt: never) as srv,
+        Index(tmp_path / "iz") as index,
+        pytest.raises(LLMEndpointError, match="failed its first 5 requests"),
+    ):
+        index.ingest(
+            [chat], extractor="llm", llm=config(srv, concurrency=1, timeout=0.2, max_retries=0)
+        )
     # output that does not validate is the model's answer, not a refusal: not counted
     with serve(default=lambda prompt: Reply(raw="[1, 2")) as srv, Index(tmp_path / "iy") as index:
         srv.on("Note 7 about", Reply(knowledge={"entities": [], "topics": ["trip"]}))

@@ -72,10 +72,10 @@ UNREACHABLE_STREAK = 3
 #: other errors; and every request of the client waits out the delay the last 429 asked
 #: for, so requests in flight take turns under the limit rather than each using its tries.
 RATE_LIMIT_PATIENCE = 120.0
-#: Requests in a row that failed with an HTTP error after their retries before any
-#: succeeded, after which the endpoint is taken to refuse them all (a parameter the model
-#: does not take, a server that always errs) and the work stops, rather than sending every
-#: message of the input to fail the same way.
+#: Requests in a row that failed with an HTTP error or a timeout after their retries
+#: before any succeeded, after which the endpoint is taken to refuse them all (a parameter
+#: the model does not take, a server that always errs or never answers) and the work
+#: stops, rather than sending every message of the input to fail the same way.
 FAILING_STREAK = 5
 
 _MODES = {
@@ -270,10 +270,10 @@ class InstructorLLM:
                 messages, response_model, max_tokens=max_tokens, cancel=cancel
             )
         except LLMCallFailed as exc:
-            # Only an HTTP error counts: output that does not validate, or is cut off at
-            # the limit, is the model's answer (the endpoint works; one message may be
-            # hard), and a cancelled request failed for no reason of the endpoint's.
-            refused = exc.__cause__ is not None and _status(exc.__cause__) is not None
+            # Only an HTTP error or a timeout counts: output that does not validate, or is
+            # cut off at the limit, is the model's answer (the endpoint works; one message
+            # may be hard), and a cancelled request failed for no reason of the endpoint's.
+            refused = isinstance(exc.__cause__, openai.APIStatusError | openai.APITimeoutError)
             if refused and (cancel is None or not cancel.is_set()):
                 self._failed(exc)
             raise
@@ -293,9 +293,8 @@ class InstructorLLM:
         raise LLMEndpointError(
             f"the LLM endpoint {self.config.shown_url} failed its first {FAILING_STREAK} "
             f"requests, answering none (the last: {error})",
-            hint="check --llm-model and --llm-mode (the model may not take a parameter "
-            "sent, or may not answer in the schema) and that the server works, then run "
-            "the same command again",
+            hint="check --llm-model (the model may not take a parameter sent) and that the "
+            "server works and answers within --llm-timeout, then run the same command again",
         ) from error
 
     def _complete(
