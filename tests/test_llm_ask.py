@@ -129,6 +129,19 @@ def test_to_translation_drops_a_speaker_the_question_does_not_name() -> None:
     named = QuestionQuery(question_type="what", people=["Zoë"], speaker="Zoë")
     kept = to_translation(named, "What did Zoe say?", ["Sam", "Priya", "Zoë"])
     assert kept.people == ["Zoë"] and "speaker:Zoë" in kept.query.to_query()
+    # a word that starts a name is no name ("Will", "How", "car"); a short one can be
+    speakers = ["William", "Howard", "Caroline", "Ed Park", "Melanie"]
+    for question, guess, kept_it in [
+        ("Will Caroline go?", "William", False),
+        ("How did Caroline feel?", "Howard", False),
+        ("What car did she buy?", "Caroline", False),
+        ("What did Ed say?", "Ed Park", True),
+        ("What did Mel paint?", "Melanie", True),
+    ]:
+        found = to_translation(
+            QuestionQuery(question_type="what", people=[guess]), question, speakers
+        )
+        assert (found.people == [guess]) is kept_it, (question, guess)
 
 
 def test_cli_answer_flag(example_index: Path) -> None:

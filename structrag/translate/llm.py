@@ -147,15 +147,34 @@ def _grounded(text: str | None, question: str, speakers: Sequence[str]) -> bool:
     speaker it does not name is the model's guess, which would narrow the search."""
     if not text or text.strip() in ("", "*"):
         return True
-    said = {fold_accents(w) for w in re.findall(r"\w{3,}", question.lower())}
     if any(
         (text.strip().lower() == s.lower() or text.strip().lower() == s.split()[0].lower())
-        and any(fold_accents(part).startswith(word) for part in s.lower().split() for word in said)
+        and _names(question, s)
         for s in speakers
     ):
         return True
     wanted = set(stems(text))
     return bool(wanted) and wanted <= set(stems(question))
+
+
+def _names(question: str, speaker: str) -> bool:
+    """Whether ``question`` names ``speaker``: says a part of the name ("Ed" of Ed Park,
+    "Zoe" of Zoë), or starts one with a capitalised word of three letters or more that
+    is no stopword ("Mel" of Melanie; not "Will" of William, nor "How" of Howard)."""
+    from structrag.analysis import query_stopwords
+
+    parts = [fold_accents(p) for p in speaker.lower().split()]
+    words = re.findall(r"\w{2,}", question)
+    if any(fold_accents(w.lower()) in parts for w in words):
+        return True
+    stop = query_stopwords()
+    return any(
+        w[:1].isupper()
+        and len(w) >= 3
+        and w.lower() not in stop
+        and any(p.startswith(fold_accents(w.lower())) for p in parts)
+        for w in words
+    )
 
 
 def _slot(value: str | None) -> str | None:
