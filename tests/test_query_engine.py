@@ -392,9 +392,8 @@ def test_relational_filters_on_metadata(
         # after it starts (each end alone would be the latest such day before the anchor)
         ("between June 1 and August 15", datetime(2024, 6, 1), datetime(2024, 8, 16)),
         ("from July to September", datetime(2024, 7, 1), datetime(2024, 10, 1)),
-        # both ends before the anchor this year, the start after the end: the latest such
-        # range, from last year's May
-        ("from May to February", datetime(2023, 5, 1), datetime(2024, 3, 1)),
+        # the latest such range that started on or before the anchor, as "in the winter"
+        ("from May to February", datetime(2024, 5, 1), datetime(2025, 3, 1)),
         ("on July 4", datetime(2024, 7, 4), datetime(2024, 7, 5)),
         ("25 July", datetime(2023, 7, 25), datetime(2023, 7, 26)),  # after the anchor
         ("in the last two weeks", datetime(2024, 7, 7), datetime(2024, 7, 21)),
@@ -442,8 +441,19 @@ def test_questions_find_numeric_dates_and_seasons() -> None:
         ("Where did Priya go last summer?", "last summer"),
     ]:
         assert translator.translate(question, ["Kevin", "Marco", "Priya"]).time_phrases == [phrase]
-    # "the fall" of a person is no season without a year
-    assert translator.translate("Did Sam get hurt in the fall?", ["Sam"]).time_phrases == []
+    # "the fall" of a person is no season without a year, nor a season before a noun
+    for thing in ("Did Sam get hurt in the fall?", "Did Sam sleep in the winter coat?"):
+        assert translator.translate(thing, ["Sam"]).time_phrases == [], thing
+    assert translator.translate("What did Sam do since last summer?", ["Sam"]).time_phrases == [
+        "since last summer"
+    ]
+
+
+def test_a_range_over_the_year_end_holds_the_anchor() -> None:
+    """ "between Dec 20 and Jan 5" on 25 December is this one, which the anchor is in: the
+    latest such range that started on or before it."""
+    found = resolve("between December 20 and January 5", datetime(2024, 12, 25))
+    assert found == TimeRange(datetime(2024, 12, 20), datetime(2025, 1, 6))
 
 
 def test_a_range_past_the_last_message_keeps_its_messages(ix: Index) -> None:

@@ -11,7 +11,11 @@ anchor), ``3 days ago``, ``2 weeks ago``, ``in the last 2 weeks``, ``recently`` 
 ``prior to``, ``after``, ``since``, ``until`` / ``till`` / ``through`` (open at one end:
 ``after March 2024`` starts when March ends, ``since March 2024`` when it starts), and
 ``from A to B`` / ``between A and B`` (B's year is A's when only B has one: ``from
-January to March 2024``). Ranges are half-open ``[start, end)``.
+January to March 2024``; with no year, the latest such range that started on or before
+the anchor). Seasons (the northern hemisphere's, by the calendar's months: ``spring
+2023``, ``the winter of 2023``, and relative: ``this/last summer``, ``in the winter``)
+and numeric dates (``20/05/2023``, ``5/20/2023``: read when one of the two numbers is
+over 12, or the other end of a range is). Ranges are half-open ``[start, end)``.
 """
 
 from __future__ import annotations
@@ -219,14 +223,6 @@ def _next_year(value: datetime) -> datetime:
         return value.replace(year=value.year + 1, day=28)
 
 
-def _last_year(value: datetime) -> datetime:
-    """The same day a year earlier (28 February for 29 February)."""
-    try:
-        return value.replace(year=value.year - 1)
-    except ValueError:
-        return value.replace(year=value.year - 1, day=28)
-
-
 def _point(text: str, anchor: datetime | None) -> TimeRange | None:
     """One end of a directed phrase or a range: a date, month or year, a relative phrase,
     or a month on its own (``since April``: the latest April on or before the anchor)."""
@@ -276,15 +272,12 @@ def _directed(phrase: str, anchor: datetime | None) -> TimeRange | None:
             and end.start.month != start.start.month  # "June 9 and June 1": the wrong way
             and re.search(rf"\b(?:{_MONTH_RE})\b", right)
         ):
-            # With no year, each end alone is the latest such day on or before the anchor.
-            # "between June 1 and August 15" (anchor 20 July): the end, after the anchor's
-            # day of the year, landed a year early: the range is this summer's. "from
-            # September to July" (anchor 20 October): the start is a year early: the
-            # latest such range, September to July before the anchor.
-            if anchor is not None and _next_year(end.start).year == anchor.year:
-                end = TimeRange(_next_year(end.start), _next_year(end.end))
-            else:
-                start = TimeRange(_last_year(start.start), _last_year(start.end or start.start))
+            # With no year, each end alone is the latest such day on or before the anchor,
+            # so an end before the start landed a year early: the range is the latest that
+            # started on or before the anchor, as "in the winter" is ("between June 1 and
+            # August 15" on 20 July: this summer's; "between Dec 20 and Jan 5" on 25
+            # December: this one, which the anchor is in)
+            end = TimeRange(_next_year(end.start), _next_year(end.end))
         if start is None or end is None or (start.start and end.end and end.end <= start.start):
             return None
         return TimeRange(start.start, end.end)

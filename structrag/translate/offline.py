@@ -32,6 +32,12 @@ _NUMBER = r"(?:\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|a few|a
 _SEASONS = "|".join(SEASONS)
 #: Seasons read without a year: not "fall" ("hurt in the fall", "this fall apart").
 _BARE_SEASONS = "|".join(s for s in SEASONS if s != "fall")
+#: What may follow a season read as a time: the question's end, punctuation or a word
+#: that starts another part ("in the spring rolls", "this summer camp" are things).
+_NO_NOUN_AFTER = (
+    r"(?=\s*(?:$|[?.!,;:)]|(?:and|or|but|of|in|on|at|to|with|for|from|when|while|before|"
+    r"after|did|does|do|was|were|is|are|has|have|had|will|would|could)\b))"
+)
 #: 20/05/2023, 5.20.2023 (read when one of the first two numbers is above 12).
 _NUMERIC_DATE = r"\d{1,2}[/.]\d{1,2}[/.]\d{4}"
 #: One end of a directed phrase or a range ("after March 2024", "between May 1 and May 9").
@@ -43,7 +49,7 @@ _POINT = "|".join(
         r"\d{4}-\d{1,2}(?:-\d{1,2})?",
         _NUMERIC_DATE,
         rf"(?:{_SEASONS})\s+(?:of\s+)?\d{{4}}",
-        rf"(?:last|this)\s+(?:week|month|year|{_MONTHS})",
+        rf"(?:last|this)\s+(?:week|month|year|{_MONTHS}|{_BARE_SEASONS}|fall)",
         r"today|yesterday",
         r"\d{4}",
         rf"(?:{_MONTHS})",
@@ -58,8 +64,8 @@ _TIME_PATTERNS = [
     rf"\b(?:in|during)?\s*(?:{_MONTHS})\.?,?\s+(?:of\s+)?\d{{4}}\b",
     rf"\b(?:last|this|in|during)\s+(?:{_MONTHS})\b",
     rf"\b(?:in|during)?\s*(?:the\s+)?(?:{_SEASONS})\s+(?:of\s+)?\d{{4}}\b",
-    rf"\b(?:last|this past|this|in|during)\s+(?:the\s+)?(?:{_BARE_SEASONS})\b",
-    r"\blast\s+fall\b",
+    rf"\b(?:last|this past|this|in|during)\s+(?:the\s+)?(?:{_BARE_SEASONS})\b{_NO_NOUN_AFTER}",
+    rf"\blast\s+fall\b{_NO_NOUN_AFTER}",
     rf"\b(?:on\s+)?{_NUMERIC_DATE}\b",
     r"\b(?:last|this)\s+(?:week|month|year)\b",
     r"\bthe\s+(?:previous|week before|day before yesterday)\b",
