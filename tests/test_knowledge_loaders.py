@@ -302,6 +302,13 @@ def test_a_docx_cut_short_is_called_damaged(tmp_path: Path) -> None:
         other.writestr("content.xml", "<office:document-content/>")
     with pytest.raises(InputError, match="not a readable Word document"):
         load_document(path)
+    # a whole zip whose Word part is broken is a damaged Word document
+    with zipfile.ZipFile(fixture("coop_handbook.docx")) as good, zipfile.ZipFile(path, "w") as bad:
+        for name in good.namelist():
+            body = good.read(name)
+            bad.writestr(name, body[: len(body) // 2] if name == "word/document.xml" else body)
+    with pytest.raises(InputError, match="damaged: the Word document cannot be read"):
+        load_document(path)
 
 
 # -- HTML ---------------------------------------------------------------------------------

@@ -94,14 +94,28 @@ def read_docx(path: Path, data: bytes) -> DocxText:
         raise damaged(path, "the Word document cannot be read", exc, _DAMAGED_HINT) from exc
 
 
+def _a_damaged_docx(error: Exception, data: bytes) -> bool:
+    """Whether a file the reader failed on is a Word document that is damaged: a zip that
+    does not open (cut short), or one that holds a Word document's parts, one of them
+    broken; not a whole zip of another kind (an .odt renamed), nor no zip at all."""
+    if not data.startswith(b"PK\x03\x04"):
+        return False
+    if isinstance(error, zipfile.BadZipFile):
+        return True
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            names = set(archive.namelist())
+    except (zipfile.BadZipFile, OSError, ValueError):
+        return True
+    return bool(names & {"word/document.xml", "[Content_Types].xml"})
+
+
 def _read(path: Path, data: bytes) -> DocxText:
     try:
         document = docx.Document(io.BytesIO(data))
     except (PackageNotFoundError, zipfile.BadZipFile, KeyError, ValueError, SyntaxError) as exc:
         # (lxml's XMLSyntaxError, for a damaged part inside the zip, is a SyntaxError)
-        if isinstance(exc, zipfile.BadZipFile) and data.startswith(b"PK\x03\x04"):
-            # a zip, as .docx is, that does not open: cut short or damaged (a whole zip
-            # of another kind, an .odt renamed, is not a Word document: below)
+        if _a_damaged_docx(exc, data):
             raise damaged(path, "the Word document cannot be read", exc, _DAMAGED_HINT) from exc
         raise InputError(
             path,
