@@ -457,6 +457,8 @@ def test_an_answer_cut_off_at_the_token_limit_is_not_reasked(
         (report,) = index.ingest([chat], extractor="llm", llm=config(server, max_retries=3))
         ((message_id, error, attempts),) = _failures(index)
     assert message_id == "m4" and "cut off" in error and attempts == 1
+    # the budget is sized to the message: raising --llm-max-tokens would not change it
+    assert "--llm-max-tokens caps it, it does not raise it" in error
     assert report.llm is not None and report.llm["calls"] == len(CHAT)
     (request,) = server.calls_for("Ghibli")
     assert 256 < request.body["max_tokens"] < 400  # sized to the message, not the 4096 cap

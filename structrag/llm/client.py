@@ -12,6 +12,9 @@
   and timeouts: exponential delays with jitter, or the server's ``Retry-After`` /
   ``retry-after-ms`` when it sends one, capped by ``max_backoff`` (30 s). The openai
   client's own retries are off so every call is counted here.
+* **Rate limits**: a 429 that is not an exhausted quota pauses every request of the
+  client for the wait it asks (spread over up to a second), and a request retries it for
+  as long as it lasts, up to :data:`RATE_LIMIT_PATIENCE` seconds.
 * **Bounded concurrency**: at most ``concurrency`` requests in flight per client, across
   threads (a semaphore; sleeping between retries does not hold it).
 * **Accounting**: calls, retries, invalid outputs, input and output tokens from the API's
@@ -21,7 +24,9 @@
   client, or for :data:`UNREACHABLE_STREAK` requests in a row) raise
   :class:`~structrag.llm.base.LLMEndpointError` instead of failing every request. A
   connection that keeps failing for one request while others are answered is that
-  request's :class:`~structrag.llm.base.LLMCallFailed`.
+  request's :class:`~structrag.llm.base.LLMCallFailed`. So do the first
+  :data:`FAILING_STREAK` requests failing with an HTTP error or a timeout before any
+  succeeded (a parameter the model does not take, a server that never answers).
 * **Cancellation**: once the caller's ``cancel`` event is set (Ctrl-C in an ingest), no
   new attempt starts, and a wait before a retry ends at once.
 
@@ -345,10 +350,21 @@ class InstructorLLM:
                 if stats.truncated or isinstance(cause, IncompleteOutputException):
                     self._answered()
                     stats.retries = max(0, stats.calls - 1)
+                    sized = limit < self.config.max_tokens  # to the message, under the cap
                     raise LLMCallFailed(
-                        f"output cut off at the {limit}-token limit (after {stats.calls} attempts)",
+                        f"output cut off at the {limit}-token limit"
+                        + (
+                            " (256 + 3 per token of the message; --llm-max-tokens caps it, "
+                            "it does not raise it)"
+                            if sized
+                            else ""
+                        )
+                        + f" (after {stats.calls} attempts)",
                         stats,
-                        hint="the model may be looping; a larger --llm-max-tokens or a "
+                        hint="the model may be looping, or writing its reasoning before the "
+                        "answer: a model that answers directly may help"
+                        if sized
+                        else "the model may be looping; a larger --llm-max-tokens or a "
                         "stronger model may help",
                     ) from cause
                 if _quota_exhausted(cause):
