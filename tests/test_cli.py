@@ -519,3 +519,28 @@ def test_ctrl_c_after_some_files_names_the_files_written(
         assert (report["path"], report["messages_added"]) == (str(tiny), 1), out
     else:
         assert out.startswith(f"{tiny} (jsonl): 1 new, 0 updated") and str(big) not in out, out
+
+
+def test_a_conversation_given_by_its_name_is_answered_with_its_id(tmp_path: Path) -> None:
+    """``--conversation "Ann & Bo"`` (the name ``conversations`` shows) is refused with the
+    id to give."""
+    sample = {
+        "sample_id": "conv-1",
+        "conversation": {
+            "speaker_a": "Ann",
+            "speaker_b": "Bo",
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [
+                {"speaker": "Ann", "dia_id": "D1:1", "text": "I adopted a cat."},
+                {"speaker": "Bo", "dia_id": "D1:2", "text": "Lovely, what is its name?"},
+            ],
+        },
+        "qa": [],
+    }
+    data = tmp_path / "locomo.json"
+    data.write_text(json.dumps([sample]))
+    db = str(tmp_path / "ix")
+    assert run("ingest", str(data), "--db", db, "-q")[0] == 0
+    code, _, err = run("ask", "What did Ann adopt?", "--db", db, "--conversation", "ann & bo")
+    assert code == 1 and "no conversation 'ann & bo'" in err
+    assert "that is the name of conv-1: give its id" in err

@@ -654,9 +654,16 @@ class Derived:
             if self._conversations is None:
                 self._conversations = {c.id for c in self.store.conversations()}
             if conversation is not None and conversation not in self._conversations:
+                named = sorted(
+                    c.id
+                    for c in self.store.conversations()
+                    if (c.name or "").casefold() == conversation.casefold()
+                )
                 raise NotFoundError(
                     f"no conversation {conversation!r} in the index",
-                    hint="list them with `structrag conversations`",
+                    hint=f"that is the name of {', '.join(named[:5])}: give its id"
+                    if named
+                    else "list them with `structrag conversations`",
                 )
             self._views[scope] = ConversationView(self, scope)
         return self._views[scope]
