@@ -99,13 +99,20 @@ def _season_range(year: int, season: str) -> TimeRange:
     return TimeRange(datetime(year, start, 1), end)
 
 
-_NUMERIC = re.compile(r"(?:on\s+)?(\d{1,2})[/.](\d{1,2})[/.](\d{4})")
+#: 20/05/2023, 5.20.2023: a day and a month in either order, then the year.
+NUMERIC_DATE = r"\d{1,2}[/.]\d{1,2}[/.]\d{4}"
+_NUMERIC = re.compile(rf"(?:on\s+)?({NUMERIC_DATE})")
+
+
+def _numbers(m: re.Match[str]) -> tuple[int, int, int]:
+    first, second, year = re.split(r"[/.]", m.group(1))
+    return int(first), int(second), int(year)
 
 
 def _numeric_order(m: re.Match[str]) -> str | None:
     """ "dmy" for 20/05/2023, "mdy" for 5/20/2023; None for 05/06/2023, whose order is the
     writer's habit, which a question does not show."""
-    first, second = int(m.group(1)), int(m.group(2))
+    first, second, _ = _numbers(m)
     if first > 12 >= second:
         return "dmy"
     if second > 12 >= first:
@@ -116,7 +123,7 @@ def _numeric_order(m: re.Match[str]) -> str | None:
 def _numeric_date(m: re.Match[str], order: str | None) -> TimeRange | None:
     if order is None:
         return None
-    first, second, year = int(m.group(1)), int(m.group(2)), int(m.group(3))
+    first, second, year = _numbers(m)
     day, month = (first, second) if order == "dmy" else (second, first)
     try:
         return _day_range(datetime(year, month, day))

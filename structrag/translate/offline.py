@@ -22,7 +22,7 @@ from structrag.nlp.names import is_name_token
 from structrag.nlp.pipeline import DEFAULT_MODEL, parse
 from structrag.query import ast
 from structrag.query.question import Translation, question_kind
-from structrag.query.timeexpr import MONTHS, SEASONS, understood
+from structrag.query.timeexpr import MONTHS, NUMERIC_DATE, SEASONS, understood
 
 if TYPE_CHECKING:
     from spacy.tokens import Token
@@ -38,8 +38,6 @@ _NO_NOUN_AFTER = (
     r"(?=\s*(?:$|[?.!,;:)]|(?:and|or|but|of|in|on|at|to|with|for|from|when|while|before|"
     r"after|did|does|do|was|were|is|are|has|have|had|will|would|could)\b))"
 )
-#: 20/05/2023, 5.20.2023 (read when one of the first two numbers is above 12).
-_NUMERIC_DATE = r"\d{1,2}[/.]\d{1,2}[/.]\d{4}"
 #: One end of a directed phrase or a range ("after March 2024", "between May 1 and May 9").
 _POINT = "|".join(
     [
@@ -47,7 +45,7 @@ _POINT = "|".join(
         rf"(?:{_MONTHS})\.?\s+\d{{1,2}}(?:st|nd|rd|th)?(?:,?\s+\d{{4}})?",
         rf"(?:{_MONTHS})\.?,?\s+(?:of\s+)?\d{{4}}",
         r"\d{4}-\d{1,2}(?:-\d{1,2})?",
-        _NUMERIC_DATE,
+        NUMERIC_DATE,
         rf"(?:{_SEASONS})\s+(?:of\s+)?\d{{4}}",
         rf"(?:last|this)\s+(?:week|month|year|{_MONTHS}|{_BARE_SEASONS}|fall)",
         r"today|yesterday",
@@ -66,7 +64,7 @@ _TIME_PATTERNS = [
     rf"\b(?:in|during)?\s*(?:the\s+)?(?:{_SEASONS})\s+(?:of\s+)?\d{{4}}\b",
     rf"\b(?:last|this past|this|in|during)\s+(?:the\s+)?(?:{_BARE_SEASONS})\b{_NO_NOUN_AFTER}",
     rf"\blast\s+fall\b{_NO_NOUN_AFTER}",
-    rf"\b(?:on\s+)?{_NUMERIC_DATE}\b",
+    rf"\b(?:on\s+)?{NUMERIC_DATE}\b",
     r"\b(?:last|this)\s+(?:week|month|year)\b",
     r"\bthe\s+(?:previous|week before|day before yesterday)\b",
     rf"\b{_NUMBER}\s+(?:days?|weeks?|months?|years?)\s+ago\b",
